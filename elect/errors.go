@@ -1,0 +1,34 @@
+package elect
+
+import (
+	"errors"
+
+	"github.com/leaderrun/leaderrun/oslock"
+)
+
+// Sentinel errors, checked with errors.Is.
+var (
+	// ErrBusy: a try-only request found the lock held or the queue not
+	// empty.
+	ErrBusy = errors.New("elect: lock is held")
+	// ErrStolen ends a leadership that another request took with Steal.
+	ErrStolen = errors.New("elect: leadership was stolen")
+	// ErrReleased ends a leadership that its holder released.
+	ErrReleased = errors.New("elect: leadership released")
+	// ErrInvalidName: the name is empty, too long, or has characters
+	// outside [A-Za-z0-9._@+=,:-], or starts with a dot or a dash.
+	ErrInvalidName = errors.New("elect: invalid lock name")
+	// ErrInvalidRequest: a meaningless combination of request options,
+	// such as Steal with IfAvailable or with Shared.
+	ErrInvalidRequest = errors.New("elect: invalid request")
+	// ErrCorrupt: a file of the lock directory holds something that
+	// leaderrun did not write. Nothing is changed; the message names the
+	// file and how to recover.
+	ErrCorrupt = errors.New("elect: corrupt lock state")
+	// ErrUnsupported: flock cannot be trusted on this platform or
+	// filesystem. Same value as oslock.ErrUnsupported.
+	ErrUnsupported = oslock.ErrUnsupported
+	// ErrInsecureDir: the lock directory could be tampered with by
+	// others. Same value as oslock.ErrInsecureDir.
+	ErrInsecureDir = oslock.ErrInsecureDir
+)

@@ -1,0 +1,96 @@
+package elect
+
+import (
+	"context"
+	"sync"
+	"time"
+)
+
+// Leadership is one term of holding a lock: a value with a lifetime. Its
+// Context ends when the term ends, whether the holder released it, it was
+// stolen, or the Locker was closed. Release is idempotent.
+//
+// A Leadership is created by a backend with [NewLeadership]; the flock
+// backend is [Locker].
+type Leadership struct {
+	name  string
+	dir   string
+	mode  Mode
+	epoch uint64
+	since time.Time
+
+	ctx    context.Context
+	cancel context.CancelCauseFunc
+
+	once       sync.Once
+	release    func() error
+	releaseErr error
+}
+
+// Term describes a new Leadership to [NewLeadership].
+type Term struct {
+	Name  string
+	Dir   string // where the lock lives, for a backend that has one
+	Mode  Mode
+	Epoch uint64
+	Since time.Time
+	// Release gives the lock back. It is called at most once.
+	Release func() error
+}
+
+// NewLeadership is for backends: it returns a Leadership for t and a
+// function that ends its context with a cause (such as ErrStolen) without
+// releasing the lock; the holder still calls Release.
+func NewLeadership(t Term) (*Leadership, func(cause error)) {
+	ctx, cancel := context.WithCancelCause(context.Background())
+	l := &Leadership{
+		name: t.Name, dir: t.Dir, mode: t.Mode, epoch: t.Epoch, since: t.Since,
+		ctx: ctx, cancel: cancel, release: t.Release,
+	}
+	return l, cancel
+}
+
+// Name is the lock's name.
+func (l *Leadership) Name() string { return l.name }
+
+// Dir is the lock directory.
+func (l *Leadership) Dir() string { return l.dir }
+
+// Mode is how the lock is held.
+func (l *Leadership) Mode() Mode { return l.mode }
+
+// Epoch is this term's fencing token: strictly greater than every epoch
+// granted before for the same name and directory. Pass it to whatever the
+// leader writes, and have that refuse writes with a lower epoch.
+func (l *Leadership) Epoch() uint64 { return l.epoch }
+
+// Since is when the term began.
+func (l *Leadership) Since() time.Time { return l.since }
+
+// Context ends when the term ends; context.Cause gives ErrStolen,
+// ErrReleased, or the cause given by the backend.
+func (l *Leadership) Context() context.Context { return l.ctx }
+
+// Done is closed when the term ends.
+func (l *Leadership) Done() <-chan struct{} { return l.ctx.Done() }
+
+// Err is nil while the term lasts, then why it ended.
+func (l *Leadership) Err() error {
+	if l.ctx.Err() == nil {
+		return nil
+	}
+	return context.Cause(l.ctx)
+}
+
+// Release ends the term and gives the lock to the next in line. It is
+// idempotent: later calls return the first call's result. After a steal,
+// Release is how the old holder lets the stealer in.
+func (l *Leadership) Release() error {
+	l.once.Do(func() {
+		l.cancel(ErrReleased)
+		if l.release != nil {
+			l.releaseErr = l.release()
+		}
+	})
+	return l.releaseErr
+}

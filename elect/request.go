@@ -1,0 +1,43 @@
+package elect
+
+import (
+	"fmt"
+	"time"
+)
+
+// Request says how to ask for a lock, as navigator.locks.request's options
+// do. The zero value waits in line for an exclusive lock.
+type Request struct {
+	// Mode is Exclusive (default) or Shared.
+	Mode Mode
+	// IfAvailable asks once and never waits: if the lock cannot be
+	// granted at once, Acquire returns ErrBusy.
+	IfAvailable bool
+	// Steal ends the current holders' terms with ErrStolen and takes the
+	// lock ahead of everyone queued. Holders keep the kernel lock until
+	// they release it; see KillAfter. Exclusive only.
+	Steal bool
+	// KillAfter, with Steal, sends SIGKILL to holders (of the same user)
+	// that still hold the lock this long after the steal. Zero (default)
+	// waits for them to release however long it takes.
+	KillAfter time.Duration
+	// Command is recorded for Query and `leaderrun status`. Default:
+	// os.Args.
+	Command []string
+}
+
+func (r Request) validate() error {
+	switch {
+	case r.Mode != Exclusive && r.Mode != Shared:
+		return fmt.Errorf("%w: unknown mode %d", ErrInvalidRequest, r.Mode)
+	case r.Steal && r.IfAvailable:
+		return fmt.Errorf("%w: steal cannot be combined with if-available (try-only)", ErrInvalidRequest)
+	case r.Steal && r.Mode == Shared:
+		return fmt.Errorf("%w: steal cannot be combined with shared mode", ErrInvalidRequest)
+	case r.KillAfter < 0:
+		return fmt.Errorf("%w: negative KillAfter", ErrInvalidRequest)
+	case r.KillAfter > 0 && !r.Steal:
+		return fmt.Errorf("%w: KillAfter needs Steal", ErrInvalidRequest)
+	}
+	return nil
+}

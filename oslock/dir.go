@@ -1,0 +1,51 @@
+package oslock
+
+import (
+	"fmt"
+	"os"
+)
+
+// Dir is a lock directory that has been checked once by [OpenDir] and is
+// from then on used only through its descriptor, so that renaming or
+// replacing the path afterwards cannot redirect what is written.
+type Dir struct {
+	f    *os.File
+	path string
+}
+
+// DirOptions says how [OpenDir] treats the directory.
+type DirOptions struct {
+	// Create makes the directory (mode 0700) when it is missing. Only the
+	// last path element is created. Default false: a missing directory
+	// is an error.
+	Create bool
+	// GroupShared accepts a directory that its group may write to, for
+	// contenders of several users in one group. Default false.
+	GroupShared bool
+	// AllowUnsafeFS skips the refusal of network and FUSE filesystems.
+	// Default false.
+	AllowUnsafeFS bool
+}
+
+// FileID names an inode: what /proc/locks reports locks against.
+type FileID struct {
+	Dev uint64
+	Ino uint64
+}
+
+// Path returns the path the directory was opened with.
+func (d *Dir) Path() string { return d.path }
+
+// Close releases the directory's descriptor. It is idempotent.
+func (d *Dir) Close() error {
+	if d == nil || d.f == nil {
+		return nil
+	}
+	err := d.f.Close()
+	d.f = nil
+	return err
+}
+
+func insecure(path, why, fix string) error {
+	return fmt.Errorf("%w: %s %s; %s", ErrInsecureDir, path, why, fix)
+}

@@ -1,0 +1,219 @@
+//go:build unix
+
+package oslock
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strconv"
+
+	"golang.org/x/sys/unix"
+)
+
+// OpenDir opens and checks the lock directory at path. It refuses a symbolic
+// link, a directory owned by another user, one writable by others (or by its
+// group unless opts.GroupShared), and, unless opts.AllowUnsafeFS, a network or
+// FUSE filesystem, which returns [ErrUnsupported] naming the filesystem.
+func OpenDir(path string, opts DirOptions) (*Dir, error) {
+	if path == "" {
+		return nil, errors.New("oslock: empty lock directory path")
+	}
+	path = filepath.Clean(path)
+	if opts.Create {
+		if err := os.Mkdir(path, 0o700); err != nil && !errors.Is(err, fs.ErrExist) {
+			return nil, fmt.Errorf("oslock: cannot create lock directory: %w; check that its parent exists and is writable", err)
+		}
+	}
+	fd, err := openNoFollow(unix.AT_FDCWD, path, unix.O_RDONLY|unix.O_DIRECTORY, 0)
+	if err != nil {
+		switch {
+		case errors.Is(err, unix.ELOOP):
+			return nil, insecure(path, "is a symbolic link", "point --dir at the real directory")
+		case errors.Is(err, unix.ENOENT):
+			return nil, fmt.Errorf("oslock: lock directory %s does not exist; create it with: mkdir -m 700 %s: %w", path, path, fs.ErrNotExist)
+		case errors.Is(err, unix.ENOTDIR):
+			return nil, fmt.Errorf("oslock: lock directory %s is not a directory; choose a directory", path)
+		case errors.Is(err, unix.EACCES):
+			return nil, fmt.Errorf("oslock: lock directory %s is not accessible (permission denied); use a directory you own: %w", path, fs.ErrPermission)
+		}
+		return nil, &fs.PathError{Op: "open", Path: path, Err: err}
+	}
+	f := os.NewFile(uintptr(fd), path)
+	if err := checkDir(f, path, opts); err != nil {
+		f.Close()
+		return nil, err
+	}
+	return &Dir{f: f, path: path}, nil
+}
+
+func checkDir(f *os.File, path string, opts DirOptions) error {
+	var st unix.Stat_t
+	if err := unix.Fstat(int(f.Fd()), &st); err != nil {
+		return &fs.PathError{Op: "fstat", Path: path, Err: err}
+	}
+	if st.Mode&unix.S_IFMT != unix.S_IFDIR {
+		return fmt.Errorf("oslock: %s is not a directory", path)
+	}
+	if uid := os.Geteuid(); int(st.Uid) != uid {
+		return insecure(path, fmt.Sprintf("is owned by uid %d, not by you (uid %d)", st.Uid, uid),
+			"use a directory you own, e.g. leave --dir unset for the private default")
+	}
+	perm := st.Mode & 0o7777
+	if perm&0o002 != 0 {
+		return insecure(path, fmt.Sprintf("is writable by others (mode %04o)", perm), "run: chmod o-w "+path+" (or chmod 700)")
+	}
+	if perm&0o020 != 0 && !opts.GroupShared {
+		return insecure(path, fmt.Sprintf("is writable by its group (mode %04o)", perm),
+			"run: chmod 700 "+path+", or opt into a group-shared directory")
+	}
+	if !opts.AllowUnsafeFS {
+		if err := checkFS(int(f.Fd()), path); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func openNoFollow(dirfd int, name string, flag int, perm uint32) (int, error) {
+	for {
+		fd, err := unix.Openat(dirfd, name, flag|unix.O_NOFOLLOW|unix.O_CLOEXEC, perm)
+		if err != unix.EINTR {
+			return fd, err
+		}
+	}
+}
+
+func (d *Dir) fd() int { return int(d.f.Fd()) }
+
+func (d *Dir) pathErr(op, name string, err error) error {
+	if errors.Is(err, unix.ELOOP) {
+		return fmt.Errorf("%w: %s is a symbolic link; remove it", ErrSymlink, filepath.Join(d.path, name))
+	}
+	return &fs.PathError{Op: op, Path: filepath.Join(d.path, name), Err: err}
+}
+
+// OpenFile opens name inside the directory without following a symbolic
+// link; flag and perm are as for os.OpenFile.
+func (d *Dir) OpenFile(name string, flag int, perm os.FileMode) (*os.File, error) {
+	fd, err := openNoFollow(d.fd(), name, flag, uint32(perm.Perm()))
+	if err != nil {
+		return nil, d.pathErr("open", name, err)
+	}
+	f := os.NewFile(uintptr(fd), filepath.Join(d.path, name))
+	var st unix.Stat_t
+	if err := unix.Fstat(fd, &st); err != nil {
+		f.Close()
+		return nil, d.pathErr("fstat", name, err)
+	}
+	if st.Mode&unix.S_IFMT != unix.S_IFREG {
+		f.Close()
+		return nil, fmt.Errorf("oslock: %s is not a regular file; remove it", filepath.Join(d.path, name))
+	}
+	return f, nil
+}
+
+// Sub opens the subdirectory name, creating it with mode 0700 if create is
+// set, and checks it as [OpenDir] does.
+func (d *Dir) Sub(name string, create bool, opts DirOptions) (*Dir, error) {
+	if create {
+		if err := unix.Mkdirat(d.fd(), name, 0o700); err != nil && err != unix.EEXIST {
+			return nil, d.pathErr("mkdir", name, err)
+		}
+	}
+	fd, err := openNoFollow(d.fd(), name, unix.O_RDONLY|unix.O_DIRECTORY, 0)
+	if err != nil {
+		if errors.Is(err, unix.ENOENT) {
+			return nil, d.pathErr("open", name, fs.ErrNotExist)
+		}
+		return nil, d.pathErr("open", name, err)
+	}
+	path := filepath.Join(d.path, name)
+	f := os.NewFile(uintptr(fd), path)
+	opts.AllowUnsafeFS = true // same filesystem as d, already checked
+	if err := checkDir(f, path, opts); err != nil {
+		f.Close()
+		return nil, err
+	}
+	return &Dir{f: f, path: path}, nil
+}
+
+// Names lists the directory's entries, in no particular order.
+func (d *Dir) Names() ([]string, error) {
+	fd, err := openNoFollow(d.fd(), ".", unix.O_RDONLY|unix.O_DIRECTORY, 0)
+	if err != nil {
+		return nil, d.pathErr("open", ".", err)
+	}
+	f := os.NewFile(uintptr(fd), d.path)
+	defer f.Close()
+	names, err := f.Readdirnames(-1)
+	if err != nil && err != io.EOF {
+		return nil, err
+	}
+	return names, nil
+}
+
+// Remove unlinks the file name. A missing file is reported as fs.ErrNotExist.
+func (d *Dir) Remove(name string) error {
+	if err := unix.Unlinkat(d.fd(), name, 0); err != nil {
+		return d.pathErr("remove", name, err)
+	}
+	return nil
+}
+
+// RemoveDir removes the empty subdirectory name.
+func (d *Dir) RemoveDir(name string) error {
+	if err := unix.Unlinkat(d.fd(), name, unix.AT_REMOVEDIR); err != nil {
+		return d.pathErr("rmdir", name, err)
+	}
+	return nil
+}
+
+// Link makes newname a second name of oldname without following links. It
+// fails with fs.ErrExist if newname exists: it never replaces a file.
+func (d *Dir) Link(oldname, newname string) error {
+	if err := unix.Linkat(d.fd(), oldname, d.fd(), newname, 0); err != nil {
+		return d.pathErr("link", newname, err)
+	}
+	return nil
+}
+
+// Rename renames oldname to newname inside the directory, replacing newname.
+func (d *Dir) Rename(oldname, newname string) error {
+	if err := unix.Renameat(d.fd(), oldname, d.fd(), newname); err != nil {
+		return d.pathErr("rename", newname, err)
+	}
+	return nil
+}
+
+// Lstat returns the identity and owner of name without following a link.
+func (d *Dir) Lstat(name string) (FileID, int, error) {
+	var st unix.Stat_t
+	if err := unix.Fstatat(d.fd(), name, &st, unix.AT_SYMLINK_NOFOLLOW); err != nil {
+		return FileID{}, 0, d.pathErr("lstat", name, err)
+	}
+	return FileID{Dev: uint64(st.Dev), Ino: uint64(st.Ino)}, int(st.Uid), nil
+}
+
+// IDOf returns the identity of an open file.
+func IDOf(f *os.File) (FileID, error) {
+	var st unix.Stat_t
+	if err := unix.Fstat(int(f.Fd()), &st); err != nil {
+		return FileID{}, &fs.PathError{Op: "fstat", Path: f.Name(), Err: err}
+	}
+	return FileID{Dev: uint64(st.Dev), Ino: uint64(st.Ino)}, nil
+}
+
+// ResolvedPath returns a path to name that goes through the directory's
+// descriptor where the platform allows it (/proc/self/fd on Linux), so that
+// path-based calls such as inotify_add_watch and bind(2) cannot be
+// redirected by renaming the directory, and stay short.
+func (d *Dir) ResolvedPath(name string) string {
+	if procFD {
+		return "/proc/self/fd/" + strconv.Itoa(d.fd()) + "/" + name
+	}
+	return filepath.Join(d.path, name)
+}

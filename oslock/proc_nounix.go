@@ -1,0 +1,15 @@
+//go:build !unix
+
+package oslock
+
+// LockTable is not available on this platform.
+func LockTable() (map[FileID][]LockHolder, error) { return nil, ErrUnsupported }
+
+// StateOf cannot tell on this platform.
+func StateOf(pid int) ProcState { return ProcUnknown }
+
+// Cmdline is not available on this platform.
+func Cmdline(pid int) []string { return nil }
+
+// UIDOf is not available on this platform.
+func UIDOf(pid int) int { return -1 }

@@ -1,0 +1,22 @@
+//go:build unix && !linux
+
+package oslock
+
+import "syscall"
+
+// LockTable is not available on this platform.
+func LockTable() (map[FileID][]LockHolder, error) { return nil, ErrUnsupported }
+
+// StateOf tells only whether pid exists.
+func StateOf(pid int) ProcState {
+	if err := syscall.Kill(pid, 0); err == syscall.ESRCH {
+		return ProcGone
+	}
+	return ProcUnknown
+}
+
+// Cmdline is not available on this platform.
+func Cmdline(pid int) []string { return nil }
+
+// UIDOf is not available on this platform.
+func UIDOf(pid int) int { return -1 }

@@ -1,0 +1,111 @@
+package oslock
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// Watcher sleeps until a watched file is closed or loses its name. On Linux
+// it is an inotify instance read through the Go runtime's poller: a blocked
+// Wait costs no CPU.
+type Watcher struct {
+	f   *os.File
+	wds []int
+	buf []byte
+}
+
+// NewWatcher returns a Watcher with no watches.
+func NewWatcher() (*Watcher, error) {
+	fd, err := unix.InotifyInit1(unix.IN_CLOEXEC | unix.IN_NONBLOCK)
+	if err != nil {
+		return nil, fmt.Errorf("oslock: inotify_init1: %w", err)
+	}
+	return &Watcher{f: os.NewFile(uintptr(fd), "inotify"), buf: make([]byte, 4096)}, nil
+}
+
+// Add watches path for ev. A missing file gives fs.ErrNotExist: whatever
+// the caller waited for has already happened.
+func (w *Watcher) Add(path string, ev Event) error {
+	var mask uint32 = unix.IN_DONT_FOLLOW
+	if ev&Closed != 0 {
+		mask |= unix.IN_CLOSE_WRITE
+	}
+	if ev&ClosedAny != 0 {
+		mask |= unix.IN_CLOSE_WRITE | unix.IN_CLOSE_NOWRITE
+	}
+	if ev&Gone != 0 {
+		mask |= unix.IN_ATTRIB | unix.IN_DELETE_SELF | unix.IN_MOVE_SELF
+	}
+	var wd int
+	err := rawControl(w.f, func(fd int) error {
+		var err error
+		wd, err = unix.InotifyAddWatch(fd, path, mask)
+		return err
+	})
+	if err != nil {
+		if errors.Is(err, unix.ENOENT) {
+			return &fs.PathError{Op: "inotify_add_watch", Path: path, Err: fs.ErrNotExist}
+		}
+		return &fs.PathError{Op: "inotify_add_watch", Path: path, Err: err}
+	}
+	w.wds = append(w.wds, wd)
+	return nil
+}
+
+// Reset removes every watch.
+func (w *Watcher) Reset() {
+	_ = rawControl(w.f, func(fd int) error {
+		for _, wd := range w.wds {
+			unix.InotifyRmWatch(fd, uint32(wd))
+		}
+		return nil
+	})
+	w.wds = w.wds[:0]
+}
+
+// Wait blocks until at least one event has arrived on a watch, then
+// consumes all pending events. It returns ctx.Err() (or its cause) when ctx
+// ends first.
+func (w *Watcher) Wait(ctx context.Context) error {
+	if err := context.Cause(ctx); err != nil {
+		return err
+	}
+	stop := context.AfterFunc(ctx, func() { w.f.SetReadDeadline(time.Now()) })
+	_, err := w.f.Read(w.buf)
+	if !stop() {
+		w.f.SetReadDeadline(time.Time{})
+		return context.Cause(ctx)
+	}
+	if err != nil {
+		return fmt.Errorf("oslock: reading inotify: %w", err)
+	}
+	return nil
+}
+
+// Close releases the watcher. It is idempotent.
+func (w *Watcher) Close() error {
+	if w == nil || w.f == nil {
+		return nil
+	}
+	err := w.f.Close()
+	w.f = nil
+	return err
+}
+
+func rawControl(f *os.File, fn func(fd int) error) error {
+	rc, err := f.SyscallConn()
+	if err != nil {
+		return err
+	}
+	var ferr error
+	if err := rc.Control(func(fd uintptr) { ferr = fn(int(fd)) }); err != nil {
+		return err
+	}
+	return ferr
+}
