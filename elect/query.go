@@ -1,6 +1,13 @@
 package elect
 
-import "time"
+import (
+	"context"
+	"errors"
+	"io/fs"
+	"time"
+
+	"github.com/leaderrun/leaderrun/oslock"
+)
 
 // Snapshot is what Query saw at one moment, in the shape of the Web Locks
 // navigator.locks.query(): granted requests and waiting ones, the latter in
@@ -38,4 +45,118 @@ type Pending struct {
 	State   string    `json:"state"`
 	// Steal is set for a stealing request, which goes ahead of the rest.
 	Steal bool `json:"steal,omitempty"`
+}
+
+// Query returns a snapshot of the holders and the queue of name. It takes
+// no lock and wakes nobody: liveness comes from /proc/locks on Linux (from
+// signal 0 elsewhere), and tickets are read, never locked.
+func (l *Locker) Query(ctx context.Context, name string) (Snapshot, error) {
+	if err := ValidateName(name); err != nil {
+		return Snapshot{}, err
+	}
+	snap := Snapshot{Held: []Holder{}, Pending: []Pending{}}
+	if l.alone {
+		return snap, nil
+	}
+	table, terr := oslock.LockTable()
+	if err := l.query(ctx, name, table, terr == nil, &snap); err != nil {
+		return Snapshot{}, err
+	}
+	return snap, nil
+}
+
+// QueryAll is Query for every name in the directory.
+func (l *Locker) QueryAll(ctx context.Context) (Snapshot, error) {
+	snap := Snapshot{Held: []Holder{}, Pending: []Pending{}}
+	names, err := l.Names()
+	if err != nil {
+		return snap, err
+	}
+	table, terr := oslock.LockTable()
+	for _, n := range names {
+		if err := l.query(ctx, n, table, terr == nil, &snap); err != nil {
+			return snap, err
+		}
+	}
+	return snap, nil
+}
+
+func (l *Locker) query(ctx context.Context, name string, table map[oslock.FileID][]oslock.LockHolder, haveTable bool, snap *Snapshot) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	live := func(id oslock.FileID, pid int) bool {
+		if haveTable {
+			return len(table[id]) > 0
+		}
+		return oslock.StateOf(pid) != oslock.ProcGone
+	}
+	granted := map[int]bool{}
+	q, err := l.dir.Sub(name+queueSuffix, false, oslock.DirOptions{GroupShared: l.group})
+	if err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return err
+	}
+	if q != nil {
+		defer q.Close()
+		queue, err := listQueue(q)
+		if err != nil {
+			return err
+		}
+		for _, e := range queue {
+			id, _, err := q.Lstat(e.name)
+			if err != nil {
+				continue // gone since the listing
+			}
+			r, err := readRecord(q, e.name)
+			if err != nil || !live(id, r.PID) {
+				continue // not ours, or its owner is dead
+			}
+			state := oslock.StateOf(r.PID).String()
+			if r.Epoch != 0 {
+				granted[r.PID] = true
+				snap.Held = append(snap.Held, Holder{Name: name, Mode: r.Mode, PID: r.PID, Epoch: r.Epoch, Since: r.Granted, Command: r.Command, State: state})
+				continue
+			}
+			snap.Pending = append(snap.Pending, Pending{Name: name, Mode: r.Mode, PID: r.PID, Ticket: e.seq, Since: r.Since, Command: r.Command, State: state, Steal: e.steal})
+		}
+	}
+	// Holders of the lock file without a granted ticket: flock(1) and
+	// other outside users of the documented lock file, or holders whose
+	// term was stolen and who have not let go yet.
+	if haveTable {
+		if id, _, err := l.dir.Lstat(name + lockSuffix); err == nil {
+			for _, h := range table[id] {
+				if granted[h.PID] {
+					continue
+				}
+				mode := Shared
+				if h.Exclusive {
+					mode = Exclusive
+				}
+				snap.Held = append(snap.Held, Holder{Name: name, Mode: mode, PID: h.PID, Command: oslock.Cmdline(h.PID), State: oslock.StateOf(h.PID).String(), External: true})
+			}
+		}
+	}
+	return nil
+}
+
+// Prune removes what dead processes left in name's queue: tickets and
+// half-made temporary files. Waiters remove dead tickets they meet on their
+// own; Prune is for tidying up after the last contender died.
+func (l *Locker) Prune(ctx context.Context, name string) error {
+	if err := ValidateName(name); err != nil {
+		return err
+	}
+	if l.alone {
+		return nil
+	}
+	q, err := l.dir.Sub(name+queueSuffix, false, oslock.DirOptions{GroupShared: l.group})
+	if err != nil {
+		if errors.Is(err, fs.ErrNotExist) {
+			return nil
+		}
+		return err
+	}
+	defer q.Close()
+	return prune(ctx, q)
 }

@@ -1,0 +1,91 @@
+package elect
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/leaderrun/leaderrun/oslock"
+)
+
+// The state file <name>.state holds two counters, updated under a brief
+// flock of the file itself: the last ticket number handed out, so that a
+// number is never reused, and the last epoch granted.
+//
+// Epochs are derived so that they cannot go backwards even when a reboot
+// wipes a tmpfs lock directory: a new epoch is the larger of the last one
+// plus one and the wall clock in microseconds since 1970. A counter alone
+// would restart at 1.
+type state struct {
+	seq   uint64
+	epoch uint64
+}
+
+const stateFormat = "leaderrun-state v1 seq %d epoch %d\n"
+
+// updateState runs fn on the name's state under the state file's lock and
+// writes back what fn leaves.
+func updateState(ctx context.Context, d *oslock.Dir, name string, w *oslock.Watcher, fn func(*state)) (state, error) {
+	file := name + stateSuffix
+	f, err := d.OpenFile(file, os.O_RDWR|os.O_CREATE, 0o600)
+	if err != nil {
+		return state{}, err
+	}
+	defer f.Close()
+	if err := lockWait(ctx, f, d.ResolvedPath(file), true, w); err != nil {
+		return state{}, err
+	}
+	buf := make([]byte, 128)
+	n, err := f.ReadAt(buf, 0)
+	if err != nil && err != io.EOF {
+		return state{}, err
+	}
+	var s state
+	if n > 0 {
+		if _, err := fmt.Sscanf(string(buf[:n]), stateFormat, &s.seq, &s.epoch); err != nil {
+			return state{}, fmt.Errorf("%w: %s holds %q, which leaderrun did not write; nothing was changed. If no process is using %q, remove the file (epochs continue from the clock)",
+				ErrCorrupt, filepath.Join(d.Path(), file), truncate(buf[:n]), name)
+		}
+	}
+	fn(&s)
+	out := fmt.Appendf(nil, stateFormat, s.seq, s.epoch)
+	if _, err := f.WriteAt(out, 0); err != nil {
+		return state{}, err
+	}
+	if err := f.Truncate(int64(len(out))); err != nil {
+		return state{}, err
+	}
+	return s, nil
+}
+
+func nextEpoch(s *state) {
+	s.epoch = max(s.epoch+1, uint64(time.Now().UnixMicro()))
+}
+
+// lockWait takes f's flock, sleeping on close events of path until it is
+// free or ctx ends.
+func lockWait(ctx context.Context, f *os.File, path string, exclusive bool, w *oslock.Watcher) error {
+	for {
+		w.Reset()
+		if err := w.Add(path, oslock.ClosedAny); err != nil {
+			return err
+		}
+		ok, err := oslock.TryLock(f, exclusive)
+		if ok || err != nil {
+			return err
+		}
+		if err := w.Wait(ctx); err != nil {
+			return err
+		}
+	}
+}
+
+func truncate(b []byte) string {
+	if len(b) > 40 {
+		return string(b[:40]) + "..."
+	}
+	return string(b)
+}
