@@ -1,0 +1,89 @@
+package cmd
+
+import (
+	"os"
+	"runtime"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+func init() {
+	// Orphaned grandchildren of COMMAND (double forks, setsid) are handed
+	// to leaderrun instead of init, so that stop can still find and end
+	// them, and so that their zombies do not keep the process group alive.
+	_ = unix.Prctl(unix.PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
+}
+
+// startAndWait starts COMMAND with Pdeathsig, so that the kernel kills it
+// when leaderrun dies, even of SIGKILL. Pdeathsig follows the thread that
+// forked, not the process (golang/go#27505): the start and the wait happen
+// on one goroutine locked to its thread for the child's whole life.
+func startAndWait(c *child) error {
+	c.cmd.SysProcAttr.Pdeathsig = syscall.SIGKILL
+	started := make(chan error, 1)
+	go func() {
+		runtime.LockOSThread()
+		// The thread is never unlocked: it exits with the goroutine, after
+		// the child is gone.
+		if err := c.cmd.Start(); err != nil {
+			started <- err
+			return
+		}
+		c.pgid = c.cmd.Process.Pid
+		c.started = time.Now()
+		started <- nil
+		c.waitErr = c.cmd.Wait()
+		close(c.done)
+	}()
+	return <-started
+}
+
+// reapOrphans collects the zombies of COMMAND's orphans, which the
+// subreaper setting made leaderrun's children. It runs only after COMMAND's
+// main process has been waited for, so it cannot steal that status.
+func reapOrphans() {
+	for {
+		var ws unix.WaitStatus
+		pid, err := unix.Wait4(-1, &ws, unix.WNOHANG, nil)
+		if pid <= 0 || err != nil {
+			return
+		}
+	}
+}
+
+// descendants lists leaderrun's living descendants, from
+// /proc/PID/task/TID/children (Linux 3.5 and later, CONFIG_PROC_CHILDREN).
+func descendants() []int {
+	var out []int
+	queue := []int{os.Getpid()}
+	for len(queue) > 0 {
+		pid := queue[0]
+		queue = queue[1:]
+		tasks, _ := os.ReadDir("/proc/" + strconv.Itoa(pid) + "/task")
+		for _, t := range tasks {
+			b, _ := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/task/" + t.Name() + "/children")
+			for _, f := range strings.Fields(string(b)) {
+				if k, err := strconv.Atoi(f); err == nil && !isZombie(k) {
+					out = append(out, k)
+					queue = append(queue, k)
+				}
+			}
+		}
+	}
+	return out
+}
+
+// isZombie reports whether pid is gone or a zombie.
+func isZombie(pid int) bool {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return true
+	}
+	s := string(b)
+	i := strings.LastIndexByte(s, ')')
+	return i < 0 || i+2 >= len(s) || s[i+2] == 'Z' || s[i+2] == 'X'
+}

@@ -1,0 +1,130 @@
+package cmd
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+
+	"github.com/leaderrun/leaderrun/elect"
+)
+
+// Exit codes are a contract with the scripts that run leaderrun: keep the
+// numbers. They follow sysexits.h where one fits. COMMAND's own status is
+// passed through unchanged, so a command may also exit with any of these.
+const (
+	ExitOK          = 0   // COMMAND succeeded; who: a leader exists
+	ExitNoLeader    = 1   // who: nobody leads the name
+	ExitUsage       = 64  // bad flag, bad name, no COMMAND (EX_USAGE)
+	ExitUnavailable = 69  // the lock directory cannot be locked: unsupported or network filesystem (EX_UNAVAILABLE)
+	ExitSoftware    = 70  // leaderrun itself failed unexpectedly (EX_SOFTWARE)
+	ExitConflict    = 75  // default for -n and -w: another instance leads (EX_TEMPFAIL); see -E
+	ExitNoPerm      = 77  // insecure, missing or inaccessible lock directory (EX_NOPERM)
+	ExitStolen      = 79  // leadership was stolen (--steal) and COMMAND was stopped
+	ExitNoExec      = 126 // COMMAND exists but cannot be executed
+	ExitNotFound    = 127 // COMMAND was not found
+	ExitSignalBase  = 128 // 128+N: COMMAND (or leaderrun while waiting) died of signal N
+)
+
+// exitCodeHelp is listed in `leaderrun --help`.
+const exitCodeHelp = `EXIT STATUS:
+   N      COMMAND's own exit status, passed through
+   128+N  COMMAND died of signal N (or leaderrun got signal N while waiting)
+   1      who: nobody leads NAME
+   64     usage error: bad flag, bad name, no COMMAND
+   69     the lock directory cannot be locked (unsupported or network filesystem)
+   70     leaderrun itself failed unexpectedly
+   75     -n/-w: another instance leads (change it with -E)
+   77     the lock directory is insecure, missing or inaccessible
+   79     leadership was stolen (--steal) and COMMAND was stopped
+   126    COMMAND is not executable
+   127    COMMAND was not found
+`
+
+// exitError carries an exit code and a message for stderr. An empty
+// message prints nothing: COMMAND already said what it had to say.
+type exitError struct {
+	code int
+	err  error
+}
+
+func (e *exitError) Error() string {
+	if e.err == nil {
+		return ""
+	}
+	return e.err.Error()
+}
+func (e *exitError) Unwrap() error { return e.err }
+func (e *exitError) ExitCode() int { return e.code }
+
+func exitf(code int, format string, args ...any) error {
+	return &exitError{code: code, err: fmt.Errorf(format, args...)}
+}
+
+// silentExit ends leaderrun with code and no message.
+func silentExit(code int) error { return &exitError{code: code} }
+
+// usageErrorf reports a usage error; the message should say what to do.
+func usageErrorf(format string, args ...any) error { return exitf(ExitUsage, format, args...) }
+
+// ExitCode maps the error returned by the app to the process exit status.
+// It is the only place that decides a code for an error that does not carry
+// one.
+func ExitCode(err error) int {
+	if err == nil {
+		return ExitOK
+	}
+	var ee interface{ ExitCode() int }
+	if errors.As(err, &ee) {
+		return ee.ExitCode()
+	}
+	return codeFor(err)
+}
+
+func codeFor(err error) int {
+	switch {
+	case errors.Is(err, elect.ErrInvalidName), errors.Is(err, elect.ErrInvalidRequest):
+		return ExitUsage
+	case errors.Is(err, elect.ErrUnsupported):
+		return ExitUnavailable
+	case errors.Is(err, elect.ErrInsecureDir), errors.Is(err, fs.ErrNotExist), errors.Is(err, fs.ErrPermission):
+		return ExitNoPerm
+	case errors.Is(err, elect.ErrBusy), errors.Is(err, context.DeadlineExceeded):
+		return ExitConflict
+	case errors.Is(err, elect.ErrStolen):
+		return ExitStolen
+	}
+	return ExitSoftware
+}
+
+// classify turns an error from the election layer into an exitError with a
+// message that says what to do about it.
+func classify(err error, dir string) error {
+	if err == nil {
+		return nil
+	}
+	var ee *exitError
+	if errors.As(err, &ee) {
+		return err
+	}
+	code := codeFor(err)
+	hint := ""
+	switch code {
+	case ExitUnavailable:
+		hint = "; put the lock directory on a local filesystem with --dir or LEADERRUN_DIR"
+	case ExitNoPerm:
+		if errors.Is(err, fs.ErrNotExist) {
+			hint = fmt.Sprintf("; create it first (mkdir -m 700 %s) or leave --dir and LEADERRUN_DIR unset to use the default", dir)
+		} else {
+			hint = "; use a directory that only you can write (chmod 700), or leave --dir unset"
+		}
+	}
+	return &exitError{code: code, err: fmt.Errorf("leaderrun: %w%s", err, hint)}
+}
+
+func printErr(err error) {
+	if msg := err.Error(); msg != "" {
+		fmt.Fprintln(os.Stderr, msg)
+	}
+}

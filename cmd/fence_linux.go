@@ -1,0 +1,79 @@
+package cmd
+
+import (
+	"bytes"
+	"os"
+	"strconv"
+	"syscall"
+	"time"
+)
+
+// fenceOrphans kills what an earlier term of the same lock left running
+// because its leaderrun died without stopping it (SIGKILL, OOM killer). The
+// kernel drops a dead process's flock before it delivers Pdeathsig to its
+// child, and Pdeathsig reaches only the direct child, so without this a new
+// COMMAND could start while the old one, or its grandchildren, still run.
+//
+// A process belongs to a term of name in dir when its environment, as the
+// kernel recorded it at exec, carries LEADERRUN_DIR, LEADERRUN_NAME and the
+// LEADERRUN_PID of its leaderrun. As exclusive leader every such process of
+// another leaderrun is a leftover; as a shared holder only those whose
+// leaderrun is gone are. A process that scrubbed its environment escapes
+// this fence; it can never pin the lock, though.
+//
+// It returns once the leftovers are gone, or after a bounded wait.
+func fenceOrphans(dir, name string, exclusive bool) {
+	self := os.Getpid()
+	uid := os.Getuid()
+	entries, err := os.ReadDir("/proc")
+	if err != nil {
+		return
+	}
+	wantDir := []byte("LEADERRUN_DIR=" + dir)
+	wantName := []byte("LEADERRUN_NAME=" + name)
+	var victims []int
+	for _, e := range entries {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil || pid == self {
+			continue
+		}
+		if info, err := e.Info(); err != nil || int(info.Sys().(*syscall.Stat_t).Uid) != uid {
+			continue
+		}
+		env, err := os.ReadFile("/proc/" + e.Name() + "/environ")
+		if err != nil || !bytes.Contains(env, []byte("LEADERRUN_PID=")) {
+			continue
+		}
+		var owner int
+		var okDir, okName bool
+		for _, kv := range bytes.Split(env, []byte{0}) {
+			switch {
+			case bytes.Equal(kv, wantDir):
+				okDir = true
+			case bytes.Equal(kv, wantName):
+				okName = true
+			case bytes.HasPrefix(kv, []byte("LEADERRUN_PID=")):
+				owner, _ = strconv.Atoi(string(kv[len("LEADERRUN_PID="):]))
+			}
+		}
+		if !okDir || !okName || owner == self || owner == 0 {
+			continue
+		}
+		if !exclusive && !isZombie(owner) {
+			continue
+		}
+		victims = append(victims, pid)
+	}
+	if len(victims) == 0 {
+		return
+	}
+	for _, pid := range victims {
+		_ = syscall.Kill(pid, syscall.SIGKILL)
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for _, pid := range victims {
+		for !isZombie(pid) && time.Now().Before(deadline) {
+			time.Sleep(2 * time.Millisecond)
+		}
+	}
+}

@@ -1,0 +1,129 @@
+package cmd
+
+import (
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/urfave/cli/v2"
+)
+
+// Flags are built afresh for each app: urfave/cli keeps parse state in
+// them. --dir applies to every command, so the app and each subcommand
+// declare it.
+func dirFlag() cli.Flag {
+	return &cli.StringFlag{
+		Name:    "dir",
+		Usage:   "lock directory `DIR`; must exist and be private (chmod 700) when given (default: $XDG_RUNTIME_DIR/leaderrun, else /tmp/leaderrun-UID)",
+		EnvVars: []string{"LEADERRUN_DIR"},
+	}
+}
+
+func jsonFlag(usage string) cli.Flag { return &cli.BoolFlag{Name: "json", Usage: usage} }
+
+// runFlags are the flags of the default action, running COMMAND.
+func runFlags() []cli.Flag {
+	return []cli.Flag{
+		&cli.StringFlag{
+			Name:  "name",
+			Usage: "lock `NAME` (default: derived from COMMAND and its ARGs; see NAMES below)",
+		},
+		dirFlag(),
+		&cli.BoolFlag{
+			Name:    "nonblock",
+			Aliases: []string{"n"},
+			Usage:   "do not queue: if another instance leads, exit with the conflict code",
+		},
+		&cli.GenericFlag{
+			Name:    "wait",
+			Aliases: []string{"w"},
+			Usage:   "give up after waiting `DURATION` (\"1.5\" seconds or \"1500ms\") and exit with the conflict code",
+			Value:   &durationValue{},
+		},
+		&cli.IntFlag{
+			Name:    "conflict-exit-code",
+			Aliases: []string{"E"},
+			Usage:   "exit code `N` (0-255) for -n and -w failures",
+			Value:   ExitConflict,
+		},
+		&cli.BoolFlag{
+			Name:    "shared",
+			Aliases: []string{"s"},
+			Usage:   "shared mode: run alongside other shared instances, never with an exclusive one",
+		},
+		&cli.BoolFlag{
+			Name:  "steal",
+			Usage: "preempt the current holder (its COMMAND is stopped, it exits 79), then run ahead of the queue",
+		},
+		&cli.GenericFlag{
+			Name:  "grace",
+			Usage: "time between SIGTERM and SIGKILL when stopping COMMAND's process group",
+			Value: &durationValue{d: 5 * time.Second, set: true},
+		},
+		&cli.StringFlag{
+			Name:  "restart",
+			Usage: "`MODE`: never | on-failure | always; keep leading and restart COMMAND, with a capped exponential back-off",
+			Value: "never",
+		},
+		&cli.BoolFlag{
+			Name:  "fanout",
+			Usage: "as leader, publish every stdout line of COMMAND on the bus; while waiting, print the leader's published lines",
+		},
+		&cli.BoolFlag{
+			Name:    "verbose",
+			Aliases: []string{"v"},
+			Usage:   "report on stderr: queue position, who leads, leadership changes",
+		},
+	}
+}
+
+// durationValue parses "1.5" as seconds and "1500ms" as a Go duration, so
+// that users of flock(1) -w and timeout(1) can keep their numbers.
+type durationValue struct {
+	d   time.Duration
+	set bool
+}
+
+func (v *durationValue) Set(s string) error {
+	d, err := parseDuration(s)
+	if err != nil {
+		return err
+	}
+	v.d, v.set = d, true
+	return nil
+}
+
+func (v *durationValue) String() string {
+	if v == nil || !v.set {
+		return ""
+	}
+	return v.d.String()
+}
+
+func parseDuration(s string) (time.Duration, error) {
+	s = strings.TrimSpace(s)
+	var d time.Duration
+	if f, err := strconv.ParseFloat(s, 64); err == nil {
+		if f > float64(1<<62)/float64(time.Second) {
+			return 0, fmt.Errorf("%q is too long", s)
+		}
+		d = time.Duration(f * float64(time.Second))
+	} else if d, err = time.ParseDuration(s); err != nil {
+		return 0, fmt.Errorf("%q is not a duration; write seconds (\"1.5\") or a unit (\"1500ms\", \"2m\")", s)
+	}
+	if d < 0 {
+		return 0, fmt.Errorf("%q is negative", s)
+	}
+	return d, nil
+}
+
+// durationFlag returns the value of a durationValue flag and whether it was
+// given (or has a default).
+func durationFlag(c *cli.Context, name string) (time.Duration, bool) {
+	v, _ := c.Generic(name).(*durationValue)
+	if v == nil {
+		return 0, false
+	}
+	return v.d, v.set
+}

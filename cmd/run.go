@@ -1,0 +1,344 @@
+package cmd
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/leaderrun/leaderrun/elect"
+	"github.com/urfave/cli/v2"
+)
+
+// Back-off between restarts: doubled after each run, back to the start
+// after a run that lasted resetAfter.
+const (
+	backoffStart = 100 * time.Millisecond
+	backoffMax   = 30 * time.Second
+	resetAfter   = 10 * time.Second
+)
+
+// runOptions is the validated command line of the default action.
+type runOptions struct {
+	argv     []string
+	name     string
+	dir      string
+	req      elect.Request
+	wait     time.Duration
+	waitSet  bool
+	conflict int
+	grace    time.Duration
+	restart  string
+	fanout   bool
+	verbose  bool
+}
+
+func runAction(c *cli.Context) error {
+	o, err := runOptionsFrom(c)
+	if err != nil {
+		return err
+	}
+	return o.run(c.Context)
+}
+
+func runOptionsFrom(c *cli.Context) (*runOptions, error) {
+	argv := c.Args().Slice()
+	if len(argv) > 0 && argv[0] == "--" { // see protectDashDash
+		argv = argv[1:]
+	}
+	if len(argv) == 0 {
+		return nil, usageErrorf("leaderrun: no COMMAND given; write leaderrun [flags] -- COMMAND [ARG...], or see leaderrun --help")
+	}
+	o := &runOptions{
+		argv:     argv,
+		name:     c.String("name"),
+		dir:      c.String("dir"),
+		conflict: c.Int("conflict-exit-code"),
+		restart:  c.String("restart"),
+		fanout:   c.Bool("fanout"),
+		verbose:  c.Bool("verbose"),
+		req:      elect.Request{IfAvailable: c.Bool("nonblock"), Steal: c.Bool("steal"), Command: argv},
+	}
+	o.wait, o.waitSet = durationFlag(c, "wait")
+	o.grace, _ = durationFlag(c, "grace")
+	if c.Bool("shared") {
+		o.req.Mode = elect.Shared
+	}
+	if o.name == "" {
+		o.name = deriveName(argv)
+	}
+	switch {
+	case o.conflict < 0 || o.conflict > 255:
+		return nil, usageErrorf("leaderrun: -E %d is out of range; give an exit code from 0 to 255", o.conflict)
+	case o.req.IfAvailable && o.waitSet:
+		return nil, usageErrorf("leaderrun: -n and -w contradict each other; use -n to never wait, or -w DURATION to wait that long")
+	case o.req.Steal && o.req.IfAvailable:
+		return nil, usageErrorf("leaderrun: --steal and -n contradict each other; --steal always takes the lock")
+	case o.req.Steal && o.waitSet:
+		return nil, usageErrorf("leaderrun: --steal and -w contradict each other; --steal always takes the lock")
+	case o.req.Steal && o.req.Mode == elect.Shared:
+		return nil, usageErrorf("leaderrun: --steal works only in exclusive mode; drop -s")
+	case o.restart != "never" && o.restart != "on-failure" && o.restart != "always":
+		return nil, usageErrorf("leaderrun: --restart %q is not a mode; use never, on-failure or always", o.restart)
+	}
+	if o.waitSet && o.wait == 0 {
+		o.req.IfAvailable, o.waitSet = true, false
+	}
+	if err := elect.ValidateName(o.name); err != nil {
+		return nil, usageErrorf("leaderrun: --name: %v", err)
+	}
+	if err := checkCommand(argv[0]); err != nil {
+		return nil, err
+	}
+	return o, nil
+}
+
+func (o *runOptions) logf(format string, args ...any) {
+	if o.verbose {
+		fmt.Fprintf(os.Stderr, "leaderrun: "+format+"\n", args...)
+	}
+}
+
+func (o *runOptions) run(ctx context.Context) error {
+	// Registered before anything else, so that a signal is never lost and
+	// never kills leaderrun while COMMAND runs.
+	sigs := make(chan os.Signal, 8)
+	signal.Notify(sigs, forwarded...)
+	defer signal.Stop(sigs)
+
+	lk, err := openLocker(o.dir)
+	if err != nil {
+		return classify(err, o.dir)
+	}
+	defer lk.Close()
+	dir, err := filepath.Abs(lk.Dir())
+	if err != nil {
+		dir = lk.Dir()
+	}
+
+	lead, err := o.acquire(ctx, lk, sigs)
+	if err != nil {
+		return err
+	}
+	// Deferred after lk.Close, so it runs first; and only after lead
+	// returns, which is after COMMAND is stopped.
+	defer lead.Release()
+	o.logf("leading %s (epoch %d, %s)", o.name, lead.Epoch(), lead.Mode())
+	fenceOrphans(dir, o.name, lead.Mode() == elect.Exclusive)
+	return o.lead(lead, dir, sigs)
+}
+
+type signalled struct{ sig os.Signal }
+
+func (s signalled) Error() string { return "got " + s.sig.String() }
+
+// acquire waits for the lock, in line, until -w runs out or a signal comes.
+func (o *runOptions) acquire(ctx context.Context, lk locker, sigs <-chan os.Signal) (*elect.Leadership, error) {
+	actx, cancel := context.WithCancelCause(context.WithoutCancel(ctx))
+	defer cancel(nil)
+	if o.waitSet {
+		var stop context.CancelFunc
+		actx, stop = context.WithTimeout(actx, o.wait)
+		defer stop()
+	}
+	var wg sync.WaitGroup
+	var got os.Signal
+	done := make(chan struct{})
+	wg.Go(func() {
+		select {
+		case got = <-sigs:
+			cancel(signalled{got})
+		case <-done:
+		}
+	})
+	if o.verbose && !o.req.IfAvailable {
+		wg.Go(func() { o.reportQueue(actx, lk, done) })
+	}
+	lead, err := lk.Acquire(actx, o.name, o.req)
+	close(done)
+	wg.Wait()
+	if got != nil {
+		if lead != nil {
+			lead.Release()
+		}
+		o.logf("%v while waiting for %s; giving up", got, o.name)
+		return nil, silentExit(ExitSignalBase + signalNumber(got))
+	}
+	switch {
+	case err == nil:
+		return lead, nil
+	case errors.Is(err, elect.ErrBusy):
+		o.logf("%s is busy: %s; not waiting (-n), exit %d", o.name, o.leaderLine(lk), o.conflict)
+		return nil, silentExit(o.conflict)
+	case errors.Is(err, context.DeadlineExceeded):
+		o.logf("%s is still busy after %s: %s; giving up (-w), exit %d", o.name, o.wait, o.leaderLine(lk), o.conflict)
+		return nil, silentExit(o.conflict)
+	}
+	return nil, classify(err, o.dir)
+}
+
+// leaderLine describes who holds the lock, for messages.
+func (o *runOptions) leaderLine(lk locker) string {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	snap, err := lk.Query(ctx, o.name)
+	if err != nil || len(snap.Held) == 0 {
+		return "no holder seen"
+	}
+	return describeHolder(snap.Held[0])
+}
+
+func describeHolder(h elect.Holder) string {
+	s := fmt.Sprintf("led by pid %d", h.PID)
+	if h.External {
+		s += " (not leaderrun"
+	} else {
+		s += fmt.Sprintf(" (epoch %d", h.Epoch)
+	}
+	s += fmt.Sprintf(", %s", h.Mode)
+	if len(h.Command) > 0 {
+		s += ": " + strings.Join(h.Command, " ")
+	}
+	return s + ")"
+}
+
+// reportQueue prints, for -v, where this instance stands in line and who
+// leads, whenever that changes. It polls: it is only a report.
+func (o *runOptions) reportQueue(ctx context.Context, lk locker, done <-chan struct{}) {
+	last := ""
+	t := time.NewTimer(50 * time.Millisecond)
+	defer t.Stop()
+	for {
+		select {
+		case <-done:
+			return
+		case <-t.C:
+		}
+		snap, err := lk.Query(ctx, o.name)
+		if err != nil {
+			return
+		}
+		msg := fmt.Sprintf("waiting for %s", o.name)
+		for i, p := range snap.Pending {
+			if p.PID == os.Getpid() {
+				msg += fmt.Sprintf(", number %d in line", i+1)
+			}
+		}
+		if len(snap.Held) > 0 {
+			msg += ", " + describeHolder(snap.Held[0])
+		}
+		if msg != last {
+			o.logf("%s", msg)
+			last = msg
+		}
+		t.Reset(500 * time.Millisecond)
+	}
+}
+
+// env is COMMAND's environment: leaderrun's, with the term's name, epoch
+// (the fencing token), directory, and leaderrun's pid.
+func (o *runOptions) env(dir string, lead *elect.Leadership) []string {
+	var env []string
+	for _, kv := range os.Environ() {
+		k, _, _ := strings.Cut(kv, "=")
+		switch k {
+		case "LEADERRUN_NAME", "LEADERRUN_EPOCH", "LEADERRUN_DIR", "LEADERRUN_PID":
+			continue
+		}
+		env = append(env, kv)
+	}
+	return append(env,
+		"LEADERRUN_NAME="+o.name,
+		"LEADERRUN_EPOCH="+strconv.FormatUint(lead.Epoch(), 10),
+		"LEADERRUN_DIR="+dir,
+		"LEADERRUN_PID="+strconv.Itoa(os.Getpid()),
+	)
+}
+
+// lead runs COMMAND for as long as the term lasts and the restart policy
+// wants it, and returns the exit status.
+func (o *runOptions) lead(lead *elect.Leadership, dir string, sigs <-chan os.Signal) error {
+	env := o.env(dir, lead)
+	var stdout io.Writer = os.Stdout
+	backoff := backoffStart
+	finishing := false
+	for {
+		ch, err := startChild(o.argv, env, stdout)
+		if err != nil {
+			return err
+		}
+		status, err := o.supervise(ch, lead, sigs, &finishing)
+		if err != nil {
+			return err
+		}
+		if finishing || !o.restarts(status) {
+			return silentExit(status)
+		}
+		if time.Since(ch.started) >= resetAfter {
+			backoff = backoffStart
+		}
+		o.logf("COMMAND exited with status %d; restarting in %s (--restart %s)", status, backoff, o.restart)
+		t := time.NewTimer(backoff)
+		select {
+		case <-t.C:
+		case s := <-sigs:
+			t.Stop()
+			if terminating(s) {
+				return silentExit(ExitSignalBase + signalNumber(s))
+			}
+		case <-lead.Done():
+			t.Stop()
+			return o.ended(lead)
+		}
+		backoff = min(2*backoff, backoffMax)
+	}
+}
+
+func (o *runOptions) restarts(status int) bool {
+	switch o.restart {
+	case "always":
+		return true
+	case "on-failure":
+		return status != 0
+	}
+	return false
+}
+
+// supervise forwards signals to COMMAND until it exits or the term ends,
+// then stops whatever COMMAND left behind.
+func (o *runOptions) supervise(ch *child, lead *elect.Leadership, sigs <-chan os.Signal, finishing *bool) (int, error) {
+	for {
+		select {
+		case <-ch.done:
+			ch.stop(o.grace)
+			return ch.status(), nil
+		case s := <-sigs:
+			if sig, ok := s.(syscall.Signal); ok {
+				ch.signalGroup(sig)
+			}
+			if terminating(s) {
+				*finishing = true
+			}
+		case <-lead.Done():
+			o.logf("leadership of %s ended (%v); stopping COMMAND (grace %s)", o.name, lead.Err(), o.grace)
+			ch.stop(o.grace)
+			return 0, o.ended(lead)
+		}
+	}
+}
+
+func (o *runOptions) ended(lead *elect.Leadership) error {
+	if err := lead.Err(); errors.Is(err, elect.ErrStolen) {
+		return exitf(ExitStolen, "leaderrun: leadership of %s (epoch %d) was stolen; COMMAND was stopped", o.name, lead.Epoch())
+	} else {
+		return exitf(ExitSoftware, "leaderrun: leadership of %s (epoch %d) ended: %v; COMMAND was stopped", o.name, lead.Epoch(), err)
+	}
+}

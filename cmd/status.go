@@ -1,0 +1,221 @@
+package cmd
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"reflect"
+	"strconv"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/fsnotify/fsnotify"
+	"github.com/leaderrun/leaderrun/elect"
+	"github.com/urfave/cli/v2"
+)
+
+func statusCommand() *cli.Command {
+	return &cli.Command{
+		Name:      "status",
+		Usage:     "show holders and queues (all names when NAME is omitted)",
+		ArgsUsage: "[NAME]",
+		Description: `Prints one line per holder and per waiting instance, holders first, the
+waiting ones in queue order. STATE is running, or stopped when the process is
+suspended (SIGSTOP, a debugger) and still holds the lock. A holder that is
+not leaderrun, such as flock(1) on the lock file, shows EPOCH -.
+
+--json prints {"held":[{"name","mode","pid","epoch","since","command",
+"state"}],"pending":[{"name","mode","pid","ticket","since",...}]}, the shape
+of the Web Locks navigator.locks.query(). --watch redraws on every change;
+with --json it prints one snapshot per line. A snapshot describes the past:
+show it, do not decide on it (use -n for that).
+
+EXAMPLES:
+   leaderrun status
+   leaderrun status backup --json | jq '.held[0].pid'
+   leaderrun status --watch`,
+		Flags: []cli.Flag{
+			dirFlag(),
+			jsonFlag("print the snapshot as JSON"),
+			&cli.BoolFlag{Name: "watch", Usage: "keep printing: redraw on every change until interrupted"},
+		},
+		Action: statusAction,
+	}
+}
+
+func statusAction(c *cli.Context) error {
+	if c.NArg() > 1 {
+		return usageErrorf("leaderrun status: takes at most one NAME, got %d arguments", c.NArg())
+	}
+	name := c.Args().First()
+	if name != "" {
+		if err := elect.ValidateName(name); err != nil {
+			return usageErrorf("leaderrun status: %v", err)
+		}
+	}
+	lk, err := openLocker(c.String("dir"))
+	if err != nil {
+		return classify(err, c.String("dir"))
+	}
+	defer lk.Close()
+	query := func(ctx context.Context) (elect.Snapshot, error) {
+		if name == "" {
+			return lk.QueryAll(ctx)
+		}
+		return lk.Query(ctx, name)
+	}
+	asJSON := c.Bool("json")
+	if !c.Bool("watch") {
+		snap, err := query(c.Context)
+		if err != nil {
+			return classify(err, c.String("dir"))
+		}
+		return printSnapshot(os.Stdout, snap, asJSON, lk.Dir())
+	}
+	return watchStatus(c.Context, lk, query, asJSON)
+}
+
+func normalize(s elect.Snapshot) elect.Snapshot {
+	if s.Held == nil {
+		s.Held = []elect.Holder{}
+	}
+	if s.Pending == nil {
+		s.Pending = []elect.Pending{}
+	}
+	return s
+}
+
+func printSnapshot(w io.Writer, snap elect.Snapshot, asJSON bool, dir string) error {
+	snap = normalize(snap)
+	if asJSON {
+		b, err := json.Marshal(snap)
+		if err != nil {
+			return err
+		}
+		_, err = fmt.Fprintf(w, "%s\n", b)
+		return err
+	}
+	if len(snap.Held) == 0 && len(snap.Pending) == 0 {
+		_, err := fmt.Fprintf(w, "no locks held or awaited in %s\n", dir)
+		return err
+	}
+	now := time.Now()
+	tw := tabwriter.NewWriter(w, 0, 8, 2, ' ', 0)
+	fmt.Fprintln(tw, "NAME\tROLE\tMODE\tPID\tEPOCH\tSTATE\tSINCE\tCOMMAND")
+	for _, h := range snap.Held {
+		epoch := strconv.FormatUint(h.Epoch, 10)
+		if h.External {
+			epoch = "-"
+		}
+		fmt.Fprintf(tw, "%s\tholder\t%s\t%d\t%s\t%s\t%s\t%s\n", h.Name, h.Mode, h.PID, epoch,
+			h.State, age(now, h.Since), commandLine(h.Command))
+	}
+	pos := map[string]int{}
+	for _, p := range snap.Pending {
+		pos[p.Name]++
+		role := fmt.Sprintf("waiting #%d", pos[p.Name])
+		if p.Steal {
+			role += " (steal)"
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t-\t%s\t%s\t%s\n", p.Name, role, p.Mode, p.PID,
+			p.State, age(now, p.Since), commandLine(p.Command))
+	}
+	return tw.Flush()
+}
+
+func age(now, t time.Time) string {
+	if t.IsZero() {
+		return "-"
+	}
+	d := now.Sub(t)
+	switch {
+	case d < time.Minute:
+		return d.Truncate(100*time.Millisecond).String() + " ago"
+	case d < time.Hour:
+		return d.Truncate(time.Second).String() + " ago"
+	}
+	return t.Local().Format("2006-01-02 15:04:05")
+}
+
+func commandLine(argv []string) string {
+	if len(argv) == 0 {
+		return "-"
+	}
+	return strings.Join(argv, " ")
+}
+
+// watchStatus prints a snapshot, then another whenever the lock directory
+// changes (fsnotify) and the snapshot differs. flock(2) itself makes no
+// filesystem event, so a slow tick catches holders that are not leaderrun,
+// such as flock(1).
+func watchStatus(ctx context.Context, lk locker, query func(context.Context) (elect.Snapshot, error), asJSON bool) error {
+	w, err := fsnotify.NewWatcher()
+	if err != nil {
+		return exitf(ExitSoftware, "leaderrun status --watch: %v", err)
+	}
+	defer w.Close()
+	watchTree(w, lk.Dir())
+	tty := isTerminal(os.Stdout)
+	tick := time.NewTicker(time.Second)
+	defer tick.Stop()
+	var last *elect.Snapshot
+	for {
+		snap, err := query(ctx)
+		if err != nil {
+			if ctx.Err() != nil {
+				return nil
+			}
+			return classify(err, lk.Dir())
+		}
+		snap = normalize(snap)
+		if last == nil || !reflect.DeepEqual(snap, *last) {
+			if !asJSON {
+				if tty {
+					fmt.Print("\033[H\033[2J")
+				} else if last != nil {
+					fmt.Println()
+				}
+			}
+			if err := printSnapshot(os.Stdout, snap, asJSON, lk.Dir()); err != nil {
+				return nil // stdout closed: the reader went away
+			}
+			last = &snap
+		}
+		select {
+		case <-ctx.Done():
+			return nil
+		case ev := <-w.Events:
+			if ev.Op&fsnotify.Create != 0 {
+				watchTree(w, ev.Name)
+			}
+			// Coalesce the burst of events one change makes.
+			time.Sleep(20 * time.Millisecond)
+			for len(w.Events) > 0 {
+				<-w.Events
+			}
+		case <-w.Errors:
+		case <-tick.C:
+		}
+	}
+}
+
+func watchTree(w *fsnotify.Watcher, path string) {
+	if fi, err := os.Stat(path); err != nil || !fi.IsDir() {
+		return
+	}
+	_ = w.Add(path)
+	entries, _ := os.ReadDir(path)
+	for _, e := range entries {
+		if e.IsDir() {
+			_ = w.Add(path + "/" + e.Name())
+		}
+	}
+}
+
+func isTerminal(f *os.File) bool {
+	fi, err := f.Stat()
+	return err == nil && fi.Mode()&os.ModeCharDevice != 0
+}

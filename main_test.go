@@ -1,0 +1,209 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"flag"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/rogpeppe/go-internal/testscript"
+)
+
+var update = flag.Bool("u", false, "update testscript files whose cmp fails")
+
+func TestMain(m *testing.M) {
+	testscript.Main(m, map[string]func(){"leaderrun": main})
+}
+
+// TestScripts runs testscripts/<area>/<command>__<topic>.txtar. Each script
+// gets $LEADERRUN_DIR=$WORK/locks, created private (0700).
+func TestScripts(t *testing.T) {
+	areas, err := filepath.Glob("testscripts/*")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, area := range areas {
+		t.Run(filepath.Base(area), func(t *testing.T) {
+			t.Parallel()
+			testscript.Run(t, testscript.Params{
+				Dir:                 area,
+				RequireExplicitExec: true,
+				RequireUniqueNames:  true,
+				UpdateScripts:       *update,
+				Setup: func(env *testscript.Env) error {
+					dir := filepath.Join(env.WorkDir, "locks")
+					if err := os.Mkdir(dir, 0o700); err != nil {
+						return err
+					}
+					env.Setenv("LEADERRUN_DIR", dir)
+					return nil
+				},
+				Cmds: map[string]func(ts *testscript.TestScript, neg bool, args []string){
+					"waitfile":   cmdWaitfile,
+					"waitleader": cmdWaitleader,
+					"waitqueue":  cmdWaitqueue,
+					"sleep":      cmdSleep,
+					"sigpid":     cmdSigpid,
+					"gone":       cmdGone,
+					"stopwatch":  cmdStopwatch,
+				},
+			})
+		})
+	}
+}
+
+// hardTimeout bounds every wait of the custom commands; -t overrides it.
+const hardTimeout = 10 * time.Second
+
+func timeoutArg(ts *testscript.TestScript, args []string) (time.Duration, []string) {
+	if len(args) >= 2 && args[0] == "-t" {
+		d, err := time.ParseDuration(args[1])
+		ts.Check(err)
+		return d, args[2:]
+	}
+	return hardTimeout, args
+}
+
+// poll calls ok until it reports true or d passes, then fails with what.
+func poll(ts *testscript.TestScript, d time.Duration, what string, ok func() bool) {
+	deadline := time.Now().Add(d)
+	for !ok() {
+		if time.Now().After(deadline) {
+			ts.Fatalf("timed out after %s waiting for %s", d, what)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// waitfile [-t DURATION] FILE [TEXT]: wait until FILE exists (and holds TEXT).
+func cmdWaitfile(ts *testscript.TestScript, neg bool, args []string) {
+	d, args := timeoutArg(ts, args)
+	if neg || len(args) < 1 || len(args) > 2 {
+		ts.Fatalf("usage: waitfile [-t DURATION] FILE [TEXT]")
+	}
+	path := ts.MkAbs(args[0])
+	poll(ts, d, strings.Join(args, " "), func() bool {
+		b, err := os.ReadFile(path)
+		return err == nil && (len(args) == 1 || bytes.Contains(b, []byte(args[1])))
+	})
+}
+
+// leaderrun runs the command under test outside the script, for the
+// readiness commands, with the script's lock directory.
+func leaderrun(ts *testscript.TestScript, args ...string) ([]byte, error) {
+	cmd := exec.Command("leaderrun", args...)
+	cmd.Env = append(os.Environ(), "LEADERRUN_DIR="+ts.Getenv("LEADERRUN_DIR"))
+	return cmd.Output()
+}
+
+// waitleader [-t DURATION] NAME: wait until somebody leads NAME.
+// ! waitleader NAME: wait until nobody does.
+func cmdWaitleader(ts *testscript.TestScript, neg bool, args []string) {
+	d, args := timeoutArg(ts, args)
+	if len(args) != 1 {
+		ts.Fatalf("usage: waitleader [-t DURATION] NAME")
+	}
+	what := "a leader of " + args[0]
+	if neg {
+		what = "no leader of " + args[0]
+	}
+	poll(ts, d, what, func() bool {
+		_, err := leaderrun(ts, "who", args[0])
+		return (err == nil) != neg
+	})
+}
+
+// waitqueue [-t DURATION] NAME N: wait until N requests wait in NAME's queue.
+func cmdWaitqueue(ts *testscript.TestScript, neg bool, args []string) {
+	d, args := timeoutArg(ts, args)
+	if neg || len(args) != 2 {
+		ts.Fatalf("usage: waitqueue [-t DURATION] NAME N")
+	}
+	n, err := strconv.Atoi(args[1])
+	ts.Check(err)
+	poll(ts, d, args[1]+" waiting for "+args[0], func() bool {
+		out, err := leaderrun(ts, "status", args[0], "--json")
+		var snap struct{ Pending []json.RawMessage }
+		return err == nil && json.Unmarshal(out, &snap) == nil && len(snap.Pending) == n
+	})
+}
+
+// sleep DURATION
+func cmdSleep(ts *testscript.TestScript, neg bool, args []string) {
+	if neg || len(args) != 1 {
+		ts.Fatalf("usage: sleep DURATION")
+	}
+	d, err := time.ParseDuration(args[0])
+	ts.Check(err)
+	time.Sleep(d)
+}
+
+func pidIn(ts *testscript.TestScript, file string) int {
+	b, err := os.ReadFile(ts.MkAbs(file))
+	ts.Check(err)
+	pid, err := strconv.Atoi(strings.TrimSpace(string(b)))
+	ts.Check(err)
+	return pid
+}
+
+// sigpid SIGNAL FILE: send SIGNAL (TERM, HUP, USR1, ...) to the pid in FILE.
+func cmdSigpid(ts *testscript.TestScript, neg bool, args []string) {
+	if neg || len(args) != 2 {
+		ts.Fatalf("usage: sigpid SIGNAL FILE")
+	}
+	sigs := map[string]syscall.Signal{"INT": syscall.SIGINT, "TERM": syscall.SIGTERM, "HUP": syscall.SIGHUP,
+		"QUIT": syscall.SIGQUIT, "USR1": syscall.SIGUSR1, "USR2": syscall.SIGUSR2, "KILL": syscall.SIGKILL,
+		"STOP": syscall.SIGSTOP, "CONT": syscall.SIGCONT}
+	sig, ok := sigs[args[0]]
+	if !ok {
+		ts.Fatalf("unknown signal %s", args[0])
+	}
+	ts.Check(syscall.Kill(pidIn(ts, args[1]), sig))
+}
+
+// gone FILE: the process whose pid is in FILE no longer runs (gone or a
+// zombie). ! gone FILE: it still runs.
+func cmdGone(ts *testscript.TestScript, neg bool, args []string) {
+	if len(args) != 1 {
+		ts.Fatalf("usage: gone FILE")
+	}
+	pid := pidIn(ts, args[0])
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	dead := err != nil
+	if err == nil {
+		s := string(b)
+		i := strings.LastIndexByte(s, ')')
+		dead = s[i+2] == 'Z' || s[i+2] == 'X'
+	}
+	if dead == neg {
+		ts.Fatalf("process %d: gone=%v, want %v", pid, dead, !neg)
+	}
+}
+
+// stopwatch start | stopwatch MIN MAX: the time since start lies in
+// [MIN, MAX].
+func cmdStopwatch(ts *testscript.TestScript, neg bool, args []string) {
+	if neg || len(args) < 1 {
+		ts.Fatalf("usage: stopwatch start | stopwatch MIN MAX")
+	}
+	if args[0] == "start" {
+		ts.Setenv("STOPWATCH", strconv.FormatInt(time.Now().UnixNano(), 10))
+		return
+	}
+	start, err := strconv.ParseInt(ts.Getenv("STOPWATCH"), 10, 64)
+	ts.Check(err)
+	lo, err := time.ParseDuration(args[0])
+	ts.Check(err)
+	hi, err := time.ParseDuration(args[1])
+	ts.Check(err)
+	if el := time.Since(time.Unix(0, start)); el < lo || el > hi {
+		ts.Fatalf("%s elapsed, want between %s and %s", el, lo, hi)
+	}
+}
