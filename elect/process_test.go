@@ -114,7 +114,7 @@ func TestSharedAndExclusiveInterleave(t *testing.T) {
 	l, dir := testLocker(t)
 	sh := []string{"T_MODE=shared"}
 	s1 := joinInOrder(t, l, dir, "rw", 2, sh...) // granted together
-	x := joinInOrder(t, l, dir, "rw", 1)[0]       // waits for both
+	x := joinInOrder(t, l, dir, "rw", 1)[0]      // waits for both
 	s2 := joinInOrder(t, l, dir, "rw", 2, sh...) // wait behind x: no writer starvation
 	s1[0].expect("leader")
 	s1[1].expect("leader")

@@ -1,0 +1,65 @@
+// Package elect is leader election between processes on one machine, in
+// the manner of the Web Locks API (navigator.locks.request and query) that
+// browser tabs use, built on kernel flock(2) and a ticketed queue.
+//
+// A process asks a [Locker] for a name; the request joins the name's queue
+// and is granted in turn. The granted request holds a kernel lock on
+// <dir>/<name>.lock, which the kernel frees when the process dies, so no
+// heartbeat or timeout is involved. The grant is a [Leadership]: a value
+// with an epoch (fencing token), a context that ends with the term, and an
+// idempotent Release. An [Elector] wraps this into the loop a long-running
+// service wants: queue, lead, step down, queue again.
+//
+// # Guarantees
+//
+//   - At most one exclusive holder per name and directory at any instant,
+//     or any number of shared holders and no exclusive one. The kernel lock
+//     decides; the queue only orders who tries.
+//   - First come, first served: requests are granted strictly in the order
+//     they joined (their ticket numbers, never reused), except that a steal
+//     goes ahead of everyone. A shared request behind a queued exclusive one
+//     waits for it, so writers do not starve; consecutive shared requests
+//     are granted together.
+//   - Epochs only grow: every grant of a name draws an epoch strictly
+//     greater than all before it, across crashes, and across a reboot that
+//     wipes a tmpfs directory (the wall clock in microseconds is a floor).
+//   - Waiting costs nothing: a waiter sleeps on an inotify close event of
+//     the ticket just ahead of it (Linux), so one release wakes one waiter,
+//     and a cancelled or timed-out request leaves no ticket, descriptor or
+//     goroutine behind.
+//   - A steal ends the holders' terms at once (their contexts end with
+//     [ErrStolen]) but the kernel lock passes only when they release it or
+//     die; [Request.KillAfter] sends SIGKILL to a holder of the same user
+//     that does not let go in time.
+//   - Query never disturbs anyone: it reads tickets and /proc/locks and
+//     takes no lock.
+//
+// # Failure modes
+//
+// A suspended holder (SIGSTOP, a debugger) is not a dead one: it keeps the
+// lock until it is resumed, killed, or stolen from with KillAfter. Query
+// shows it as "stopped".
+//
+// A holder's term can end (stolen, Locker closed) while its code still runs;
+// fence what it writes with the epoch, and have the resource refuse lower
+// epochs.
+//
+// flock between machines is not trusted: a lock directory on NFS, SMB/CIFS,
+// FUSE, 9p and similar filesystems gives [ErrUnsupported] naming the
+// filesystem, unless the caller opts in with Config.AllowUnsafeFS, or opts
+// to degrade with Config.ActAlone (every process then leads alone).
+//
+// # Files
+//
+// In the lock directory (default [DefaultDir], mode 0700) each name has
+// <name>.lock (never removed; flock(1) on it interoperates), <name>.state
+// (ticket counter and last epoch), and <name>.queue/ (one ticket file per
+// live request). These persist between uses; tickets of dead processes are
+// removed by the next process that meets them, or by [Locker.Prune].
+//
+// # Platform notes
+//
+// Close events come from inotify on Linux. Elsewhere (macOS, the BSDs) a
+// waiter polls with a back-off of at most 100ms, and Query judges liveness
+// by signal 0 instead of /proc/locks.
+package elect
