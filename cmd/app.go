@@ -55,7 +55,7 @@ func onUsageError(c *cli.Context, err error, isSubcommand bool) error {
 // RunContext runs the command line in args (os.Args) and prints the error,
 // if any, once. Map the error to an exit status with ExitCode.
 func (a *App) RunContext(ctx context.Context, args []string) error {
-	err := a.App.RunContext(ctx, protectDashDash(args, a.Flags))
+	err := a.App.RunContext(ctx, hoistFlags(protectDashDash(args, a.Flags), a.Commands))
 	if err != nil {
 		if _, ok := err.(*exitError); !ok {
 			err = classify(err, "")
@@ -99,6 +99,54 @@ func protectDashDash(args []string, flags []cli.Flag) []string {
 		}
 	}
 	return args
+}
+
+// hoistFlags moves a subcommand's flags that follow its arguments in front
+// of them, so that `leaderrun who NAME --json` works as documented:
+// urfave/cli stops parsing flags at the first argument. Only the
+// subcommand's own flag names move, and nothing after `--`.
+func hoistFlags(args []string, cmds []*cli.Command) []string {
+	if len(args) < 3 {
+		return args
+	}
+	var cmd *cli.Command
+	for _, c := range cmds {
+		if c.HasName(args[1]) {
+			cmd = c
+		}
+	}
+	if cmd == nil {
+		return args
+	}
+	known, takesValue := map[string]bool{"help": true, "h": true}, map[string]bool{}
+	for _, f := range cmd.Flags {
+		_, isBool := f.(*cli.BoolFlag)
+		for _, n := range f.Names() {
+			known[n] = true
+			takesValue[n] = !isBool
+		}
+	}
+	var flags, rest []string
+	for i := 2; i < len(args); i++ {
+		a := args[i]
+		if a == "--" {
+			rest = append(rest, args[i:]...)
+			break
+		}
+		name, _, hasValue := strings.Cut(strings.TrimLeft(a, "-"), "=")
+		if !strings.HasPrefix(a, "-") || !known[name] {
+			rest = append(rest, a)
+			continue
+		}
+		flags = append(flags, a)
+		if takesValue[name] && !hasValue && i+1 < len(args) {
+			i++
+			flags = append(flags, args[i])
+		}
+	}
+	out := append([]string{}, args[:2]...)
+	out = append(out, flags...)
+	return append(out, rest...)
 }
 
 func isSubcommand(name string) bool {

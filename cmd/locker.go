@@ -15,3 +15,9 @@ type locker interface {
 	Query(ctx context.Context, name string) (elect.Snapshot, error)
 	QueryAll(ctx context.Context) (elect.Snapshot, error)
 }
+
+// openLocker opens dir, or the default directory (created 0700) when dir
+// is empty. An explicit directory must exist already.
+func openLocker(dir string) (locker, error) {
+	return elect.Open(elect.Config{Dir: dir})
+}
