@@ -13,25 +13,37 @@ import (
 
 // Watcher sleeps until a watched file is closed or loses its name. On Linux
 // it is an inotify instance read through the Go runtime's poller: a blocked
-// Wait costs no CPU.
+// Wait costs no CPU. When the user's inotify instances are exhausted
+// (fs.inotify.max_user_instances) it degrades to a bounded poll rather than
+// failing; Polling reports that.
 type Watcher struct {
-	f   *os.File
-	wds []int
-	buf []byte
+	f    *os.File
+	wds  []int
+	buf  []byte
+	poll *poller
 }
 
 // NewWatcher returns a Watcher with no watches.
 func NewWatcher() (*Watcher, error) {
 	fd, err := unix.InotifyInit1(unix.IN_CLOEXEC | unix.IN_NONBLOCK)
+	if err == unix.EMFILE || err == unix.ENFILE || err == unix.ENOSYS {
+		return &Watcher{poll: &poller{}}, nil
+	}
 	if err != nil {
 		return nil, fmt.Errorf("oslock: inotify_init1: %w", err)
 	}
 	return &Watcher{f: os.NewFile(uintptr(fd), "inotify"), buf: make([]byte, 4096)}, nil
 }
 
+// Polling reports whether waits are timed polls rather than kernel events.
+func (w *Watcher) Polling() bool { return w.poll != nil }
+
 // Add watches path for ev. A missing file gives fs.ErrNotExist: whatever
 // the caller waited for has already happened.
 func (w *Watcher) Add(path string, ev Event) error {
+	if w.poll != nil {
+		return nil
+	}
 	var mask uint32 = unix.IN_DONT_FOLLOW
 	if ev&Closed != 0 {
 		mask |= unix.IN_CLOSE_WRITE
@@ -60,6 +72,9 @@ func (w *Watcher) Add(path string, ev Event) error {
 
 // Reset removes every watch.
 func (w *Watcher) Reset() {
+	if w.poll != nil {
+		return
+	}
 	_ = rawControl(w.f, func(fd int) error {
 		for _, wd := range w.wds {
 			unix.InotifyRmWatch(fd, uint32(wd))
@@ -73,6 +88,9 @@ func (w *Watcher) Reset() {
 // consumes all pending events. It returns ctx.Err() (or its cause) when ctx
 // ends first.
 func (w *Watcher) Wait(ctx context.Context) error {
+	if w.poll != nil {
+		return w.poll.wait(ctx)
+	}
 	if err := context.Cause(ctx); err != nil {
 		return err
 	}
