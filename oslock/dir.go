@@ -9,8 +9,9 @@ import (
 // from then on used only through its descriptor, so that renaming or
 // replacing the path afterwards cannot redirect what is written.
 type Dir struct {
-	f    *os.File
-	path string
+	f     *os.File
+	path  string
+	group bool // group-shared: files and subdirectories get group access
 }
 
 // DirOptions says how [OpenDir] treats the directory.

@@ -47,7 +47,7 @@ func OpenDir(path string, opts DirOptions) (*Dir, error) {
 		f.Close()
 		return nil, err
 	}
-	return &Dir{f: f, path: path}, nil
+	return &Dir{f: f, path: path, group: opts.GroupShared}, nil
 }
 
 func checkDir(f *os.File, path string, opts DirOptions) error {
@@ -58,7 +58,7 @@ func checkDir(f *os.File, path string, opts DirOptions) error {
 	if st.Mode&unix.S_IFMT != unix.S_IFDIR {
 		return fmt.Errorf("oslock: %s is not a directory", path)
 	}
-	if uid := os.Geteuid(); int(st.Uid) != uid {
+	if uid := os.Geteuid(); int(st.Uid) != uid && !(opts.GroupShared && inGroup(int(st.Gid))) {
 		return insecure(path, fmt.Sprintf("is owned by uid %d, not by you (uid %d)", st.Uid, uid),
 			"use a directory you own, e.g. leave --dir unset for the private default")
 	}
@@ -76,6 +76,21 @@ func checkDir(f *os.File, path string, opts DirOptions) error {
 		}
 	}
 	return nil
+}
+
+// inGroup reports whether the caller is a member of gid: in a group-shared
+// directory the group's members are trusted alike.
+func inGroup(gid int) bool {
+	if gid == os.Getegid() {
+		return true
+	}
+	groups, _ := os.Getgroups()
+	for _, g := range groups {
+		if g == gid {
+			return true
+		}
+	}
+	return false
 }
 
 func openNoFollow(dirfd int, name string, flag int, perm uint32) (int, error) {
@@ -97,7 +112,8 @@ func (d *Dir) pathErr(op, name string, err error) error {
 }
 
 // OpenFile opens name inside the directory without following a symbolic
-// link; flag and perm are as for os.OpenFile.
+// link; flag and perm are as for os.OpenFile. In a group-shared directory
+// the group gets perm's owner bits too, whatever the umask.
 func (d *Dir) OpenFile(name string, flag int, perm os.FileMode) (*os.File, error) {
 	fd, err := openNoFollow(d.fd(), name, flag, uint32(perm.Perm()))
 	if err != nil {
@@ -113,16 +129,29 @@ func (d *Dir) OpenFile(name string, flag int, perm os.FileMode) (*os.File, error
 		f.Close()
 		return nil, fmt.Errorf("oslock: %s is not a regular file; remove it", filepath.Join(d.path, name))
 	}
+	if d.group && flag&os.O_CREATE != 0 && int(st.Uid) == os.Geteuid() {
+		unix.Fchmod(fd, d.filePerm(uint32(perm.Perm())))
+	}
 	return f, nil
+}
+
+func (d *Dir) filePerm(perm uint32) uint32 {
+	if d.group {
+		perm |= perm & 0o700 >> 3
+	}
+	return perm
 }
 
 // Sub opens the subdirectory name, creating it with mode 0700 if create is
 // set, and checks it as [OpenDir] does.
 func (d *Dir) Sub(name string, create bool, opts DirOptions) (*Dir, error) {
+	created := false
 	if create {
-		if err := unix.Mkdirat(d.fd(), name, 0o700); err != nil && err != unix.EEXIST {
+		err := unix.Mkdirat(d.fd(), name, d.filePerm(0o700))
+		if err != nil && err != unix.EEXIST {
 			return nil, d.pathErr("mkdir", name, err)
 		}
+		created = err == nil
 	}
 	fd, err := openNoFollow(d.fd(), name, unix.O_RDONLY|unix.O_DIRECTORY, 0)
 	if err != nil {
@@ -133,12 +162,16 @@ func (d *Dir) Sub(name string, create bool, opts DirOptions) (*Dir, error) {
 	}
 	path := filepath.Join(d.path, name)
 	f := os.NewFile(uintptr(fd), path)
+	if created && d.group {
+		unix.Fchmod(fd, d.filePerm(0o700)) // past the umask
+	}
 	opts.AllowUnsafeFS = true // same filesystem as d, already checked
+	opts.GroupShared = d.group
 	if err := checkDir(f, path, opts); err != nil {
 		f.Close()
 		return nil, err
 	}
-	return &Dir{f: f, path: path}, nil
+	return &Dir{f: f, path: path, group: d.group}, nil
 }
 
 // Names lists the directory's entries, in no particular order.
