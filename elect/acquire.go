@@ -77,9 +77,8 @@ func (a *acquirer) run(ctx context.Context) (*Leadership, error) {
 	if a.w, err = oslock.NewWatcher(); err != nil {
 		return nil, err
 	}
-	// Joining uses a context of its own: a request must not be half-made
-	// when the caller gives up, and the state lock is held for
-	// microseconds.
+	// The state lock is held for microseconds by whoever has it; a
+	// cancel while waiting for it leaves nothing behind.
 	st, err := updateState(ctx, a.l.dir, a.name, a.w, func(s *state) { s.seq++ })
 	if err != nil {
 		return nil, err
@@ -194,7 +193,10 @@ func (a *acquirer) waitFor(ctx context.Context, blocker entry) error {
 
 // sleep waits for the watcher, or for a stealer's kill time.
 func (a *acquirer) sleep(ctx context.Context) error {
-	if a.killAt.IsZero() || a.killed {
+	// The grace period counts only once this stealer has evicted
+	// someone: one that still waits behind an earlier stealer has nobody
+	// to kill yet.
+	if a.killAt.IsZero() || a.killed || len(a.evicted) == 0 {
 		return a.w.Wait(ctx)
 	}
 	wctx, cancel := context.WithDeadlineCause(ctx, a.killAt, errKillTime)
