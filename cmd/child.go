@@ -29,6 +29,11 @@ func newCmd(argv, env []string, stdout io.Writer) *exec.Cmd {
 	cmd.Stdin = os.Stdin
 	cmd.Stdout = stdout
 	cmd.Stderr = os.Stderr
+	if _, ok := stdout.(*os.File); !ok {
+		// A pipe that a leftover grandchild keeps open must not keep
+		// Wait from returning: stop() deals with the grandchild.
+		cmd.WaitDelay = time.Second
+	}
 	// exec.Command's own lookup error, if any, is reported by checkCommand
 	// before the lock is requested.
 	cmd.Err = nil

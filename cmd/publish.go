@@ -1,6 +1,15 @@
 package cmd
 
 import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"strings"
+	"syscall"
+
+	"github.com/leaderrun/leaderrun/bus"
 	"github.com/leaderrun/leaderrun/elect"
 	"github.com/urfave/cli/v2"
 )
@@ -29,5 +38,48 @@ func publishAction(c *cli.Context) error {
 	if err := elect.ValidateName(c.Args().First()); err != nil {
 		return usageErrorf("leaderrun publish: %v", err)
 	}
-	return errNoBus
+	name := c.Args().First()
+	lk, err := openLocker(c.String("dir"))
+	if err != nil {
+		return classify(err, c.String("dir"))
+	}
+	dir := lk.Dir()
+	lk.Close()
+	cl, err := bus.Dial(c.Context, dir, name, bus.PublishOnly())
+	if err != nil {
+		return busError("publish", name, err)
+	}
+	defer cl.Close()
+	if c.NArg() > 1 {
+		if err := cl.Publish(c.Context, []byte(strings.Join(c.Args().Tail(), " "))); err != nil {
+			return busError("publish", name, err)
+		}
+		return nil
+	}
+	sc := bufio.NewScanner(os.Stdin)
+	sc.Buffer(make([]byte, 64<<10), bus.DefaultMaxMessageSize)
+	for sc.Scan() {
+		if err := cl.Publish(c.Context, sc.Bytes()); err != nil {
+			return busError("publish", name, err)
+		}
+	}
+	if err := sc.Err(); err != nil {
+		return exitf(ExitSoftware, "leaderrun publish: reading stdin: %v", err)
+	}
+	return nil
+}
+
+// busError explains a bus failure and what to do about it.
+func busError(cmd, name string, err error) error {
+	switch {
+	case errors.Is(err, bus.ErrNoLeader):
+		return exitf(ExitNoLeader, "leaderrun %s: nobody leads %s, so nobody serves its bus; start a leader first (leaderrun --name %s -- COMMAND)", cmd, name, name)
+	case errors.Is(err, bus.ErrLeaderChanged):
+		return exitf(ExitNoLeader, "leaderrun %s: the leader of %s changed before answering; the message may or may not have been delivered", cmd, name)
+	case errors.Is(err, bus.ErrTooLarge):
+		return exitf(ExitUsage, "leaderrun %s: %v", cmd, err)
+	case errors.Is(err, context.Canceled):
+		return silentExit(ExitSignalBase + int(syscall.SIGINT))
+	}
+	return classify(fmt.Errorf("%s: %w", cmd, err), "")
 }

@@ -14,6 +14,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/leaderrun/leaderrun/bus"
 	"github.com/leaderrun/leaderrun/elect"
 	"github.com/urfave/cli/v2"
 )
@@ -133,7 +134,21 @@ func (o *runOptions) run(ctx context.Context) error {
 	defer lead.Release()
 	o.logf("leading %s (epoch %d, %s)", o.name, lead.Epoch(), lead.Mode())
 	fenceOrphans(dir, o.name, lead.Mode() == elect.Exclusive)
-	return o.lead(lead, dir, sigs)
+
+	// An exclusive leader serves NAME's bus, for publish, subscribe and
+	// --fanout; it stops serving (deferred later, so earlier) before it
+	// releases the lock.
+	var srv *bus.Server
+	if lead.Mode() == elect.Exclusive {
+		if srv, err = bus.Listen(lead); err != nil {
+			o.logf("not serving the bus of %s: %v", o.name, err)
+			srv = nil
+		} else {
+			go srv.Serve(context.Background())
+			defer srv.Close()
+		}
+	}
+	return o.lead(lead, dir, srv, sigs)
 }
 
 type signalled struct{ sig os.Signal }
@@ -161,6 +176,14 @@ func (o *runOptions) acquire(ctx context.Context, lk locker, sigs <-chan os.Sign
 	})
 	if o.verbose && !o.req.IfAvailable {
 		wg.Go(func() { o.reportQueue(actx, lk, done) })
+	}
+	if o.fanout && !o.req.IfAvailable {
+		fctx, stop := context.WithCancel(actx)
+		wg.Go(func() { followLeader(fctx, lk.Dir(), o.name) })
+		wg.Go(func() {
+			<-done
+			stop()
+		})
 	}
 	lead, err := lk.Acquire(actx, o.name, o.req)
 	close(done)
@@ -265,9 +288,14 @@ func (o *runOptions) env(dir string, lead *elect.Leadership) []string {
 
 // lead runs COMMAND for as long as the term lasts and the restart policy
 // wants it, and returns the exit status.
-func (o *runOptions) lead(lead *elect.Leadership, dir string, sigs <-chan os.Signal) error {
+func (o *runOptions) lead(lead *elect.Leadership, dir string, srv *bus.Server, sigs <-chan os.Signal) error {
 	env := o.env(dir, lead)
 	var stdout io.Writer = os.Stdout
+	if o.fanout && srv != nil {
+		tee := &lineTee{w: os.Stdout, srv: srv}
+		defer tee.flush()
+		stdout = tee
+	}
 	backoff := backoffStart
 	finishing := false
 	for {

@@ -1,12 +1,14 @@
 package cmd
 
 import (
+	"encoding/json"
+	"os"
+	"time"
+
+	"github.com/leaderrun/leaderrun/bus"
 	"github.com/leaderrun/leaderrun/elect"
 	"github.com/urfave/cli/v2"
 )
-
-// errNoBus stands in until the bus package is wired in.
-var errNoBus = exitf(ExitUnavailable, "leaderrun: the bus is not available in this build")
 
 func subscribeCommand() *cli.Command {
 	return &cli.Command{
@@ -14,8 +16,16 @@ func subscribeCommand() *cli.Command {
 		Usage:     "print each message published on NAME's bus on its own line",
 		ArgsUsage: "NAME",
 		Description: `Prints every message published on NAME, one per line, and keeps going
-across leader changes. --json prints NDJSON events, leader announcements
-included. --count N exits after N messages.
+across leader changes; it waits for a leader when there is none. --count N
+exits after N messages. --json prints NDJSON events, one per line:
+
+   {"type":"message","name","pid","epoch","seq","data"}
+   {"type":"leader","name","pid","epoch","since","mode","gap"}
+   {"type":"lost","name","pid","epoch","reason"}
+
+pid is the publisher's for a message, the leader's otherwise. Messages are
+not kept: what is published while no subscriber listens is gone ("gap":
+true on a leader event says some may have been missed).
 
 EXAMPLES:
    leaderrun subscribe applog
@@ -40,5 +50,80 @@ func subscribeAction(c *cli.Context) error {
 	if c.Int("count") < 0 {
 		return usageErrorf("leaderrun subscribe: --count %d is negative; give 0 (never stop) or more", c.Int("count"))
 	}
-	return errNoBus
+	name := c.Args().First()
+	lk, err := openLocker(c.String("dir"))
+	if err != nil {
+		return classify(err, c.String("dir"))
+	}
+	dir := lk.Dir()
+	lk.Close()
+	cl, err := bus.Dial(c.Context, dir, name, bus.WaitForLeader())
+	if err != nil {
+		if c.Context.Err() != nil {
+			return nil
+		}
+		return busError("subscribe", name, err)
+	}
+	defer cl.Close()
+	asJSON, count, n := c.Bool("json"), c.Int("count"), 0
+	enc := json.NewEncoder(os.Stdout)
+	for {
+		var ev bus.Event
+		var ok bool
+		select {
+		case <-c.Context.Done():
+			return nil
+		case ev, ok = <-cl.Events():
+			if !ok {
+				return nil
+			}
+		}
+		switch ev.Kind {
+		case bus.EventMessage:
+			if asJSON {
+				m := ev.Message
+				err = enc.Encode(eventJSON{Type: "message", Name: name, PID: m.PID, Epoch: m.Epoch, Seq: m.Seq, Data: string(m.Data)})
+			} else {
+				_, err = os.Stdout.Write(append(ev.Message.Data, '\n'))
+			}
+			n++
+		case bus.EventLeader:
+			if asJSON {
+				l := ev.Leader
+				err = enc.Encode(eventJSON{Type: "leader", Name: name, PID: l.PID, Epoch: l.Epoch, Since: &l.Since, Mode: l.Mode.String(), Gap: &ev.Gap})
+			}
+		case bus.EventLost:
+			if asJSON {
+				reason := ""
+				if ev.Err != nil {
+					reason = ev.Err.Error()
+				}
+				err = enc.Encode(eventJSON{Type: "lost", Name: name, PID: ev.Leader.PID, Epoch: ev.Leader.Epoch, Reason: reason})
+			}
+		}
+		if err != nil {
+			return nil // stdout closed: the reader went away
+		}
+		if count > 0 && n >= count {
+			return nil
+		}
+	}
+}
+
+// eventJSON is one line of `subscribe --json`:
+//
+//	{"type":"message","name","pid","epoch","seq","data"}
+//	{"type":"leader","name","pid","epoch","since","mode","gap"}
+//	{"type":"lost","name","pid","epoch","reason"}
+type eventJSON struct {
+	Type   string     `json:"type"`
+	Name   string     `json:"name"`
+	PID    int        `json:"pid"`
+	Epoch  uint64     `json:"epoch"`
+	Seq    uint64     `json:"seq,omitempty"`
+	Data   string     `json:"data,omitempty"`
+	Since  *time.Time `json:"since,omitempty"`
+	Mode   string     `json:"mode,omitempty"`
+	Gap    *bool      `json:"gap,omitempty"`
+	Reason string     `json:"reason,omitempty"`
 }
