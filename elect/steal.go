@@ -27,6 +27,9 @@ func (a *acquirer) evict(queue []entry) {
 // lock file, when they belong to the same user. Where /proc/locks is
 // missing, liveness of the pid stands in for holding the lock.
 func (a *acquirer) killHolders() {
+	if a.lockF == nil {
+		return
+	}
 	id, err := oslock.IDOf(a.lockF)
 	if err != nil {
 		return
