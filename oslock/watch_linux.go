@@ -94,10 +94,19 @@ func (w *Watcher) Wait(ctx context.Context) error {
 	if err := context.Cause(ctx); err != nil {
 		return err
 	}
-	stop := context.AfterFunc(ctx, func() { w.f.SetReadDeadline(time.Now()) })
-	_, err := w.f.Read(w.buf)
+	// The hook may still be running when Read returns: wait for it, or
+	// its read deadline could land after the reset below and fail the
+	// next Wait.
+	hooked := make(chan struct{})
+	f := w.f
+	stop := context.AfterFunc(ctx, func() {
+		defer close(hooked)
+		f.SetReadDeadline(time.Now())
+	})
+	_, err := f.Read(w.buf)
 	if !stop() {
-		w.f.SetReadDeadline(time.Time{})
+		<-hooked
+		f.SetReadDeadline(time.Time{})
 		return context.Cause(ctx)
 	}
 	if err != nil {
