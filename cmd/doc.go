@@ -1,0 +1,55 @@
+// Package cmd is the leaderrun command line: running COMMAND under a lock
+// (the default action), and the status, who, publish, subscribe and
+// completion commands. main.go calls New().RunContext and exits with
+// ExitCode; the exit codes are the constants in exitcode.go.
+//
+// # Guarantees
+//
+//   - COMMAND starts only after this instance holds the lock, and the lock
+//     is released only after COMMAND's whole process group, and every
+//     process that left the group but is still leaderrun's descendant, is
+//     gone: SIGTERM, then SIGKILL after --grace.
+//   - COMMAND does not inherit the lock. Lock descriptors are O_CLOEXEC, so
+//     a stray background process can never keep the lock after its leader
+//     is gone; flock(1) passes its descriptor on and has exactly that
+//     failure. The price is that leaderrun itself must make COMMAND die
+//     with it, which it does three ways:
+//     1. Pdeathsig (Linux): the kernel sends SIGKILL to COMMAND when the
+//     thread that started it dies; the start and the wait run on one
+//     goroutine locked to its thread (golang/go#27505).
+//     2. leaderrun is a child subreaper (Linux), so orphans of COMMAND stay
+//     its descendants and are found and stopped.
+//     3. The orphan fence (Linux): the kernel drops a dead process's flock
+//     before it delivers Pdeathsig, and Pdeathsig reaches only the direct
+//     child. So a new leader, before it starts COMMAND, kills every
+//     process whose environment names the same LEADERRUN_DIR and
+//     LEADERRUN_NAME but another, no longer leading, LEADERRUN_PID, and
+//     waits until they are gone. This is what makes "leaderrun killed with
+//     SIGKILL: its COMMAND is gone before the next one starts" hold.
+//   - SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGUSR1 and SIGUSR2 are forwarded to
+//     COMMAND's process group. After one of the first four, COMMAND is not
+//     restarted. While waiting in line, any of them makes leaderrun give up
+//     and exit 128+N.
+//   - The exit status is COMMAND's, 128+N when it died of signal N, or one
+//     of the documented codes.
+//
+// # Not guaranteed
+//
+//   - A process that clears its environment (env -i) is still stopped when
+//     leaderrun exits normally (it stays leaderrun's descendant), but after
+//     leaderrun is killed with SIGKILL it escapes the fence. It never holds
+//     the lock, so it cannot keep the next leader out.
+//   - On platforms without Pdeathsig, /proc and subreapers (the BSDs,
+//     macOS), a COMMAND whose leaderrun is killed with SIGKILL keeps
+//     running while the next leader starts. Stopping leaderrun with any
+//     catchable signal stops COMMAND first everywhere.
+//   - COMMAND runs in its own process group, which is not the terminal's
+//     foreground group: an interactive COMMAND that reads the terminal
+//     gets SIGTTIN. leaderrun is for jobs, not for editors.
+//
+// # Failure modes
+//
+// The fence reads /proc/PID/environ of every process once per new term,
+// about 0.5 ms per 100 processes. A shared holder kills only leftovers
+// whose leaderrun is gone, since other shared holders run legitimately.
+package cmd
