@@ -36,6 +36,12 @@ func OpenDir(path string, opts DirOptions) (*Dir, error) {
 		case errors.Is(err, unix.ENOENT):
 			return nil, fmt.Errorf("oslock: lock directory %s does not exist; create it with: mkdir -m 700 %s: %w", path, path, fs.ErrNotExist)
 		case errors.Is(err, unix.ENOTDIR):
+			// Linux gives ENOTDIR, not ELOOP, for a symbolic link
+			// opened with O_DIRECTORY|O_NOFOLLOW.
+			var st unix.Stat_t
+			if unix.Lstat(path, &st) == nil && st.Mode&unix.S_IFMT == unix.S_IFLNK {
+				return nil, insecure(path, "is a symbolic link", "point --dir at the real directory")
+			}
 			return nil, fmt.Errorf("oslock: lock directory %s is not a directory; choose a directory", path)
 		case errors.Is(err, unix.EACCES):
 			return nil, fmt.Errorf("oslock: lock directory %s is not accessible (permission denied); use a directory you own: %w", path, fs.ErrPermission)
@@ -157,6 +163,10 @@ func (d *Dir) Sub(name string, create bool, opts DirOptions) (*Dir, error) {
 	if err != nil {
 		if errors.Is(err, unix.ENOENT) {
 			return nil, d.pathErr("open", name, fs.ErrNotExist)
+		}
+		var st unix.Stat_t
+		if errors.Is(err, unix.ENOTDIR) && unix.Fstatat(d.fd(), name, &st, unix.AT_SYMLINK_NOFOLLOW) == nil && st.Mode&unix.S_IFMT == unix.S_IFLNK {
+			err = unix.ELOOP // Linux says ENOTDIR for O_DIRECTORY|O_NOFOLLOW on a link
 		}
 		return nil, d.pathErr("open", name, err)
 	}
