@@ -19,8 +19,13 @@ import (
 // The test binary doubles as a contender process: TestMain runs the role
 // named in LEADERRUN_TEST_ROLE instead of the tests.
 func TestMain(m *testing.M) {
-	if os.Getenv("LEADERRUN_TEST_ROLE") == "contender" {
+	switch os.Getenv("LEADERRUN_TEST_ROLE") {
+	case "contender":
 		os.Exit(contender())
+	case "chaos", "hostile":
+		os.Exit(reliabilityRole(os.Getenv("LEADERRUN_TEST_ROLE")))
+	case "bench":
+		os.Exit(benchRole())
 	}
 	os.Exit(m.Run())
 }

@@ -1,0 +1,206 @@
+package elect
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+)
+
+// Benchmarks of leaderrun beside the kernel primitive and a polling lock,
+// in the same run, so that ratios survive a noisy machine. They measure
+// with CLOCK_MONOTONIC across processes and report percentiles through
+// b.ReportMetric; ns/op is overridden with the mean of what is measured,
+// not the cost of the loop (which spawns processes). Nothing here asserts
+// a time. With LEADERRUN_BENCH_OUT=DIR each benchmark also writes its raw
+// samples (one per line, ns) to DIR/<benchmark name>.txt for bench/report.
+//
+//	go test ./elect -run '^$' -bench 'Failover|Chain' -benchtime 100x
+//	LEADERRUN_BENCH_IDLE=10s go test ./elect -run '^$' -bench Idle
+
+// BenchmarkFailover: the leader is SIGKILLed; how long until the waiter
+// queued behind it holds the lock. Each waiter becomes the next leader.
+func BenchmarkFailover(b *testing.B) {
+	for _, tool := range benchTools {
+		b.Run(tool, func(b *testing.B) { benchFailover(b, tool) })
+	}
+}
+
+func benchFailover(b *testing.B, tool string) {
+	dir, name := b.TempDir(), "failover"
+	leader := startBench(b, tool, dir, name, true)
+	if err := waitLed(leader); err != nil {
+		b.Fatal(err)
+	}
+	// The kill lands at a random point of a polling tool's period, as a
+	// crash would.
+	period := 10 * time.Millisecond
+	if tool == "gofrs100" {
+		period = 100 * time.Millisecond
+	}
+	lat := make([]time.Duration, 0, b.N)
+	for range b.N {
+		waiter := startBench(b, tool, dir, name, true)
+		if err := waitReady(waiter, tool, dir, name, 2); err != nil {
+			b.Fatal(err)
+		}
+		time.Sleep(time.Millisecond + rand.N(period))
+		t0 := monoNow()
+		leader.cmd.Process.Kill()
+		at, err := waiter.ledAt(10 * time.Second)
+		if err != nil {
+			b.Fatal(err)
+		}
+		lat = append(lat, time.Duration(at-t0))
+		leader.stop()
+		leader = waiter
+	}
+	leader.stop()
+	reportLatency(b, lat, "")
+}
+
+func waitLed(p *benchProc) error {
+	if _, err := p.expect("waiting", 10*time.Second); err != nil {
+		return err
+	}
+	_, err := p.ledAt(10 * time.Second)
+	return err
+}
+
+// BenchmarkChain: N contenders queue one after another behind a holder,
+// which then releases; each leads once and releases at once. Reported:
+// the total time from the first release to the last grant, the gaps
+// between consecutive grants, the CPU of all waiters (rusage of the
+// children, start-up included, which is the same binary for every tool),
+// and order inversions: pairs served in the opposite order of joining.
+// LEADERRUN_BENCH_CHAIN=10,100 limits the sizes.
+func BenchmarkChain(b *testing.B) {
+	sizes := []int{10, 100, 500}
+	if s := os.Getenv("LEADERRUN_BENCH_CHAIN"); s != "" {
+		sizes = nil
+		for f := range strings.SplitSeq(s, ",") {
+			if n, err := strconv.Atoi(f); err == nil {
+				sizes = append(sizes, n)
+			}
+		}
+	}
+	for _, n := range sizes {
+		for _, tool := range []string{"leaderrun", "flock2", "gofrs10"} {
+			b.Run(fmt.Sprintf("N=%d/%s", n, tool), func(b *testing.B) { benchChain(b, tool, n) })
+		}
+	}
+}
+
+func benchChain(b *testing.B, tool string, n int) {
+	var totals, gaps []time.Duration
+	var inversions, cpu float64
+	for range b.N {
+		dir, name := b.TempDir(), "chain"
+		release, err := benchAcquire(tool, dir, name)
+		if err != nil {
+			b.Fatal(err)
+		}
+		ps := make([]*benchProc, n)
+		for i := range ps {
+			ps[i] = startBench(b, tool, dir, name, false)
+			if err := waitReady(ps[i], tool, dir, name, i+2); err != nil {
+				b.Fatal(err)
+			}
+		}
+		t0 := monoNow()
+		release()
+		at := make([]int64, n)
+		for i, p := range ps {
+			if at[i], err = p.ledAt(2 * time.Minute); err != nil {
+				b.Fatal(err)
+			}
+		}
+		for _, p := range ps {
+			if !p.reap(10 * time.Second) {
+				b.Fatalf("pid %d did not exit", p.pid)
+			}
+			cpu += float64(p.cpu())
+		}
+		sorted := slices.Clone(at)
+		slices.Sort(sorted)
+		totals = append(totals, time.Duration(sorted[n-1]-t0))
+		prev := t0
+		for _, t := range sorted {
+			gaps = append(gaps, time.Duration(t-prev))
+			prev = t
+		}
+		inversions += float64(countInversions(at))
+	}
+	ops := float64(b.N)
+	b.ReportMetric(inversions/ops, "inversions")
+	b.ReportMetric(cpu/ops/1e6, "waiter-cpu-ms")
+	writeSamples(b, "", totals)
+	writeSamples(b, "-gaps", gaps)
+	slices.Sort(gaps)
+	b.ReportMetric(float64(percentile(gaps, 50)), "gap-p50-ns")
+	b.ReportMetric(float64(percentile(gaps, 99)), "gap-p99-ns")
+	b.ReportMetric(float64(mean(totals)), "ns/op")
+}
+
+// countInversions counts pairs i < j (join order) with at[j] < at[i].
+func countInversions(at []int64) int {
+	n := 0
+	for i := range at {
+		for j := i + 1; j < len(at); j++ {
+			if at[j] < at[i] {
+				n++
+			}
+		}
+	}
+	return n
+}
+
+func reportLatency(b *testing.B, lat []time.Duration, suffix string) {
+	writeSamples(b, suffix, lat)
+	s := slices.Clone(lat)
+	slices.Sort(s)
+	b.ReportMetric(float64(percentile(s, 50)), "p50-ns")
+	b.ReportMetric(float64(percentile(s, 99)), "p99-ns")
+	b.ReportMetric(float64(mean(s)), "ns/op")
+}
+
+// percentile is the nearest-rank p-th percentile of sorted s.
+func percentile(s []time.Duration, p int) time.Duration {
+	if len(s) == 0 {
+		return 0
+	}
+	i := (len(s)*p + 99) / 100
+	return s[max(i-1, 0)]
+}
+
+func mean(s []time.Duration) time.Duration {
+	if len(s) == 0 {
+		return 0
+	}
+	var sum time.Duration
+	for _, d := range s {
+		sum += d
+	}
+	return sum / time.Duration(len(s))
+}
+
+// writeSamples keeps the raw samples for bench/report when asked to.
+func writeSamples(b *testing.B, suffix string, s []time.Duration) {
+	out := os.Getenv("LEADERRUN_BENCH_OUT")
+	if out == "" || len(s) == 0 {
+		return
+	}
+	var sb strings.Builder
+	for _, d := range s {
+		fmt.Fprintln(&sb, int64(d))
+	}
+	file := strings.NewReplacer("/", "_", "=", "").Replace(b.Name()) + suffix + ".txt"
+	if err := os.WriteFile(filepath.Join(out, file), []byte(sb.String()), 0o644); err != nil {
+		b.Error(err)
+	}
+}
