@@ -1,0 +1,945 @@
+package elect
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"os"
+	"os/exec"
+	"os/signal"
+	"path/filepath"
+	"slices"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"go.uber.org/goleak"
+	"golang.org/x/sys/unix"
+)
+
+var (
+	chaosDuration = flag.Duration("chaos.duration", 20*time.Second, "how long TestChaos injects faults; e.g. 10m for a soak")
+	chaosSeed     = flag.Uint64("chaos.seed", 0, "seed for TestChaos's choices; 0 picks one (it is logged)")
+)
+
+// TestChaos runs 30+ contenders on one name while, at random moments, one
+// joins, leaves, abdicates, is killed (SIGKILL), is asked to stop (SIGTERM),
+// is suspended (SIGSTOP, later SIGCONT), or is stolen from (Steal with
+// KillAfter, which is how a suspended holder is recovered). Every leader
+// appends (epoch, pid, ticket, kind, time) to a shared log guarded as a
+// real resource would be: a write whose epoch is lower than one already
+// seen is refused (fencing).
+//
+// Afterwards it checks: no write was refused; the log is one run per epoch
+// with strictly increasing epochs and non-overlapping intervals; ordinary
+// tickets that were visibly queued were granted in ticket order; every
+// contender alive at the end leads once more and exits cleanly (no stuck
+// waiter); after Prune only the documented persistent files remain; no
+// survivor leaked a goroutine or a descriptor.
+func TestChaos(t *testing.T) {
+	if testing.Short() {
+		t.Skip("multi-process chaos; skipped with -short")
+	}
+	seed := *chaosSeed
+	if seed == 0 {
+		seed = uint64(time.Now().UnixNano())
+	}
+	t.Logf("chaos: duration %v, seed %d (rerun with -chaos.seed=%d)", *chaosDuration, seed, seed)
+	c := &chaos{
+		t:     t,
+		rng:   rand.New(rand.NewPCG(seed, seed>>1|1)),
+		dir:   t.TempDir(),
+		res:   t.TempDir(),
+		name:  "chaos",
+		procs: map[int]*chaosProc{},
+	}
+	l, err := Open(Config{Dir: c.dir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	t.Cleanup(c.killAll)
+
+	const minLive, maxLive = 30, 40
+	for range minLive {
+		c.spawn(false)
+	}
+	end := time.Now().Add(*chaosDuration)
+	for time.Now().Before(end) && !t.Failed() {
+		time.Sleep(time.Duration(5+c.rng.IntN(30)) * time.Millisecond)
+		c.act(minLive, maxLive)
+	}
+	c.drain()
+	if t.Failed() {
+		return
+	}
+
+	ctx := testCtx(t)
+	if err := l.Prune(ctx, c.name); err != nil {
+		t.Fatalf("prune: %v", err)
+	}
+	checkOnlyPersistent(t, l, c.dir, c.name)
+	c.checkLog()
+	c.report()
+}
+
+// checkOnlyPersistent checks that dir holds name's documented persistent
+// files and nothing else, and that the queue is empty.
+func checkOnlyPersistent(t *testing.T, l *Locker, dir, name string) {
+	t.Helper()
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, e := range ents {
+		got = append(got, e.Name())
+	}
+	want := []string{name + lockSuffix, name + queueSuffix, name + stateSuffix}
+	if !slices.Equal(got, want) {
+		t.Errorf("lock directory holds %v; want only the persistent %v", got, want)
+	}
+	left, err := os.ReadDir(filepath.Join(dir, name+queueSuffix))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(left) != 0 {
+		var names []string
+		for _, e := range left {
+			names = append(names, e.Name())
+		}
+		t.Errorf("queue not empty after every contender left and Prune: %v", names)
+	}
+	s, err := l.Query(context.Background(), name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(s.Held)+len(s.Pending) != 0 {
+		t.Errorf("query after the end: %+v", s)
+	}
+}
+
+// chaos is the orchestrator's state.
+type chaos struct {
+	t    *testing.T
+	rng  *rand.Rand
+	dir  string // lock directory
+	res  string // the fenced resource
+	name string
+
+	mu     sync.Mutex
+	procs  map[int]*chaosProc // every process started, by pid
+	kills  []killEvent        // SIGKILLs and SIGTERMs of leaders
+	queued map[uint64]int64   // ticket -> when its owner saw it in the queue (unix ns)
+	since  map[uint64]int64   // ticket -> when it was granted (Leadership.Since, unix ns)
+	terms  []term
+	fifo   []string // ticket order violations
+	n      struct {
+		joins, leaves, kills, terms, stops, steals, abdications, stealKills int
+	}
+	stopped map[int]*time.Timer // suspended pids and their SIGCONT timers
+	pauses  [][2]int64          // [SIGSTOP, SIGCONT or exit] in unix ns
+	wg      sync.WaitGroup
+}
+
+type killEvent struct {
+	at        time.Time
+	pid       int
+	anyPaused bool // a process was suspended: failover may wait for SIGCONT
+}
+
+type chaosProc struct {
+	cmd     *exec.Cmd
+	stdin   io.WriteCloser
+	pid     int
+	steal   bool
+	exited  chan struct{}
+	leading bool   // last line said "leader"
+	leaving bool   // told to leave
+	said    string // last line
+	done    bool   // said "done" (finished cleanly)
+	leftOK  bool   // said "left" or "term"
+	leaksOK bool
+	byUs    syscall.Signal // a fatal signal we sent, 0 if none
+	err     string
+}
+
+func (c *chaos) spawn(steal bool) *chaosProc {
+	t := c.t
+	cmd := exec.Command(os.Args[0], "-test.run=^$")
+	cmd.Env = append(os.Environ(), "LEADERRUN_TEST_ROLE=chaos", "T_DIR="+c.dir, "T_RES="+c.res, "T_NAME="+c.name)
+	if steal {
+		cmd.Env = append(cmd.Env, "T_STEAL=1", "T_KILLAFTER=150ms")
+	}
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd.Stderr = os.Stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	p := &chaosProc{cmd: cmd, stdin: stdin, pid: cmd.Process.Pid, steal: steal, exited: make(chan struct{})}
+	c.mu.Lock()
+	c.procs[p.pid] = p
+	c.n.joins++
+	if steal {
+		c.n.steals++
+	}
+	c.mu.Unlock()
+	c.wg.Add(1)
+	go func() {
+		defer c.wg.Done()
+		sc := bufio.NewScanner(stdout)
+		for sc.Scan() {
+			c.line(p, sc.Text())
+		}
+		cmd.Wait()
+		c.mu.Lock()
+		if t := c.stopped[p.pid]; t != nil {
+			t.Stop()
+			delete(c.stopped, p.pid)
+		}
+		c.mu.Unlock()
+		close(p.exited)
+	}()
+	return p
+}
+
+func (c *chaos) line(p *chaosProc, line string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	p.said = line
+	f := strings.Fields(line)
+	if len(f) == 0 {
+		return
+	}
+	switch f[0] {
+	case "leader":
+		p.leading = true
+		if len(f) == 4 && f[2] != "0" {
+			seq, _ := strconv.ParseUint(f[2], 10, 64)
+			ns, _ := strconv.ParseInt(f[3], 10, 64)
+			if c.since == nil {
+				c.since = map[uint64]int64{}
+			}
+			c.since[seq] = ns
+		}
+	case "released":
+		p.leading = false
+	case "queued":
+		seq, _ := strconv.ParseUint(f[1], 10, 64)
+		ns, _ := strconv.ParseInt(f[2], 10, 64)
+		if c.queued == nil {
+			c.queued = map[uint64]int64{}
+		}
+		c.queued[seq] = ns
+	case "done":
+		p.done = true
+	case "left", "term":
+		p.leftOK = true
+	case "leaks":
+		p.leaksOK = len(f) > 1 && f[1] == "ok"
+		if !p.leaksOK {
+			p.err = line
+		}
+	case "error", "refused":
+		p.err = line
+	}
+}
+
+// live returns the processes that have not exited, are not on their way
+// out, in pid order.
+func (c *chaos) live() []*chaosProc {
+	var ps []*chaosProc
+	for _, p := range c.procs {
+		select {
+		case <-p.exited:
+			continue
+		default:
+		}
+		if p.byUs == 0 && !p.leftOK && !p.leaving {
+			ps = append(ps, p)
+		}
+	}
+	sort.Slice(ps, func(i, j int) bool { return ps[i].pid < ps[j].pid })
+	return ps
+}
+
+// act injects one random fault or change.
+func (c *chaos) act(minLive, maxLive int) {
+	c.mu.Lock()
+	live := c.live()
+	var leader *chaosProc
+	for _, p := range live {
+		if p.leading {
+			leader = p
+		}
+	}
+	anyPaused := len(c.stopped) > 0
+	c.mu.Unlock()
+	if len(live) < minLive {
+		c.spawn(false)
+		return
+	}
+	pick := func() *chaosProc {
+		// Half the faults hit the leader, where they matter most.
+		if leader != nil && c.rng.IntN(2) == 0 {
+			return leader
+		}
+		return live[c.rng.IntN(len(live))]
+	}
+	switch r := c.rng.IntN(100); {
+	case r < 15 && len(live) < maxLive:
+		c.spawn(false)
+	case r < 25:
+		p := pick()
+		c.mu.Lock()
+		c.n.leaves++
+		p.leaving = true
+		c.mu.Unlock()
+		io.WriteString(p.stdin, "leave\n")
+	case r < 40:
+		c.signal(pick(), syscall.SIGKILL, anyPaused)
+	case r < 50:
+		c.signal(pick(), syscall.SIGTERM, anyPaused)
+	case r < 62:
+		c.suspend(pick(), time.Duration(20+c.rng.IntN(300))*time.Millisecond)
+	case r < 80:
+		if leader != nil {
+			c.mu.Lock()
+			c.n.abdications++
+			c.mu.Unlock()
+			io.WriteString(leader.stdin, "abdicate\n")
+		}
+	case r < 88:
+		if len(live) < maxLive {
+			if leader != nil && c.rng.IntN(2) == 0 {
+				// A suspended leader keeps the lock until resumed or
+				// stolen with KillAfter: recover it by stealing.
+				c.suspend(leader, 2*time.Second)
+			}
+			c.spawn(true)
+		}
+	}
+}
+
+// suspend sends SIGSTOP to p and SIGCONT after d.
+func (c *chaos) suspend(p *chaosProc, d time.Duration) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.stopped == nil {
+		c.stopped = map[int]*time.Timer{}
+	}
+	if c.stopped[p.pid] != nil {
+		return
+	}
+	c.n.stops++
+	p.cmd.Process.Signal(syscall.SIGSTOP)
+	pid := p.pid
+	from := time.Now().UnixNano()
+	c.stopped[pid] = time.AfterFunc(d, func() {
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		if c.stopped[pid] != nil {
+			delete(c.stopped, pid)
+			p.cmd.Process.Signal(syscall.SIGCONT)
+		}
+		c.pauses = append(c.pauses, [2]int64{from, time.Now().UnixNano()})
+	})
+}
+
+func (c *chaos) signal(p *chaosProc, sig syscall.Signal, anyPaused bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if p.byUs != 0 {
+		return
+	}
+	if sig == syscall.SIGKILL {
+		c.n.kills++
+		p.byUs = sig
+	} else {
+		c.n.terms++
+		p.byUs = sig
+	}
+	if p.leading {
+		c.kills = append(c.kills, killEvent{at: time.Now(), pid: p.pid, anyPaused: anyPaused})
+	}
+	p.cmd.Process.Signal(sig)
+}
+
+// drain resumes every suspended process, tells every live one to lead once
+// more and exit, and waits (bounded) for all of them.
+func (c *chaos) drain() {
+	t := c.t
+	c.mu.Lock()
+	for pid, tm := range c.stopped {
+		tm.Stop()
+		c.procs[pid].cmd.Process.Signal(syscall.SIGCONT)
+	}
+	c.stopped = nil
+	var all []*chaosProc
+	for _, p := range c.procs {
+		all = append(all, p)
+	}
+	c.mu.Unlock()
+	for _, p := range all {
+		io.WriteString(p.stdin, "finish\n")
+	}
+	deadline := time.After(30*time.Second + time.Duration(len(all))*100*time.Millisecond)
+	for _, p := range all {
+		select {
+		case <-p.exited:
+		case <-deadline:
+			c.mu.Lock()
+			var stuck []string
+			for _, q := range all {
+				select {
+				case <-q.exited:
+				default:
+					stuck = append(stuck, fmt.Sprintf("pid %d (last said %q)", q.pid, q.said))
+				}
+			}
+			c.mu.Unlock()
+			t.Fatalf("stuck: contenders did not finish within the drain deadline: %s", strings.Join(stuck, ", "))
+		}
+	}
+	c.wg.Wait()
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, p := range all {
+		ws, _ := p.cmd.ProcessState.Sys().(syscall.WaitStatus)
+		switch {
+		case p.err != "":
+			t.Errorf("pid %d: %s", p.pid, p.err)
+		case p.byUs == syscall.SIGKILL:
+			// May have died of our signal or of a stealer's.
+		case p.byUs == syscall.SIGTERM && ws.Signaled() && ws.Signal() == syscall.SIGTERM && p.said == "":
+			// Terminated while starting, before its handler was set.
+		case ws.Signaled() && ws.Signal() == syscall.SIGKILL:
+			// Killed by a stealer's KillAfter: only ever an evicted
+			// holder, which still held the lock.
+			c.n.stealKills++
+			if !p.leading {
+				t.Errorf("pid %d was killed by a stealer although its last word was %q, not a leadership", p.pid, p.said)
+			}
+		case !p.done && !p.leftOK:
+			t.Errorf("pid %d neither finished nor left cleanly: %v, last said %q", p.pid, p.cmd.ProcessState, p.said)
+		case !p.leaksOK:
+			t.Errorf("pid %d exited without a leak check: %v, last said %q", p.pid, p.cmd.ProcessState, p.said)
+		case ws.ExitStatus() != 0:
+			t.Errorf("pid %d: exit status %d", p.pid, ws.ExitStatus())
+		}
+	}
+}
+
+func (c *chaos) killAll() {
+	c.mu.Lock()
+	for pid, tm := range c.stopped {
+		tm.Stop()
+		delete(c.stopped, pid)
+	}
+	ps := make([]*chaosProc, 0, len(c.procs))
+	for _, p := range c.procs {
+		ps = append(ps, p)
+	}
+	c.mu.Unlock()
+	for _, p := range ps {
+		select {
+		case <-p.exited:
+		default:
+			p.cmd.Process.Kill()
+			p.cmd.Process.Signal(syscall.SIGCONT)
+		}
+		p.stdin.Close()
+	}
+	c.wg.Wait()
+}
+
+// logRec is one line of the fenced log.
+type logRec struct {
+	kind  string // S start, T tick, E end, R refused
+	epoch uint64
+	pid   int
+	seq   uint64
+	ns    int64
+}
+
+type term struct {
+	epoch      uint64
+	pid        int
+	seq        uint64
+	start, end int64
+	records    int
+}
+
+func readFencedLog(t *testing.T, path string) []logRec {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var recs []logRec
+	for i, line := range strings.Split(strings.TrimSuffix(string(b), "\n"), "\n") {
+		var r logRec
+		if _, err := fmt.Sscanf(line, "%s %d %d %d %d", &r.kind, &r.epoch, &r.pid, &r.seq, &r.ns); err != nil {
+			t.Fatalf("fenced log line %d %q: %v", i+1, line, err)
+		}
+		recs = append(recs, r)
+	}
+	return recs
+}
+
+// checkLog checks the fenced log and computes the terms.
+func (c *chaos) checkLog() {
+	t := c.t
+	recs := readFencedLog(t, filepath.Join(c.res, "log"))
+	var terms []term
+	seen := map[uint64]bool{}
+	for i, r := range recs {
+		if r.kind == "R" {
+			t.Errorf("fenced log line %d: write by pid %d with epoch %d refused: a higher epoch had written already", i+1, r.pid, r.epoch)
+			continue
+		}
+		if n := len(terms); n > 0 && terms[n-1].epoch == r.epoch {
+			cur := &terms[n-1]
+			if cur.pid != r.pid {
+				t.Errorf("fenced log line %d: epoch %d used by pids %d and %d", i+1, r.epoch, cur.pid, r.pid)
+			}
+			if r.ns < cur.end {
+				t.Errorf("fenced log line %d: time goes backwards", i+1)
+			}
+			cur.end = r.ns
+			cur.records++
+			continue
+		}
+		if seen[r.epoch] {
+			t.Errorf("fenced log line %d: epoch %d (pid %d) writes again after another leader: overlapping terms", i+1, r.epoch, r.pid)
+		}
+		if n := len(terms); n > 0 {
+			if prev := terms[n-1]; r.epoch <= prev.epoch {
+				t.Errorf("fenced log line %d: epoch %d (pid %d) follows epoch %d (pid %d): epochs must strictly increase", i+1, r.epoch, r.pid, prev.epoch, prev.pid)
+			} else if r.ns < prev.end {
+				t.Errorf("fenced log line %d: term %d starts before term %d ended", i+1, r.epoch, prev.epoch)
+			}
+		}
+		if r.kind != "S" {
+			t.Errorf("fenced log line %d: epoch %d begins with %q, not a start", i+1, r.epoch, r.kind)
+		}
+		seen[r.epoch] = true
+		terms = append(terms, term{epoch: r.epoch, pid: r.pid, seq: r.seq, start: r.ns, end: r.ns, records: 1})
+	}
+	if len(terms) == 0 {
+		t.Fatal("nobody ever led")
+	}
+	c.terms = terms
+
+	c.checkOrder()
+}
+
+// checkOrder checks that tickets were granted in queue order: steal
+// tickets first, then by number. Grant marks its ticket and takes the time
+// (Leadership.Since) before its last look at the queue, and steps back if
+// any ticket is ahead of it; a ticket that its owner saw linked in the
+// queue before that time was therefore there at that look. So if ticket M
+// is ahead of ticket N, M's owner saw M queued before N's Since, and M was
+// granted after N, the order was broken. (A ticket that was still being
+// published when N looked is not ahead of it: joining is the link.)
+func (c *chaos) checkOrder() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	key := func(seq uint64) uint64 { return seq ^ stealBit } // steals sort first
+	for n, sn := range c.since {
+		for m, sm := range c.since {
+			if key(m) >= key(n) || sm <= sn {
+				continue
+			}
+			if q, ok := c.queued[m]; ok && q < sn {
+				c.fifo = append(c.fifo, fmt.Sprintf("ticket %s was granted %v before ticket %s, which was queued ahead of it %v before that grant",
+					ticketLabel(n), time.Duration(sm-sn), ticketLabel(m), time.Duration(sn-q)))
+			}
+		}
+	}
+	for _, v := range c.fifo {
+		c.t.Errorf("ticket order: %s", v)
+	}
+}
+
+func ticketLabel(seq uint64) string { return ticketName(seq&^stealBit, isSteal(seq)) }
+
+// Steal tickets are reported with this bit set, to keep one number space.
+const stealBit = 1 << 63
+
+func isSteal(seq uint64) bool { return seq&stealBit != 0 }
+
+// report logs the figures of the run.
+func (c *chaos) report() {
+	t := c.t
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	var fails []time.Duration
+	var npaused int
+	for _, k := range c.kills {
+		var next int64
+		for _, tm := range c.terms {
+			if tm.start > k.at.UnixNano() && tm.pid != k.pid {
+				next = tm.start
+				break
+			}
+		}
+		if next == 0 {
+			continue
+		}
+		paused := k.anyPaused
+		for _, pz := range c.pauses {
+			if pz[0] < next && pz[1] > k.at.UnixNano() {
+				paused = true
+			}
+		}
+		if paused {
+			npaused++
+			continue
+		}
+		fails = append(fails, time.Duration(next-k.at.UnixNano()))
+		if os.Getenv("CHAOS_DEBUG") != "" {
+			var last term
+			for _, tm := range c.terms {
+				if tm.pid == k.pid && tm.start < k.at.UnixNano() {
+					last = tm
+				}
+			}
+			t.Logf("kill pid %d at %d: its last term %d..%d (%v before kill); next start after %v", k.pid, k.at.UnixNano(), last.start, last.end, time.Duration(k.at.UnixNano()-last.end), time.Duration(next-k.at.UnixNano()))
+		}
+	}
+	slices.Sort(fails)
+	var maxGap time.Duration
+	for i := 1; i < len(c.terms); i++ {
+		maxGap = max(maxGap, time.Duration(c.terms[i].start-c.terms[i-1].end))
+	}
+	records := 0
+	for _, tm := range c.terms {
+		records += tm.records
+	}
+	fig := fmt.Sprintf("chaos figures: %d processes, %d leaderships (%d fenced writes, 0 refused), %d joins, %d leaves, %d SIGKILL, %d SIGTERM, %d SIGSTOP/SIGCONT, %d steals (%d holders killed after KillAfter), %d abdications",
+		len(c.procs), len(c.terms), records, c.n.joins, c.n.leaves, c.n.kills, c.n.terms, c.n.stops, c.n.steals, c.n.stealKills, c.n.abdications)
+	if len(fails) > 0 {
+		fig += fmt.Sprintf("; failover after a leader's SIGKILL/SIGTERM (%d, none suspended meanwhile): median %v, p99 %v, max %v",
+			len(fails), fails[len(fails)/2].Round(time.Microsecond), fails[len(fails)*99/100].Round(time.Microsecond), fails[len(fails)-1].Round(time.Microsecond))
+	}
+	fig += fmt.Sprintf("; %d more with a process suspended meanwhile; longest gap between terms %v", npaused, maxGap.Round(time.Microsecond))
+	t.Log(fig)
+	if testing.Verbose() {
+		fmt.Println(fig)
+	}
+}
+
+// ---- the contender process ----
+
+// fencedLog is the shared resource: appends under a flock of its guard
+// file, refusing an epoch lower than the highest seen.
+type fencedLog struct {
+	guard, log *os.File
+}
+
+func openFencedLog(dir string) (*fencedLog, error) {
+	g, err := os.OpenFile(filepath.Join(dir, "guard"), os.O_RDWR|os.O_CREATE, 0o600)
+	if err != nil {
+		return nil, err
+	}
+	l, err := os.OpenFile(filepath.Join(dir, "log"), os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o600)
+	if err != nil {
+		g.Close()
+		return nil, err
+	}
+	return &fencedLog{guard: g, log: l}, nil
+}
+
+func (f *fencedLog) Close() { f.guard.Close(); f.log.Close() }
+
+// append writes one record; it returns false if the epoch was fenced off.
+func (f *fencedLog) append(kind string, epoch, seq uint64) (bool, error) {
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		err := unix.Flock(int(f.guard.Fd()), unix.LOCK_EX|unix.LOCK_NB)
+		if err == nil {
+			break
+		}
+		if err != unix.EWOULDBLOCK && err != unix.EINTR {
+			return false, err
+		}
+		if time.Now().After(deadline) {
+			return false, errors.New("fenced log guard busy for 10s")
+		}
+		time.Sleep(time.Millisecond)
+	}
+	defer unix.Flock(int(f.guard.Fd()), unix.LOCK_UN)
+	buf := make([]byte, 32)
+	n, _ := f.guard.ReadAt(buf, 0)
+	highest, _ := strconv.ParseUint(strings.TrimSpace(string(buf[:n])), 10, 64)
+	ok := epoch >= highest
+	if !ok {
+		kind = "R"
+	}
+	line := fmt.Sprintf("%s %d %d %d %d\n", kind, epoch, os.Getpid(), seq, time.Now().UnixNano())
+	if _, err := f.log.WriteString(line); err != nil {
+		return false, err
+	}
+	if ok && epoch > highest {
+		s := strconv.FormatUint(epoch, 10)
+		if _, err := f.guard.WriteAt([]byte(s), 0); err != nil {
+			return false, err
+		}
+		f.guard.Truncate(int64(len(s)))
+	}
+	return ok, nil
+}
+
+func countFDs() int {
+	ents, _ := os.ReadDir("/proc/self/fd")
+	return len(ents) - 1 // the directory being read
+}
+
+var errLeave = errors.New("told to leave")
+var errTerm = errors.New("SIGTERM")
+
+// chaosContender is the helper process of TestChaos. It queues for the
+// name, and while it leads appends to the fenced log every 2ms for a
+// random while, then releases and queues again. Stdin: "leave" stops
+// taking part (waiting or leading); "abdicate" ends the current term and
+// queues again; "finish" means lead once more, then exit. SIGTERM is a
+// clean leave. Before exiting cleanly it checks itself for leaked
+// goroutines and descriptors.
+func chaosContender() int {
+	sigs := make(chan os.Signal, 1)
+	signal.Notify(sigs, syscall.SIGTERM)
+	out := bufio.NewWriter(os.Stdout)
+	var outMu sync.Mutex
+	say := func(format string, args ...any) {
+		outMu.Lock()
+		fmt.Fprintf(out, format+"\n", args...)
+		out.Flush()
+		outMu.Unlock()
+	}
+	// The runtime's poller keeps its descriptors for life; start it
+	// before counting.
+	if r, w, err := os.Pipe(); err == nil {
+		r.Close()
+		w.Close()
+	}
+	fdBase := countFDs()
+
+	ctx, leave := context.WithCancelCause(context.Background())
+	abdicate := make(chan struct{}, 1)
+	var finishMu sync.Mutex
+	finish := false
+	go func() {
+		sc := bufio.NewScanner(os.Stdin)
+		for sc.Scan() {
+			switch sc.Text() {
+			case "leave":
+				leave(errLeave)
+			case "abdicate":
+				select {
+				case abdicate <- struct{}{}:
+				default:
+				}
+			case "finish":
+				finishMu.Lock()
+				finish = true
+				finishMu.Unlock()
+			}
+		}
+		leave(errLeave) // the test is gone
+	}()
+	go func() {
+		if _, ok := <-sigs; ok {
+			leave(errTerm)
+		}
+	}()
+	ignore := goleak.IgnoreCurrent()
+
+	code := chaosRun(ctx, say, abdicate, func() bool { finishMu.Lock(); defer finishMu.Unlock(); return finish })
+	if code != 0 {
+		return code
+	}
+	signal.Stop(sigs)
+	close(sigs)
+	if err := goleak.Find(ignore, goleak.IgnoreTopFunction("os/signal.signal_recv"), goleak.IgnoreTopFunction("os/signal.loop")); err != nil {
+		say("leaks goroutines: %s", strings.ReplaceAll(err.Error(), "\n", " | "))
+		return 0
+	}
+	deadline := time.Now().Add(2 * time.Second)
+	for countFDs() != fdBase && time.Now().Before(deadline) {
+		time.Sleep(5 * time.Millisecond)
+	}
+	if n := countFDs(); n != fdBase {
+		ents, _ := os.ReadDir("/proc/self/fd")
+		var links []string
+		for _, e := range ents {
+			l, _ := os.Readlink("/proc/self/fd/" + e.Name())
+			links = append(links, e.Name()+"->"+l)
+		}
+		say("leaks fds: %d open, %d at start: %s", n, fdBase, strings.Join(links, " "))
+		return 0
+	}
+	say("leaks ok")
+	return 0
+}
+
+func chaosRun(ctx context.Context, say func(string, ...any), abdicate chan struct{}, finishing func() bool) int {
+	env := os.Getenv
+	name := env("T_NAME")
+	l, err := Open(Config{Dir: env("T_DIR")})
+	if err != nil {
+		say("error open: %v", err)
+		return 2
+	}
+	defer l.Close()
+	res, err := openFencedLog(env("T_RES"))
+	if err != nil {
+		say("error resource: %v", err)
+		return 2
+	}
+	defer res.Close()
+	req := Request{Steal: env("T_STEAL") != ""}
+	if d, err := time.ParseDuration(env("T_KILLAFTER")); err == nil {
+		req.KillAfter = d
+	}
+	rng := rand.New(rand.NewPCG(uint64(os.Getpid()), uint64(time.Now().UnixNano())))
+	for {
+		lead, err := chaosAcquire(ctx, l, name, req, say)
+		if err != nil {
+			if c := context.Cause(ctx); c != nil {
+				if c == errTerm {
+					say("term")
+				} else {
+					say("left")
+				}
+				return 0
+			}
+			say("error acquire: %v", err)
+			return 2
+		}
+		req.Steal, req.KillAfter = false, 0 // a stealer steals once
+		seq := ownTicket(l, name, lead.Epoch())
+		say("leader %d %d %d", lead.Epoch(), seq, lead.Since().UnixNano())
+		wasFinishing := finishing()
+		ok, err := res.append("S", lead.Epoch(), seq)
+		if err == nil && ok {
+			hold := time.NewTimer(time.Duration(1+rng.IntN(40)) * time.Millisecond)
+			tick := time.NewTicker(2 * time.Millisecond)
+		lead:
+			for {
+				select {
+				case <-lead.Done():
+					break lead // stolen: stop writing, as a real leader would
+				case <-ctx.Done():
+					break lead
+				case <-abdicate:
+					break lead
+				case <-hold.C:
+					ok, err = res.append("E", lead.Epoch(), seq)
+					break lead
+				case <-tick.C:
+					if ok, err = res.append("T", lead.Epoch(), seq); err != nil || !ok {
+						break lead
+					}
+				}
+			}
+			hold.Stop()
+			tick.Stop()
+		}
+		if err != nil {
+			say("error fenced log: %v", err)
+			lead.Release()
+			return 2
+		}
+		if !ok {
+			say("refused epoch %d", lead.Epoch())
+			lead.Release()
+			return 2
+		}
+		lead.Release()
+		say("released")
+		if context.Cause(ctx) != nil {
+			if context.Cause(ctx) == errTerm {
+				say("term")
+			} else {
+				say("left")
+			}
+			return 0
+		}
+		if wasFinishing {
+			say("done")
+			return 0
+		}
+	}
+}
+
+// chaosAcquire is Acquire plus a report of the ticket once it shows in
+// the queue ("queued SEQ UNIXNANO"), so that the orchestrator can check
+// grant order against join order.
+func chaosAcquire(ctx context.Context, l *Locker, name string, req Request, say func(string, ...any)) (*Leadership, error) {
+	actx, stop := context.WithCancel(ctx)
+	defer stop()
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		for actx.Err() == nil {
+			if seq, ok := findTicket(l, name, func(r record) bool { return r.Epoch == 0 }); ok {
+				if actx.Err() == nil {
+					say("queued %d %d", seq, time.Now().UnixNano())
+				}
+				return
+			}
+			select {
+			case <-actx.Done():
+			case <-time.After(time.Millisecond):
+			}
+		}
+	}()
+	lead, err := l.Acquire(ctx, name, req)
+	stop()
+	wg.Wait()
+	return lead, err
+}
+
+// ownTicket returns the number of this process's granted ticket
+// (stealBit set for a steal ticket), or 0 if it cannot be found.
+func ownTicket(l *Locker, name string, epoch uint64) uint64 {
+	seq, _ := findTicket(l, name, func(r record) bool { return r.Epoch == epoch })
+	return seq
+}
+
+func findTicket(l *Locker, name string, match func(record) bool) (uint64, bool) {
+	q, err := l.dir.Sub(name+queueSuffix, false, defaultSubOpts)
+	if err != nil {
+		return 0, false
+	}
+	defer q.Close()
+	queue, err := listQueue(q)
+	if err != nil {
+		return 0, false
+	}
+	for _, e := range queue {
+		if r, err := readRecord(q, e.name); err == nil && r.PID == os.Getpid() && match(r) {
+			if e.steal {
+				return e.seq | stealBit, true
+			}
+			return e.seq, true
+		}
+	}
+	return 0, false
+}
