@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"math"
 	"os"
 	"path/filepath"
 	"time"
@@ -45,7 +46,10 @@ func updateState(ctx context.Context, d *oslock.Dir, name string, w *oslock.Watc
 	}
 	var s state
 	if n > 0 {
-		if _, err := fmt.Sscanf(string(buf[:n]), stateFormat, &s.seq, &s.epoch); err != nil {
+		// An epoch that cannot grow (or a counter that cannot) would wrap
+		// to a smaller one: the clock-derived epochs are far below it, so
+		// only a file leaderrun did not write holds it.
+		if _, err := fmt.Sscanf(string(buf[:n]), stateFormat, &s.seq, &s.epoch); err != nil || s.epoch == math.MaxUint64 || s.seq == math.MaxUint64 {
 			return state{}, fmt.Errorf("%w: %s holds %q, which leaderrun did not write; nothing was changed. If no process is using %q, remove the file (epochs continue from the clock)",
 				ErrCorrupt, filepath.Join(d.Path(), file), truncate(buf[:n]), name)
 		}
