@@ -78,7 +78,8 @@ func waitLed(p *benchProc) error {
 // between consecutive grants, the CPU of all waiters (rusage of the
 // children, start-up included, which is the same binary for every tool),
 // and order inversions: pairs served in the opposite order of joining.
-// LEADERRUN_BENCH_CHAIN=10,100 limits the sizes.
+// LEADERRUN_BENCH_CHAIN=10,100 limits the sizes; a chain that takes longer
+// than LEADERRUN_BENCH_CHAIN_LIMIT (default 2m) fails with how far it got.
 func BenchmarkChain(b *testing.B) {
 	sizes := []int{10, 100, 500}
 	if s := os.Getenv("LEADERRUN_BENCH_CHAIN"); s != "" {
@@ -97,9 +98,14 @@ func BenchmarkChain(b *testing.B) {
 }
 
 func benchChain(b *testing.B, tool string, n int) {
+	limit := 2 * time.Minute
+	if d, err := time.ParseDuration(os.Getenv("LEADERRUN_BENCH_CHAIN_LIMIT")); err == nil {
+		limit = d
+	}
 	var totals, gaps []time.Duration
 	var inversions, cpu float64
 	for range b.N {
+		deadline := time.Now().Add(limit)
 		dir, name := b.TempDir(), "chain"
 		release, err := benchAcquire(tool, dir, name)
 		if err != nil {
@@ -111,13 +117,16 @@ func benchChain(b *testing.B, tool string, n int) {
 			if err := waitReady(ps[i], tool, dir, name, i+2); err != nil {
 				b.Fatal(err)
 			}
+			if time.Now().After(deadline) {
+				b.Fatalf("not done within %v (LEADERRUN_BENCH_CHAIN_LIMIT): only %d of %d joined", limit, i+1, n)
+			}
 		}
 		t0 := monoNow()
 		release()
 		at := make([]int64, n)
 		for i, p := range ps {
-			if at[i], err = p.ledAt(2 * time.Minute); err != nil {
-				b.Fatal(err)
+			if at[i], err = p.ledAt(max(time.Until(deadline), time.Second)); err != nil {
+				b.Fatalf("not done within %v (LEADERRUN_BENCH_CHAIN_LIMIT): %d of %d led: %v", limit, i, n, err)
 			}
 		}
 		for _, p := range ps {

@@ -1,0 +1,253 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"time"
+)
+
+var toolNames = map[string]string{
+	"leaderrun": "leaderrun",
+	"flock2":    "raw flock(2) blocked waiter",
+	"flock1":    "flock(1)",
+	"gofrs10":   "gofrs/flock TryLockContext 10ms",
+	"gofrs100":  "gofrs/flock TryLockContext 100ms",
+}
+
+func (r *report) electTest(ctx context.Context) (string, error) {
+	if r.electBin == "" {
+		bin, err := buildTest(ctx, r.root, "./elect", r.tmp)
+		if err != nil {
+			return "", err
+		}
+		r.electBin = bin
+	}
+	return r.electBin, nil
+}
+
+func (r *report) benchEnv() []string { return []string{"LEADERRUN_BENCH_OUT=" + r.samples} }
+
+// failover: library crash failover (elect BenchmarkFailover).
+func (r *report) failover(ctx context.Context) error {
+	bin, err := r.electTest(ctx)
+	if err != nil {
+		return err
+	}
+	n := r.cfg.failoverN
+	run := runBench(ctx, bin, r.tmp, "^BenchmarkFailover$", fmt.Sprintf("%dx", n), time.Duration(n)*time.Second+5*time.Minute, r.benchEnv()...)
+	t := newTable("Tool", "p50", "p99", "mean", "leaderrun ÷ tool (p50)")
+	ours := or(run.metric("BenchmarkFailover/leaderrun", "p50-ns"))
+	for _, tool := range []string{"leaderrun", "flock2", "gofrs10", "gofrs100"} {
+		name := "BenchmarkFailover/" + tool
+		p50, ok := run.metric(name, "p50-ns")
+		if !ok {
+			t.row(toolNames[tool], "failed: "+run.why(name), "", "", "")
+			continue
+		}
+		p99, _ := run.metric(name, "p99-ns")
+		mean, _ := run.metric(name, "ns/op")
+		t.row(toolNames[tool], dur(p50), dur(p99), dur(mean), ratio(ours, p50))
+		r.series = append(r.series, series{"Crash failover (library)", toolNames[tool], samples(r.samples, "BenchmarkFailover_"+tool+".txt"), tool == "leaderrun"})
+	}
+	t.notef("SIGKILL of the leader → the waiter queued behind it holds the lock, %d times per tool (CLOCK_MONOTONIC across processes).", n)
+	r.add("Crash failover (library)", t)
+	flock2 := or(run.metric("BenchmarkFailover/flock2", "p50-ns"))
+	r.check("Crash failover, library", "p50 ≤ 2× raw flock(2)", ratio(ours, flock2), ours <= 2*flock2, !math.IsNaN(ours+flock2))
+	return nil
+}
+
+// chain: planned handoff through N contenders (elect BenchmarkChain).
+func (r *report) chain(ctx context.Context) error {
+	bin, err := r.electTest(ctx)
+	if err != nil {
+		return err
+	}
+	sizes := strings.Split(r.cfg.chain, ",")
+	limit := time.Duration(len(sizes)*3)*(r.cfg.chainLimit+30*time.Second) + time.Minute
+	env := append(r.benchEnv(), "LEADERRUN_BENCH_CHAIN="+r.cfg.chain, "LEADERRUN_BENCH_CHAIN_LIMIT="+r.cfg.chainLimit.String())
+	run := runBench(ctx, bin, r.tmp, "^BenchmarkChain$", "1x", limit, env...)
+	t := newTable("N", "Tool", "total", "handoff p50", "handoff p99", "waiter CPU", "inversions", "leaderrun ÷ tool (total)")
+	for _, n := range sizes {
+		ours := or(run.metric("BenchmarkChain/N="+n+"/leaderrun", "ns/op"))
+		for _, tool := range []string{"leaderrun", "flock2", "gofrs10"} {
+			name := "BenchmarkChain/N=" + n + "/" + tool
+			total, ok := run.metric(name, "ns/op")
+			if !ok {
+				t.row(n, toolNames[tool], "failed: "+run.why(name), "", "", "", "", "")
+				continue
+			}
+			g50, _ := run.metric(name, "gap-p50-ns")
+			g99, _ := run.metric(name, "gap-p99-ns")
+			cpu, _ := run.metric(name, "waiter-cpu-ms")
+			inv, _ := run.metric(name, "inversions")
+			t.row(n, toolNames[tool], dur(total), dur(g50), dur(g99), dur(cpu*1e6), num(inv), ratio(ours, total))
+			if n == sizes[len(sizes)/2] {
+				r.series = append(r.series, series{"Planned handoff, N=" + n + " (gap between grants)", toolNames[tool], samples(r.samples, "BenchmarkChain_N"+n+"_"+tool+"-gaps.txt"), tool == "leaderrun"})
+			}
+		}
+	}
+	t.notef("N contenders join one by one behind a holder, which releases; each leads once and releases at once. total: first release → last grant; handoff: gaps between consecutive grants; waiter CPU: rusage of all N children including their start-up (the same binary for every tool); inversions: pairs granted in the opposite order of joining. One chain per row.")
+	r.add("Planned handoff chain", t)
+	big := sizes[len(sizes)-1]
+	ours := or(run.metric("BenchmarkChain/N="+big+"/leaderrun", "ns/op"))
+	raw := or(run.metric("BenchmarkChain/N="+big+"/flock2", "ns/op"))
+	inv := or(run.metric("BenchmarkChain/N="+big+"/leaderrun", "inversions"))
+	r.check("Chain N="+big+", total time", "≤ 2× raw blocking flock(2)", ratio(ours, raw), ours <= 2*raw, !math.IsNaN(ours+raw))
+	r.check("Chain N="+big+", order", "0 inversions", num(inv), inv == 0, !math.IsNaN(inv))
+	return nil
+}
+
+// idleCost: what a waiter costs while it waits (elect BenchmarkIdleWaiter).
+func (r *report) idleCost(ctx context.Context) error {
+	bin, err := r.electTest(ctx)
+	if err != nil {
+		return err
+	}
+	env := append(r.benchEnv(), "LEADERRUN_BENCH_IDLE="+r.cfg.idle.String())
+	run := runBench(ctx, bin, r.tmp, "^BenchmarkIdleWaiter$", "1x", r.cfg.idle+3*time.Minute, env...)
+	t := newTable("Tool", "CPU ticks", "context switches", "RSS")
+	for _, tool := range []string{"leaderrun", "flock2", "flock1", "gofrs10", "gofrs100"} {
+		name := "BenchmarkIdleWaiter/" + tool
+		ticks, ok := run.metric(name, "cpu-ticks")
+		if !ok {
+			t.row(toolNames[tool], "failed: "+run.why(name), "", "")
+			continue
+		}
+		sw, _ := run.metric(name, "ctx-switches")
+		rss, _ := run.metric(name, "rss-kB")
+		t.row(toolNames[tool], num(ticks), num(sw), fmt.Sprintf("%.1f MB", rss/1024))
+	}
+	t.notef("One waiter per tool queued behind a holder, all side by side for %v: CPU clock ticks (utime+stime, 1 tick = 10 ms here), context switches of all its threads, resident memory.", r.cfg.idle)
+	r.add(fmt.Sprintf("Idle waiter over %v", r.cfg.idle), t)
+	ticks, ok := run.metric("BenchmarkIdleWaiter/leaderrun", "cpu-ticks")
+	r.check(fmt.Sprintf("Idle waiter, %v", r.cfg.idle), "0 CPU ticks", num(or(ticks, ok))+" ticks", ticks == 0, ok)
+	return nil
+}
+
+func (r *report) cli(ctx context.Context) (string, error) {
+	if r.cliBin == "" && r.cliErr == nil {
+		r.cliBin, r.cliErr = buildCLI(ctx, r.root, r.tmp)
+	}
+	return r.cliBin, r.cliErr
+}
+
+// cliFailover: `leaderrun --name x -- cmd` SIGKILLed → the next
+// instance's command has started; peer flock(1).
+func (r *report) cliFailover(ctx context.Context) error {
+	bin, err := r.cli(ctx)
+	if err != nil {
+		return err
+	}
+	if _, err := exec.LookPath("flock"); err != nil {
+		return errors.New("flock(1) not installed (Debian: util-linux)")
+	}
+	t := newTable("Tool", "p50", "p99", "leaderrun ÷ tool (p50)")
+	res := map[string][]float64{}
+	for _, tool := range []string{"leaderrun", "flock1"} {
+		dir, err := os.MkdirTemp(r.tmp, "cli-")
+		if err != nil {
+			return err
+		}
+		lat, err := cliFailover(ctx, tool, bin, dir, r.cfg.cliN)
+		if err != nil {
+			r.skip("cli failover "+tool, err.Error())
+		}
+		slices.Sort(lat)
+		res[tool] = lat
+		r.series = append(r.series, series{"Crash failover (CLI): kill → next command started", toolNames[tool], lat, tool == "leaderrun"})
+	}
+	ours := pct(res["leaderrun"], 50)
+	for _, tool := range []string{"leaderrun", "flock1"} {
+		s := res[tool]
+		t.row(toolNames[tool], dur(pct(s, 50)), dur(pct(s, 99)), ratio(ours, pct(s, 50)))
+	}
+	t.notef("`leaderrun --name x -- sh -c 'echo started; exec sleep 1000'`, leaderrun alone SIGKILLed (its command must not outlive it) → the queued next instance's command prints \"started\"; flock(1) runs the same command and is SIGKILLed with its process group (its command holds the lock too). %d failovers per tool.", r.cfg.cliN)
+	r.add("Crash failover (CLI)", t)
+	peer := pct(res["flock1"], 50)
+	r.check("Crash failover, CLI", "p50 ≤ 1.5× flock(1)", ratio(ours, peer), ours <= 1.5*peer, !math.IsNaN(ours+peer))
+	return nil
+}
+
+// startup: `leaderrun --name x -- true` vs `flock F true` vs /bin/true.
+func (r *report) startup(ctx context.Context) error {
+	bin, err := r.cli(ctx)
+	if err != nil {
+		return err
+	}
+	dir, err := os.MkdirTemp(r.tmp, "startup-")
+	if err != nil {
+		return err
+	}
+	cmds := map[string][]string{
+		"leaderrun": {bin, "--dir", dir, "--name", "x", "--", "true"},
+		"flock1":    {"flock", filepath.Join(dir, "F"), "true"},
+		"true":      {"/bin/true"},
+	}
+	order := []string{"leaderrun", "flock1", "true"}
+	res, err := startup(ctx, cmds, order, r.cfg.startupN)
+	if err != nil {
+		return err
+	}
+	names := map[string]string{"leaderrun": "leaderrun --name x -- true", "flock1": "flock F true", "true": "/bin/true"}
+	t := newTable("Command", "p50", "p99", "leaderrun ÷ command (p50)")
+	for _, tool := range order {
+		slices.Sort(res[tool])
+	}
+	ours := pct(res["leaderrun"], 50)
+	for _, tool := range order {
+		s := res[tool]
+		t.row("`"+names[tool]+"`", dur(pct(s, 50)), dur(pct(s, 99)), ratio(ours, pct(s, 50)))
+		r.series = append(r.series, series{"Start-up (fork, exec, wait)", names[tool], s, tool == "leaderrun"})
+	}
+	t.notef("Wall time of fork+exec+wait, %d runs each, round-robin; an uncontended lock.", r.cfg.startupN)
+	r.add("Start-up", t)
+	peer := pct(res["flock1"], 50)
+	r.check("Start-up", "p50 ≤ 1.5× `flock F true`", ratio(ours, peer), ours <= 1.5*peer, !math.IsNaN(ours+peer))
+	return nil
+}
+
+// bus: the bus package's own benchmarks beside its plain-socket fan-out.
+func (r *report) bus(ctx context.Context) error {
+	if out, err := exec.CommandContext(ctx, "git", "-C", r.root, "ls-files", "bus/bench_test.go").Output(); err == nil && len(out) == 0 {
+		return errors.New("bus/bench_test.go is not committed yet")
+	}
+	bin, err := buildTest(ctx, r.root, "./bus", r.tmp)
+	if err != nil {
+		return err
+	}
+	run := runBench(ctx, bin, r.tmp, "^Benchmark(Latency|Throughput)$", r.cfg.busTime, 10*time.Minute)
+	lt := newTable("K members", "plain socket p50", "bus p50", "bus ÷ plain")
+	for _, k := range []string{"1", "10"} {
+		p, okp := run.metric("BenchmarkLatency/plain/K="+k, "p50-ns")
+		b, okb := run.metric("BenchmarkLatency/bus/K="+k, "p50-ns")
+		lt.row(k, dur(or(p, okp)), dur(or(b, okb)), ratio(or(b, okb), or(p, okp)))
+		r.check("Bus latency K="+k, "p50 ≤ 2× plain socket", ratio(or(b, okb), or(p, okp)), b <= 2*p, okp && okb)
+	}
+	lt.notef("Publish → delivered to every member, one message at a time (bus/bench_test.go BenchmarkLatency; it reports the median only).")
+	r.add("Bus latency", lt)
+	tt := newTable("K members", "plain socket deliveries/s", "bus deliveries/s", "bus ÷ plain")
+	for _, k := range []string{"1", "10", "100"} {
+		p, okp := run.metric("BenchmarkThroughput/plain/K="+k, "deliveries/s")
+		b, okb := run.metric("BenchmarkThroughput/bus/K="+k, "deliveries/s")
+		tt.row(k, num(math.Round(or(p, okp))), num(math.Round(or(b, okb))), ratio(or(b, okb), or(p, okp)))
+		r.check("Bus throughput K="+k, "≥ 0.5× plain socket", ratio(or(b, okb), or(p, okp)), b >= 0.5*p, okp && okb)
+	}
+	tt.notef("Deliveries per second, windows of 256 messages (BenchmarkThroughput), -benchtime %s.", r.cfg.busTime)
+	r.add("Bus throughput", tt)
+	return nil
+}
+
+// etcd: an etcd concurrency.Election is not part of this report yet.
+func (r *report) etcd(ctx context.Context) error {
+	if _, err := exec.LookPath("etcd"); err != nil {
+		return errors.New("etcd not installed (Debian: apt-get install etcd-server); no etcd concurrency.Election figures")
+	}
+	return errors.New("etcd is installed, but the etcd concurrency.Election run is not implemented here yet (it needs go.etcd.io/etcd/client/v3 in a module of its own); with a 1 s session TTL its crash failover is bounded below by the TTL")
+}
