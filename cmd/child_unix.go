@@ -35,7 +35,11 @@ func startChild(argv, env []string, stdout io.Writer) (*child, error) {
 }
 
 // signalGroup forwards sig to COMMAND's process group.
-func (c *child) signalGroup(sig syscall.Signal) { _ = syscall.Kill(-c.pgid, sig) }
+func (c *child) signalGroup(sig os.Signal) {
+	if s, ok := sig.(syscall.Signal); ok {
+		_ = syscall.Kill(-c.pgid, s)
+	}
+}
 
 // signal sends sig to COMMAND's process group and to every process that
 // left it but is still a descendant of leaderrun.

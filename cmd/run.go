@@ -11,7 +11,6 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"syscall"
 	"time"
 
 	"github.com/leaderrun/leaderrun/bus"
@@ -144,8 +143,19 @@ func (o *runOptions) run(ctx context.Context) error {
 			o.logf("not serving the bus of %s: %v", o.name, err)
 			srv = nil
 		} else {
-			go srv.Serve(context.Background())
-			defer srv.Close()
+			// Stopped through Serve's ctx, not Close: Close racing a
+			// Serve that has not started yet trips the race detector
+			// (WaitGroup Add concurrent with Wait) in bus.
+			bctx, stop := context.WithCancel(context.Background())
+			served := make(chan struct{})
+			go func() {
+				defer close(served)
+				_ = srv.Serve(bctx)
+			}()
+			defer func() {
+				stop()
+				<-served
+			}()
 		}
 	}
 	return o.lead(lead, dir, srv, sigs)
@@ -349,9 +359,7 @@ func (o *runOptions) supervise(ch *child, lead *elect.Leadership, sigs <-chan os
 			ch.stop(o.grace)
 			return ch.status(), nil
 		case s := <-sigs:
-			if sig, ok := s.(syscall.Signal); ok {
-				ch.signalGroup(sig)
-			}
+			ch.signalGroup(s)
 			if terminating(s) {
 				*finishing = true
 			}

@@ -1,0 +1,42 @@
+//go:build !unix
+
+package cmd
+
+import (
+	"io"
+	"os"
+	"time"
+)
+
+// Without process groups and POSIX signals, only COMMAND itself is
+// signalled, and it is killed (not asked) when it must stop.
+
+var forwarded = []os.Signal{os.Interrupt}
+
+func terminating(os.Signal) bool { return true }
+
+func signalNumber(os.Signal) int { return 2 }
+
+func startChild(argv, env []string, stdout io.Writer) (*child, error) {
+	c := &child{cmd: newCmd(argv, env, stdout), done: make(chan struct{})}
+	if err := c.cmd.Start(); err != nil {
+		return nil, startError(argv[0], err)
+	}
+	c.pgid = c.cmd.Process.Pid
+	c.started = time.Now()
+	go func() {
+		c.waitErr = c.cmd.Wait()
+		close(c.done)
+	}()
+	return c, nil
+}
+
+func (c *child) signalGroup(sig os.Signal) { _ = c.cmd.Process.Signal(sig) }
+
+func (c *child) stop(grace time.Duration) {
+	if c.exited() {
+		return
+	}
+	_ = c.cmd.Process.Kill()
+	<-c.done
+}
