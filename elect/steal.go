@@ -2,7 +2,6 @@ package elect
 
 import (
 	"os"
-	"syscall"
 
 	"github.com/leaderrun/leaderrun/oslock"
 )
@@ -45,7 +44,7 @@ func (a *acquirer) killHolders() {
 		if uid := oslock.UIDOf(pid); uid >= 0 && uid != os.Getuid() {
 			continue
 		}
-		syscall.Kill(pid, syscall.SIGKILL)
+		oslock.Kill(pid)
 	}
 }
 

@@ -32,3 +32,7 @@ type LockHolder struct {
 	PID       int
 	Exclusive bool
 }
+
+// Kill sends SIGKILL to pid. It reports ErrUnsupported where the platform
+// has no signals.
+func Kill(pid int) error { return kill(pid) }

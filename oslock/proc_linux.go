@@ -85,3 +85,5 @@ func UIDOf(pid int) int {
 	}
 	return int(st.Uid)
 }
+
+func kill(pid int) error { return unix.Kill(pid, unix.SIGKILL) }

@@ -13,3 +13,5 @@ func Cmdline(pid int) []string { return nil }
 
 // UIDOf is not available on this platform.
 func UIDOf(pid int) int { return -1 }
+
+func kill(pid int) error { return ErrUnsupported }

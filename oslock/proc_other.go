@@ -20,3 +20,5 @@ func Cmdline(pid int) []string { return nil }
 
 // UIDOf is not available on this platform.
 func UIDOf(pid int) int { return -1 }
+
+func kill(pid int) error { return syscall.Kill(pid, syscall.SIGKILL) }
