@@ -38,9 +38,9 @@ func readBye(t *testing.T, uc *net.UnixConn) bye {
 // leader, whose Publish never blocks, while a member that reads gets
 // everything.
 func TestSlowMemberCutOff(t *testing.T) {
-	ctx := testCtx(t, 20*time.Second)
+	ctx := testCtx(t, 30*time.Second)
 	dir := t.TempDir()
-	s, _ := startServer(t, dir, 1, QueueLength(256))
+	s, _ := startServer(t, dir, 1, QueueLength(256), withGrace(15*time.Second))
 	good := dial(t, ctx, dir)
 	nextKind(t, ctx, good, EventLeader)
 	stuck := rawMember(t, ctx, dir)

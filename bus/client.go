@@ -244,13 +244,14 @@ func (c *Client) setSession(s *session) {
 }
 
 // install makes s the current session. Its EventLeader goes before any
-// of its messages, which the reader started last delivers.
+// of its messages, which the reader started last delivers; Publish and
+// Request may use s as soon as the application has seen that event.
 func (c *Client) install(s *session) {
 	gap := c.startGap(s.hello)
+	c.setSession(s)
 	if !c.emit(Event{Kind: EventLeader, Leader: s.hello.leader(), Gap: gap}) {
 		s.fail(ErrClosed)
 	}
-	c.setSession(s)
 	s.start()
 }
 
@@ -259,7 +260,13 @@ func (c *Client) run(s *session) {
 	defer c.wg.Done()
 	defer close(c.events)
 	for {
-		<-s.done
+		select {
+		case <-s.done:
+		case <-c.ctx.Done():
+			// Close may have looked before s was installed.
+			s.fail(ErrClosed)
+			<-s.done
+		}
 		c.setSession(nil)
 		if c.ctx.Err() != nil {
 			return
@@ -393,11 +400,14 @@ func (c *Client) connect(ctx context.Context) (*session, error) {
 }
 
 func handshake(uc *net.UnixConn, fr *frameReader, ch clientHello) (serverHello, error) {
-	if _, err := uc.Write(ch.encode()); err != nil {
-		return serverHello{}, fmt.Errorf("bus: handshake: %w", err)
-	}
+	_, werr := uc.Write(ch.encode())
+	// A leader that refuses us may have said why and hung up before our
+	// hello arrived: read its bye even if the write failed.
 	t, body, err := fr.next()
 	if err != nil {
+		if werr != nil {
+			err = werr
+		}
 		return serverHello{}, fmt.Errorf("bus: handshake: %w", err)
 	}
 	switch t {

@@ -116,7 +116,9 @@ func roleLeader(ctx context.Context) error {
 // once the current term, or the one given, has N messages).
 func roleMember(ctx context.Context) error {
 	o := &out{w: bufio.NewWriter(os.Stdout)}
-	c, err := Dial(ctx, os.Getenv("BUS_DIR"), testName, WaitForLeader())
+	// A deep buffer: on a loaded machine this role must not cut itself
+	// off as a slow consumer (TestClientSideSlowConsumer covers that).
+	c, err := Dial(ctx, os.Getenv("BUS_DIR"), testName, WaitForLeader(), EventBuffer(1<<16))
 	if err != nil {
 		return err
 	}

@@ -33,7 +33,7 @@ func TestMultiProcess(t *testing.T) {
 	}
 	ctx := testCtx(t, 50*time.Second)
 	dir := t.TempDir()
-	env := []string{"BUS_DIR=" + dir, "BUS_QUEUE=1024"}
+	env := []string{"BUS_DIR=" + dir, "BUS_QUEUE=4096"}
 
 	a := startRole(t, "leader A", "leader", env, nil)
 	lineA, _ := a.waitPrefix(ctx, 0, "leading ")
@@ -55,7 +55,7 @@ func TestMultiProcess(t *testing.T) {
 	if err := slow.cmd.Process.Signal(syscall.SIGSTOP); err != nil {
 		t.Fatal(err)
 	}
-	const perMember, byLeader = 200, 8000
+	const perMember, byLeader = 200, 12000
 	for _, m := range members {
 		m.send("publish " + strconv.Itoa(perMember))
 	}

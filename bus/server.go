@@ -56,6 +56,9 @@ func MaxMessageSize(n int) ServerOption { return func(c *serverConfig) { c.maxMs
 // also bounded to 64 MiB.
 func QueueLength(n int) ServerOption { return func(c *serverConfig) { c.queueLen = n } }
 
+// withGrace changes defaultGrace, for tests on loaded machines.
+func withGrace(d time.Duration) ServerOption { return func(c *serverConfig) { c.grace = d } }
+
 const (
 	defaultQueueLen   = 4096
 	defaultQueueBytes = 64 << 20

@@ -110,7 +110,9 @@ func (s *session) writeLoop() {
 			err = bw.Flush()
 		}
 		if err != nil {
-			s.fail(fmt.Errorf("%w: %v", ErrLeaderGone, err))
+			// The leader hung up, maybe after saying why: leave the
+			// verdict to the reader, which gets the bye or EOF.
+			s.uc.CloseWrite()
 			return
 		}
 	}
