@@ -77,7 +77,9 @@ func waitLed(p *benchProc) error {
 // the total time from the first release to the last grant, the gaps
 // between consecutive grants, the CPU of all waiters (rusage of the
 // children, start-up included, which is the same binary for every tool),
-// and order inversions: pairs served in the opposite order of joining.
+// order inversions: pairs served in the opposite order of joining, and for
+// leaderrun how many waiters sleep on inotify (the rest poll, see
+// countInotify).
 // LEADERRUN_BENCH_CHAIN=10,100 limits the sizes; a chain that takes longer
 // than LEADERRUN_BENCH_CHAIN_LIMIT (default 2m) fails with how far it got.
 func BenchmarkChain(b *testing.B) {
@@ -103,7 +105,7 @@ func benchChain(b *testing.B, tool string, n int) {
 		limit = d
 	}
 	var totals, gaps []time.Duration
-	var inversions, cpu float64
+	var inversions, cpu, sleeping float64
 	for range b.N {
 		deadline := time.Now().Add(limit)
 		dir, name := b.TempDir(), "chain"
@@ -120,6 +122,13 @@ func benchChain(b *testing.B, tool string, n int) {
 			if time.Now().After(deadline) {
 				b.Fatalf("not done within %v (LEADERRUN_BENCH_CHAIN_LIMIT): only %d of %d joined", limit, i+1, n)
 			}
+		}
+		if tool == "leaderrun" {
+			pids := make([]int, n)
+			for i, p := range ps {
+				pids[i] = p.pid
+			}
+			sleeping += float64(countInotify(pids))
 		}
 		t0 := monoNow()
 		release()
@@ -147,6 +156,9 @@ func benchChain(b *testing.B, tool string, n int) {
 	}
 	ops := float64(b.N)
 	b.ReportMetric(inversions/ops, "inversions")
+	if tool == "leaderrun" {
+		b.ReportMetric(sleeping/ops, "inotify-waiters")
+	}
 	b.ReportMetric(cpu/ops/1e6, "waiter-cpu-ms")
 	writeSamples(b, "", totals)
 	writeSamples(b, "-gaps", gaps)
@@ -154,6 +166,23 @@ func benchChain(b *testing.B, tool string, n int) {
 	b.ReportMetric(float64(percentile(gaps, 50)), "gap-p50-ns")
 	b.ReportMetric(float64(percentile(gaps, 99)), "gap-p99-ns")
 	b.ReportMetric(float64(mean(totals)), "ns/op")
+}
+
+// countInotify counts the processes that hold an inotify instance: a
+// waiter without one (fs.inotify.max_user_instances reached) falls back to
+// oslock's bounded poll.
+func countInotify(pids []int) int {
+	n := 0
+	for _, pid := range pids {
+		fds, _ := os.ReadDir("/proc/" + strconv.Itoa(pid) + "/fd")
+		for _, fd := range fds {
+			if l, _ := os.Readlink("/proc/" + strconv.Itoa(pid) + "/fd/" + fd.Name()); l == "anon_inode:inotify" {
+				n++
+				break
+			}
+		}
+	}
+	return n
 }
 
 // countInversions counts pairs i < j (join order) with at[j] < at[i].
