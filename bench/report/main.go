@@ -146,7 +146,37 @@ func machine() string {
 	if syscall.Uname(&u) == nil {
 		kernel = cstr(u.Sysname[:]) + " " + cstr(u.Release[:])
 	}
-	return fmt.Sprintf("%d CPUs (nproc), %s, %s, %s, %s", numCPU, model, kernel, runtime.Version(), time.Now().UTC().Format("2006-01-02 15:04 UTC"))
+	inotify := "?"
+	if b, err := os.ReadFile("/proc/sys/fs/inotify/max_user_instances"); err == nil {
+		inotify = strings.TrimSpace(string(b))
+	}
+	load := "?"
+	if b, err := os.ReadFile("/proc/loadavg"); err == nil {
+		load = strings.Join(strings.Fields(string(b))[:3], " ")
+	}
+	return fmt.Sprintf("%d CPUs (nproc), %s, %s, %s, fs.inotify.max_user_instances %s, load average at the end %s, %s",
+		numCPU, model, kernel, runtime.Version(), inotify, load, time.Now().UTC().Format("2006-01-02 15:04 UTC"))
+}
+
+// revision names the code measured: the commit, and the files that
+// differed from it in the work tree.
+func revision(root string) string {
+	head, err := exec.Command("git", "-C", root, "rev-parse", "--short", "HEAD").Output()
+	if err != nil {
+		return "unknown revision"
+	}
+	rev := "commit " + strings.TrimSpace(string(head))
+	out, _ := exec.Command("git", "-C", root, "status", "--porcelain", "--untracked-files=no", "--", "*.go").Output()
+	var dirty []string
+	for line := range strings.Lines(string(out)) {
+		if f := strings.Fields(line); len(f) > 1 {
+			dirty = append(dirty, f[len(f)-1])
+		}
+	}
+	if len(dirty) > 0 {
+		rev += " plus uncommitted changes to " + strings.Join(dirty, ", ")
+	}
+	return rev
 }
 
 func cstr(b []int8) string {

@@ -73,27 +73,31 @@ func (r *report) chain(ctx context.Context) error {
 	limit := time.Duration(len(sizes)*3)*(r.cfg.chainLimit+30*time.Second) + time.Minute
 	env := append(r.benchEnv(), "LEADERRUN_BENCH_CHAIN="+r.cfg.chain, "LEADERRUN_BENCH_CHAIN_LIMIT="+r.cfg.chainLimit.String())
 	run := runBench(ctx, bin, r.tmp, "^BenchmarkChain$", "1x", limit, env...)
-	t := newTable("N", "Tool", "total", "handoff p50", "handoff p99", "waiter CPU", "inversions", "leaderrun ÷ tool (total)")
+	t := newTable("N", "Tool", "total", "handoff p50", "handoff p99", "waiter CPU", "inversions", "sleeping on inotify", "leaderrun ÷ tool (total)")
 	for _, n := range sizes {
 		ours := or(run.metric("BenchmarkChain/N="+n+"/leaderrun", "ns/op"))
 		for _, tool := range []string{"leaderrun", "flock2", "gofrs10"} {
 			name := "BenchmarkChain/N=" + n + "/" + tool
 			total, ok := run.metric(name, "ns/op")
 			if !ok {
-				t.row(n, toolNames[tool], "failed: "+run.why(name), "", "", "", "", "")
+				t.row(n, toolNames[tool], "failed: "+run.why(name), "", "", "", "", "", "")
 				continue
 			}
 			g50, _ := run.metric(name, "gap-p50-ns")
 			g99, _ := run.metric(name, "gap-p99-ns")
 			cpu, _ := run.metric(name, "waiter-cpu-ms")
 			inv, _ := run.metric(name, "inversions")
-			t.row(n, toolNames[tool], dur(total), dur(g50), dur(g99), dur(cpu*1e6), num(inv), ratio(ours, total))
+			sleeping := "—"
+			if v, ok := run.metric(name, "inotify-waiters"); ok {
+				sleeping = num(v) + " of " + n
+			}
+			t.row(n, toolNames[tool], dur(total), dur(g50), dur(g99), dur(cpu*1e6), num(inv), sleeping, ratio(ours, total))
 			if n == sizes[len(sizes)/2] {
 				r.series = append(r.series, series{"Planned handoff, N=" + n + " (gap between grants)", toolNames[tool], samples(r.samples, "BenchmarkChain_N"+n+"_"+tool+"-gaps.txt"), tool == "leaderrun"})
 			}
 		}
 	}
-	t.notef("N contenders join one by one behind a holder, which releases; each leads once and releases at once. total: first release → last grant; handoff: gaps between consecutive grants; waiter CPU: rusage of all N children including their start-up (the same binary for every tool); inversions: pairs granted in the opposite order of joining. One chain per row.")
+	t.notef("N contenders join one by one behind a holder, which releases; each leads once and releases at once. total: first release → last grant; handoff: gaps between consecutive grants; waiter CPU: rusage of all N children including their start-up (the same binary for every tool); inversions: pairs granted in the opposite order of joining; sleeping on inotify: leaderrun waiters that got an inotify instance (past fs.inotify.max_user_instances, per user, they fall back to oslock's bounded poll). One chain per row.")
 	r.add("Planned handoff chain", t)
 	big := sizes[len(sizes)-1]
 	ours := or(run.metric("BenchmarkChain/N="+big+"/leaderrun", "ns/op"))

@@ -52,7 +52,7 @@ func (r *report) check(what, goal, measured string, ok, measuredOK bool) {
 
 func (r *report) markdown() string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "## leaderrun beside its peers\n\nMachine: %s.  \nCommand: `go run ./bench/report`", machine())
+	fmt.Fprintf(&b, "## leaderrun beside its peers\n\nMachine: %s.  \nCode: %s.  \nCommand: `go run ./bench/report`", machine(), revision(r.root))
 	if len(os.Args) > 1 {
 		fmt.Fprintf(&b, " (this run: `%s`)", strings.Join(os.Args[1:], " "))
 	}
