@@ -130,21 +130,28 @@ func (a *acquirer) step(ctx context.Context) (*Leadership, error) {
 			return nil, err
 		}
 	}
-	a.w.Reset()
-	if err := a.w.Add(a.l.dir.ResolvedPath(a.name+lockSuffix), oslock.ClosedAny|oslock.Gone); err != nil {
-		return nil, err
-	}
-	ok, err := oslock.TryLock(a.lockF, a.req.Mode == Exclusive)
-	if err != nil {
-		return nil, fmt.Errorf("%w (lock directory %s)", err, a.l.path)
-	}
-	if !ok {
+	// Try first; watch the lock file only when it is held by someone
+	// outside the queue (flock(1), a holder whose term was stolen), and
+	// try again once the watch is in place so no release is missed.
+	for watched := false; ; watched = true {
+		ok, err := oslock.TryLock(a.lockF, a.req.Mode == Exclusive)
+		if err != nil {
+			return nil, fmt.Errorf("%w (lock directory %s)", err, a.l.path)
+		}
+		if ok {
+			return a.grant(ctx)
+		}
 		if a.req.IfAvailable {
 			return nil, ErrBusy
 		}
-		return nil, a.sleep(ctx)
+		if watched {
+			return nil, a.sleep(ctx)
+		}
+		a.w.Reset()
+		if err := a.w.Add(a.l.dir.ResolvedPath(a.name+lockSuffix), oslock.ClosedAny|oslock.Gone); err != nil {
+			return nil, err
+		}
 	}
-	return a.grant(ctx)
 }
 
 // blocker is the ticket this request waits on: for an exclusive request
@@ -243,11 +250,10 @@ func (a *acquirer) grant(ctx context.Context) (*Leadership, error) {
 	if err := a.l.track(lead); err != nil {
 		return nil, err
 	}
-	if err := h.watch(end); err != nil {
+	if err := h.watch(a.w, end); err != nil {
 		a.l.untrack(lead)
 		return nil, err
 	}
-	a.w.Close()
-	a.q, a.tk, a.lockF, a.w = nil, nil, nil, nil
+	a.q, a.tk, a.lockF, a.w = nil, nil, nil, nil // now the holding's
 	return lead, nil
 }

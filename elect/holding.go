@@ -22,13 +22,10 @@ type holding struct {
 	done chan struct{}
 }
 
-func (h *holding) watch(end func(error)) error {
-	w, err := oslock.NewWatcher()
-	if err != nil {
-		return err
-	}
+// watch starts the steal watch on w, the watcher the request waited with.
+func (h *holding) watch(w *oslock.Watcher, end func(error)) error {
+	w.Reset()
 	if err := w.Add(h.q.ResolvedPath(h.tk.e.name), oslock.Gone); err != nil {
-		w.Close()
 		return err
 	}
 	h.w = w
@@ -49,13 +46,15 @@ func (h *holding) watch(end func(error)) error {
 }
 
 // release gives the lock up: the kernel lock first, then the ticket, so
-// that the successor, woken by the ticket going, finds the lock free.
+// that the successor, woken by the ticket going, finds the lock free. The
+// watch goroutine is stopped first (so our own unlink is not taken for a
+// steal) but waited for only after the successor has been let in.
 func (h *holding) release() error {
 	h.stop()
-	<-h.done
-	errs := []error{h.w.Close(), h.lockF.Close()}
+	errs := []error{h.lockF.Close()}
 	h.tk.drop()
-	errs = append(errs, h.q.Close())
+	<-h.done
+	errs = append(errs, h.w.Close(), h.q.Close())
 	h.l.untrack(h.lead)
 	return errors.Join(errs...)
 }

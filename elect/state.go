@@ -72,14 +72,24 @@ func nextEpoch(s *state) {
 // lockWait takes f's flock, sleeping on close events of path until it is
 // free or ctx ends.
 func lockWait(ctx context.Context, f *os.File, path string, exclusive bool, w *oslock.Watcher) error {
-	for {
-		w.Reset()
-		if err := w.Add(path, oslock.ClosedAny); err != nil {
-			return err
-		}
+	// Try before watching: the lock is usually free. When it is not, the
+	// watch goes in before the next try, so a release cannot slip between
+	// the try and the sleep unnoticed.
+	for watched := false; ; {
 		ok, err := oslock.TryLock(f, exclusive)
 		if ok || err != nil {
+			if watched {
+				w.Reset()
+			}
 			return err
+		}
+		if !watched {
+			w.Reset()
+			if err := w.Add(path, oslock.ClosedAny); err != nil {
+				return err
+			}
+			watched = true
+			continue
 		}
 		if err := w.Wait(ctx); err != nil {
 			return err

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
+	"sync"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -23,8 +24,29 @@ type Watcher struct {
 	poll *poller
 }
 
+// Closing an inotify instance waits for an RCU grace period in the kernel
+// (fsnotify_destroy_group), 8-20ms: too slow for every acquire and
+// release. A process therefore keeps up to maxIdle instances, without
+// watches, for reuse.
+var idle struct {
+	sync.Mutex
+	files []*os.File
+}
+
+const maxIdle = 2
+
 // NewWatcher returns a Watcher with no watches.
 func NewWatcher() (*Watcher, error) {
+	idle.Lock()
+	if n := len(idle.files); n > 0 {
+		f := idle.files[n-1]
+		idle.files = idle.files[:n-1]
+		idle.Unlock()
+		w := &Watcher{f: f, buf: make([]byte, 4096)}
+		w.drain()
+		return w, nil
+	}
+	idle.Unlock()
 	fd, err := unix.InotifyInit1(unix.IN_CLOEXEC | unix.IN_NONBLOCK)
 	if err == unix.EMFILE || err == unix.ENFILE || err == unix.ENOSYS {
 		return &Watcher{poll: &poller{}}, nil
@@ -116,13 +138,36 @@ func (w *Watcher) Wait(ctx context.Context) error {
 }
 
 // Close releases the watcher. It is idempotent.
+//
+// The instance itself is kept for reuse by a later NewWatcher, up to
+// maxIdle per process, since closing it is slow.
 func (w *Watcher) Close() error {
 	if w == nil || w.f == nil {
 		return nil
 	}
-	err := w.f.Close()
+	w.Reset()
+	f := w.f
 	w.f = nil
-	return err
+	idle.Lock()
+	if len(idle.files) < maxIdle {
+		idle.files = append(idle.files, f)
+		idle.Unlock()
+		return nil
+	}
+	idle.Unlock()
+	return f.Close()
+}
+
+// drain discards the events left over from an earlier user (IN_IGNORED
+// of its removed watches) without blocking.
+func (w *Watcher) drain() {
+	rawControl(w.f, func(fd int) error {
+		for {
+			if n, err := unix.Read(fd, w.buf); n <= 0 || err != nil {
+				return nil
+			}
+		}
+	})
 }
 
 func rawControl(f *os.File, fn func(fd int) error) error {
