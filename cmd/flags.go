@@ -54,7 +54,7 @@ func runFlags() []cli.Flag {
 		},
 		&cli.BoolFlag{
 			Name:  "steal",
-			Usage: "preempt the current holder (its COMMAND is stopped, it exits 79), then run ahead of the queue",
+			Usage: "preempt the current holder (its COMMAND is stopped, it exits 79), then run ahead of the queue; a holder that has not let go after twice --grace (say, a stopped one) is killed",
 		},
 		&cli.GenericFlag{
 			Name:  "grace",

@@ -72,6 +72,13 @@ func runOptionsFrom(c *cli.Context) (*runOptions, error) {
 	if c.Bool("shared") {
 		o.req.Mode = elect.Shared
 	}
+	if o.req.Steal {
+		// A holder that has not let go after twice our grace (stopped,
+		// or a COMMAND that ignores SIGTERM under a longer --grace) is
+		// killed; its COMMAND dies with it and the orphan fence waits
+		// for that before ours starts.
+		o.req.KillAfter = max(2*o.grace, time.Second)
+	}
 	if o.name == "" {
 		o.name = deriveName(argv)
 	}
