@@ -125,7 +125,7 @@ func parseBench(out []byte) map[string]*benchResult {
 		}
 		if m := failLine.FindStringSubmatch(line); m != nil {
 			name := strings.TrimSuffix(m[2], "-"+strconv.Itoa(gomaxprocs()))
-			pending = &benchResult{failed: strings.ToLower(m[1])}
+			pending = &benchResult{failed: map[string]string{"FAIL": "failed", "SKIP": "skipped"}[m[1]]}
 			if old, ok := res[name]; !ok || old.failed != "" {
 				res[name] = pending
 			}

@@ -77,7 +77,7 @@ func run(ctx context.Context, c config) error {
 		return err
 	}
 	defer os.RemoveAll(tmp)
-	r := &report{cfg: c, root: root, tmp: tmp, samples: samplesDir}
+	r := &report{cfg: c, root: root, tmp: tmp, samples: samplesDir, rev: revision(root)}
 	parts := []struct {
 		name string
 		fn   func(context.Context) error

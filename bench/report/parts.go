@@ -48,7 +48,7 @@ func (r *report) failover(ctx context.Context) error {
 		name := "BenchmarkFailover/" + tool
 		p50, ok := run.metric(name, "p50-ns")
 		if !ok {
-			t.row(toolNames[tool], "failed: "+run.why(name), "", "", "")
+			t.row(toolNames[tool], run.why(name), "", "", "")
 			continue
 		}
 		p99, _ := run.metric(name, "p99-ns")
@@ -80,7 +80,7 @@ func (r *report) chain(ctx context.Context) error {
 			name := "BenchmarkChain/N=" + n + "/" + tool
 			total, ok := run.metric(name, "ns/op")
 			if !ok {
-				t.row(n, toolNames[tool], "failed: "+run.why(name), "", "", "", "", "", "")
+				t.row(n, toolNames[tool], run.why(name), "", "", "", "", "", "")
 				continue
 			}
 			g50, _ := run.metric(name, "gap-p50-ns")
@@ -121,7 +121,7 @@ func (r *report) idleCost(ctx context.Context) error {
 		name := "BenchmarkIdleWaiter/" + tool
 		ticks, ok := run.metric(name, "cpu-ticks")
 		if !ok {
-			t.row(toolNames[tool], "failed: "+run.why(name), "", "")
+			t.row(toolNames[tool], run.why(name), "", "")
 			continue
 		}
 		sw, _ := run.metric(name, "ctx-switches")

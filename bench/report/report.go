@@ -10,8 +10,8 @@ import (
 // report collects the tables, the verdicts on the targets of issue 5, and
 // the samples for the picture.
 type report struct {
-	cfg                config
-	root, tmp, samples string
+	cfg                     config
+	root, tmp, samples, rev string
 
 	sections []section
 	targets  []target
@@ -52,7 +52,7 @@ func (r *report) check(what, goal, measured string, ok, measuredOK bool) {
 
 func (r *report) markdown() string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "## leaderrun beside its peers\n\nMachine: %s.  \nCode: %s.  \nCommand: `go run ./bench/report`", machine(), revision(r.root))
+	fmt.Fprintf(&b, "## leaderrun beside its peers\n\nMachine: %s.  \nCode: %s.  \nCommand: `go run ./bench/report`", machine(), r.rev)
 	if len(os.Args) > 1 {
 		fmt.Fprintf(&b, " (this run: `%s`)", strings.Join(os.Args[1:], " "))
 	}
