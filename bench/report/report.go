@@ -56,7 +56,7 @@ func (r *report) markdown() string {
 	if len(os.Args) > 1 {
 		fmt.Fprintf(&b, " (this run: `%s`)", strings.Join(os.Args[1:], " "))
 	}
-	b.WriteString(".  \nRatios are leaderrun ÷ peer from the same run: below 1 is faster (or cheaper) than the peer.\n\n")
+	b.WriteString(".  \nRatios are leaderrun ÷ peer from the same run: for times and CPU below 1 is better, for deliveries/s above 1.\n\n")
 	if len(r.targets) > 0 {
 		t := newTable("Target (issue 5)", "Goal", "Measured", "Verdict")
 		for _, x := range r.targets {
