@@ -2,10 +2,12 @@ package oslock
 
 import (
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"io/fs"
 	"os"
+	"slices"
 	"sync"
 	"time"
 
@@ -22,6 +24,9 @@ type Watcher struct {
 	wds  []int
 	buf  []byte
 	poll *poller
+
+	settle time.Duration // back-off after an event; 0: events only
+	spent  time.Duration
 }
 
 // Closing an inotify instance waits for an RCU grace period in the kernel
@@ -106,9 +111,17 @@ func (w *Watcher) Reset() {
 	w.wds = w.wds[:0]
 }
 
-// Wait blocks until at least one event has arrived on a watch, then
-// consumes all pending events. It returns ctx.Err() (or its cause) when ctx
-// ends first.
+// Wait blocks until an event arrives on one of the current watches, or
+// ctx ends (then it returns ctx's cause). Events of watches removed by
+// Reset (IN_IGNORED) do not count.
+//
+// An event is a hint that a lock is about to be free, not a promise: the
+// kernel reports a file's close before it drops the file's flock
+// (__fput in fs/file_table.c), so a caller that wakes and still finds the
+// lock held must not go back to a sleep that only a later event would end.
+// After an event, Wait therefore also returns after a short back-off
+// (50µs, doubling up to 100ms), for about one second in all, so the
+// caller re-tries a few times; then it sleeps on events alone again.
 func (w *Watcher) Wait(ctx context.Context) error {
 	if w.poll != nil {
 		return w.poll.wait(ctx)
@@ -116,25 +129,67 @@ func (w *Watcher) Wait(ctx context.Context) error {
 	if err := context.Cause(ctx); err != nil {
 		return err
 	}
-	// The hook may still be running when Read returns: wait for it, or
-	// its read deadline could land after the reset below and fail the
-	// next Wait.
-	hooked := make(chan struct{})
 	f := w.f
+	if w.settle > 0 {
+		f.SetReadDeadline(time.Now().Add(w.settle))
+	}
+	// Set after the settle deadline, so a cancel always wins. The hook may
+	// still be running when Read returns: wait for it, or its deadline
+	// could land after the reset below and fail the next Wait.
+	hooked := make(chan struct{})
 	stop := context.AfterFunc(ctx, func() {
 		defer close(hooked)
 		f.SetReadDeadline(time.Now())
 	})
-	_, err := f.Read(w.buf)
-	if !stop() {
-		<-hooked
+	defer func() {
+		if !stop() {
+			<-hooked
+		}
 		f.SetReadDeadline(time.Time{})
-		return context.Cause(ctx)
+	}()
+	for {
+		n, err := f.Read(w.buf)
+		switch {
+		case ctx.Err() != nil:
+			return context.Cause(ctx)
+		case errors.Is(err, os.ErrDeadlineExceeded):
+			w.spent += w.settle
+			w.settle = min(2*w.settle, settleMax)
+			if w.spent >= settleBudget {
+				w.settle, w.spent = 0, 0
+			}
+			return nil
+		case err != nil:
+			return fmt.Errorf("oslock: reading inotify: %w", err)
+		case w.current(w.buf[:n]):
+			w.settle, w.spent = settleStart, 0
+			return nil
+		}
 	}
-	if err != nil {
-		return fmt.Errorf("oslock: reading inotify: %w", err)
+}
+
+const (
+	settleStart  = 50 * time.Microsecond
+	settleMax    = 100 * time.Millisecond
+	settleBudget = time.Second
+)
+
+// current reports whether buf holds an event of a current watch, or a
+// queue overflow (which may have hidden one).
+func (w *Watcher) current(buf []byte) bool {
+	for len(buf) >= unix.SizeofInotifyEvent {
+		wd := int(int32(binary.NativeEndian.Uint32(buf[0:])))
+		mask := binary.NativeEndian.Uint32(buf[4:])
+		size := unix.SizeofInotifyEvent + int(binary.NativeEndian.Uint32(buf[12:]))
+		if mask&unix.IN_Q_OVERFLOW != 0 || slices.Contains(w.wds, wd) {
+			return true
+		}
+		if size > len(buf) {
+			break
+		}
+		buf = buf[size:]
 	}
-	return nil
+	return false
 }
 
 // Close releases the watcher. It is idempotent.
