@@ -38,7 +38,7 @@ func fenceOrphans(dir, name string, exclusive bool) {
 		if err != nil || pid == self {
 			continue
 		}
-		env, err := readSmall("/proc/"+e.Name()+"/environ", buf)
+		env, err := readEnviron(e.Name(), buf)
 		if err != nil || !bytes.Contains(env, []byte("LEADERRUN_PID=")) {
 			continue
 		}
@@ -79,6 +79,27 @@ func fenceOrphans(dir, name string, exclusive bool) {
 			time.Sleep(2 * time.Millisecond)
 		}
 	}
+}
+
+// readEnviron reads the environment of process pid. Once the leader
+// thread has exited, /proc/PID/environ fails with ESRCH, which happens
+// first when a process is killed: its other threads, still holding what it
+// held, are then asked instead. (Kernel threads read empty: no fallback.)
+func readEnviron(pid string, buf []byte) ([]byte, error) {
+	env, err := readSmall("/proc/"+pid+"/environ", buf)
+	if err != syscall.ESRCH {
+		return env, err
+	}
+	tasks, _ := os.ReadDir("/proc/" + pid + "/task")
+	for _, t := range tasks {
+		if t.Name() == pid {
+			continue
+		}
+		if env, err := readSmall("/proc/"+pid+"/task/"+t.Name()+"/environ", buf); err == nil && len(env) > 0 {
+			return env, nil
+		}
+	}
+	return env, err
 }
 
 // readSmall reads a /proc file with one read(2) into buf: environ is
