@@ -2,6 +2,7 @@ package cmd
 
 import (
 	"fmt"
+	"math"
 	"strconv"
 	"strings"
 	"time"
@@ -105,8 +106,16 @@ func parseDuration(s string) (time.Duration, error) {
 	s = strings.TrimSpace(s)
 	var d time.Duration
 	if f, err := strconv.ParseFloat(s, 64); err == nil {
-		if f > float64(1<<62)/float64(time.Second) {
+		switch {
+		case math.IsNaN(f):
+			// Converting NaN to an integer is implementation-defined
+			// (Go spec): arm64 gives 0, which -w would take for -n.
+			return 0, fmt.Errorf("%q is not a duration; write seconds (\"1.5\") or a unit (\"1500ms\", \"2m\")", s)
+		case f > float64(1<<62)/float64(time.Second):
 			return 0, fmt.Errorf("%q is too long", s)
+		case f < 0:
+			// Not converted: -Inf, like NaN, has no integer.
+			return 0, fmt.Errorf("%q is negative", s)
 		}
 		d = time.Duration(f * float64(time.Second))
 	} else if d, err = time.ParseDuration(s); err != nil {
