@@ -139,7 +139,9 @@ func (o *runOptions) run(ctx context.Context) error {
 	// returns, which is after COMMAND is stopped.
 	defer lead.Release()
 	o.logf("leading %s (epoch %d, %s)", o.name, lead.Epoch(), lead.Mode())
-	fenceOrphans(dir, o.name, lead.Mode() == elect.Exclusive)
+	// Deferred after lead.Release, so it runs before it: the marker goes
+	// only once COMMAND has been stopped.
+	defer beginTerm(dir, o.name, lead.Mode() == elect.Exclusive)()
 
 	// An exclusive leader serves NAME's bus, for publish, subscribe and
 	// --fanout; it stops serving (deferred later, so earlier) before it
