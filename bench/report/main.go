@@ -142,9 +142,10 @@ func machine() string {
 		}
 	}
 	kernel := "unknown kernel"
-	var u syscall.Utsname
-	if syscall.Uname(&u) == nil {
-		kernel = cstr(u.Sysname[:]) + " " + cstr(u.Release[:])
+	ostype, err1 := os.ReadFile("/proc/sys/kernel/ostype")
+	release, err2 := os.ReadFile("/proc/sys/kernel/osrelease")
+	if err1 == nil && err2 == nil {
+		kernel = strings.TrimSpace(string(ostype)) + " " + strings.TrimSpace(string(release))
 	}
 	inotify := "?"
 	if b, err := os.ReadFile("/proc/sys/fs/inotify/max_user_instances"); err == nil {
@@ -179,13 +180,3 @@ func revision(root string) string {
 	return rev
 }
 
-func cstr(b []int8) string {
-	var s []byte
-	for _, c := range b {
-		if c == 0 {
-			break
-		}
-		s = append(s, byte(c))
-	}
-	return string(s)
-}
