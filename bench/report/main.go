@@ -179,4 +179,3 @@ func revision(root string) string {
 	}
 	return rev
 }
-
