@@ -17,6 +17,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/leaderrun/leaderrun/oslock"
 )
 
 var (
@@ -503,20 +505,8 @@ func describeProcs(ps []procInfo) string {
 }
 
 // gonePID reports whether pid is gone: reaped, or a zombie none of whose
-// threads still runs (see cmd's isZombie).
-func gonePID(pid int) bool {
-	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
-	if err != nil {
-		return true
-	}
-	s := string(b)
-	i := strings.LastIndexByte(s, ')')
-	if i < 0 || i+2 >= len(s) {
-		return true
-	}
-	f := strings.Fields(s[i+2:])
-	return (f[0] == "Z" || f[0] == "X") && (len(f) < 18 || f[17] == "1")
-}
+// threads still runs.
+func gonePID(pid int) bool { return oslock.StateOf(pid) == oslock.ProcGone }
 
 // logLine is one line of the fenced log: KIND EPOCH WRAPPER PID UNIXNANO
 // [NOTE]. Kinds: S COMMAND started, T tick, E COMMAND ending, G a

@@ -8,6 +8,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/leaderrun/leaderrun/oslock"
 	"golang.org/x/sys/unix"
 )
 
@@ -78,27 +79,5 @@ func descendants() []int {
 }
 
 // isZombie reports whether pid is gone: reaped, or a zombie whose threads
-// have all exited. A process killed with SIGKILL shows its leader thread
-// as a zombie ("Zl" in ps) while its other threads are still on their way
-// out, holding its descriptors, flocks and sockets; it is gone only when
-// num_threads (proc(5), field 20) is down to the leader.
-func isZombie(pid int) bool {
-	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
-	if err != nil {
-		return true
-	}
-	s := string(b)
-	i := strings.LastIndexByte(s, ')')
-	if i < 0 || i+2 >= len(s) {
-		return true
-	}
-	if s[i+2] != 'Z' && s[i+2] != 'X' {
-		return false
-	}
-	f := strings.Fields(s[i+2:])
-	if len(f) < 18 {
-		return true
-	}
-	n, err := strconv.Atoi(f[17])
-	return err != nil || n <= 1
-}
+// have all exited (see oslock.StateOf).
+func isZombie(pid int) bool { return oslock.StateOf(pid) == oslock.ProcGone }

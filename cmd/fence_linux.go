@@ -2,10 +2,13 @@ package cmd
 
 import (
 	"bytes"
+	"context"
 	"os"
 	"strconv"
 	"syscall"
 	"time"
+
+	"github.com/leaderrun/leaderrun/oslock"
 )
 
 // fenceOrphans kills what an earlier term of the same lock left running
@@ -73,11 +76,10 @@ func fenceOrphans(dir, name string, exclusive bool) {
 	for _, pid := range victims {
 		_ = syscall.Kill(pid, syscall.SIGKILL)
 	}
-	deadline := time.Now().Add(5 * time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
 	for _, pid := range victims {
-		for !isZombie(pid) && time.Now().Before(deadline) {
-			time.Sleep(2 * time.Millisecond)
-		}
+		oslock.WaitGone(ctx, pid)
 	}
 }
 

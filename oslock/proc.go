@@ -1,5 +1,9 @@
 package oslock
 
+import (
+	"context"
+)
+
 // ProcState is what the system says about a process.
 type ProcState int
 
@@ -36,3 +40,15 @@ type LockHolder struct {
 // Kill sends SIGKILL to pid. It reports ErrUnsupported where the platform
 // has no signals.
 func Kill(pid int) error { return kill(pid) }
+
+// pollGone is WaitGone where the platform has no process-exit event: a
+// bounded poll, as in watch_poll.go.
+func pollGone(ctx context.Context, pid int) error {
+	var p poller
+	for StateOf(pid) != ProcGone {
+		if err := p.wait(ctx); err != nil {
+			return err
+		}
+	}
+	return nil
+}

@@ -3,9 +3,11 @@ package oslock
 import (
 	"bufio"
 	"bytes"
+	"context"
 	"os"
 	"strconv"
 	"strings"
+	"time"
 
 	"golang.org/x/sys/unix"
 )
@@ -47,7 +49,11 @@ func LockTable() (map[FileID][]LockHolder, error) {
 	return table, sc.Err()
 }
 
-// StateOf reports whether pid runs, is stopped, or is gone.
+// StateOf reports whether pid runs, is stopped, or is gone. A zombie
+// counts as gone only once all its threads have exited: a process killed
+// with SIGKILL shows its leader thread as a zombie while its other threads
+// are still on their way out, holding its descriptors, flocks and sockets
+// (num_threads, proc(5) field 20, is then above one).
 func StateOf(pid int) ProcState {
 	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
 	if err != nil {
@@ -63,6 +69,13 @@ func StateOf(pid int) ProcState {
 	case 'T', 't':
 		return ProcStopped
 	case 'Z', 'X', 'x':
+		f := strings.Fields(string(b[i+2:]))
+		if len(f) < 18 {
+			return ProcGone
+		}
+		if n, err := strconv.Atoi(f[17]); err == nil && n > 1 {
+			return ProcRunning // threads still exiting
+		}
 		return ProcGone
 	}
 	return ProcRunning
@@ -87,3 +100,41 @@ func UIDOf(pid int) int {
 }
 
 func kill(pid int) error { return unix.Kill(pid, unix.SIGKILL) }
+
+// WaitGone blocks until pid is gone, as StateOf tells it, or ctx ends.
+// It sleeps on a pidfd, which the kernel makes readable once every thread
+// of the process has exited: no polling.
+func WaitGone(ctx context.Context, pid int) error {
+	if StateOf(pid) == ProcGone {
+		return nil
+	}
+	fd, err := unix.PidfdOpen(pid, unix.PIDFD_NONBLOCK)
+	if err == unix.ESRCH {
+		return nil
+	}
+	if err != nil {
+		return pollGone(ctx, pid) // before Linux 5.10
+	}
+	f := os.NewFile(uintptr(fd), "pidfd")
+	defer f.Close()
+	rc, err := f.SyscallConn()
+	if err != nil {
+		return pollGone(ctx, pid)
+	}
+	stop := context.AfterFunc(ctx, func() { f.SetReadDeadline(time.Now()) })
+	defer stop()
+	checked := false
+	err = rc.Read(func(uintptr) bool {
+		// Once readable, the pidfd stays readable: the second call
+		// means the process has exited.
+		if checked {
+			return true
+		}
+		checked = true
+		return StateOf(pid) == ProcGone
+	})
+	if ctx.Err() != nil {
+		return context.Cause(ctx)
+	}
+	return err
+}

@@ -2,6 +2,10 @@
 
 package oslock
 
+import (
+	"context"
+)
+
 // LockTable is not available on this platform.
 func LockTable() (map[FileID][]LockHolder, error) { return nil, ErrUnsupported }
 
@@ -15,3 +19,6 @@ func Cmdline(pid int) []string { return nil }
 func UIDOf(pid int) int { return -1 }
 
 func kill(pid int) error { return ErrUnsupported }
+
+// WaitGone cannot tell on this platform and returns at once.
+func WaitGone(ctx context.Context, pid int) error { return nil }

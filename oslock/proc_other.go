@@ -2,7 +2,10 @@
 
 package oslock
 
-import "syscall"
+import (
+	"context"
+	"syscall"
+)
 
 // LockTable is not available on this platform.
 func LockTable() (map[FileID][]LockHolder, error) { return nil, ErrUnsupported }
@@ -22,3 +25,6 @@ func Cmdline(pid int) []string { return nil }
 func UIDOf(pid int) int { return -1 }
 
 func kill(pid int) error { return syscall.Kill(pid, syscall.SIGKILL) }
+
+// WaitGone blocks until pid is gone or ctx ends; a bounded poll here.
+func WaitGone(ctx context.Context, pid int) error { return pollGone(ctx, pid) }
