@@ -631,7 +631,7 @@ func (c *cliChaos) report() {
 			maxGap = max(maxGap, time.Duration(tm.start-terms[i-1].end))
 		}
 	}
-	fig := fmt.Sprintf("clichaos figures: %d leaderrun instances (%d --steal), %d terms (%d COMMAND restarts, %d terms with a grandchild left behind), %d SIGKILL (%d of the leader), %d SIGTERM (%d of the leader), 0 overlaps, 0 fenced writes",
+	fig := fmt.Sprintf("clichaos figures: %d leaderrun instances (%d --steal), %d terms (%d COMMAND restarts, %d terms with a grandchild left behind), %d SIGKILL (%d of the leader), %d SIGTERM (%d of the leader), 0 overlapping COMMANDs, 0 refused fenced writes (checked above)",
 		len(c.procs), c.n.steals, len(terms), restarts, grandchildren, c.n.kills, c.n.leaderKills, c.n.terms, c.n.leaderTerms)
 	for _, sig := range []syscall.Signal{syscall.SIGKILL, syscall.SIGTERM} {
 		if f := failover[sig]; len(f) > 0 {
