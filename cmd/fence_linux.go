@@ -89,7 +89,9 @@ func fenceOrphans(dir, name string, exclusive bool) {
 // held, are then asked instead. (Kernel threads read empty: no fallback.)
 func readEnviron(pid string, buf []byte) ([]byte, error) {
 	env, err := readSmall("/proc/"+pid+"/environ", buf)
-	if err != syscall.ESRCH {
+	if err != syscall.ESRCH || !zombieLeader(pid, buf) {
+		// Kernel threads give ESRCH too (they have no memory map);
+		// only a zombie leader may still have threads to ask.
 		return env, err
 	}
 	tasks, _ := os.ReadDir("/proc/" + pid + "/task")
@@ -102,6 +104,17 @@ func readEnviron(pid string, buf []byte) ([]byte, error) {
 		}
 	}
 	return env, err
+}
+
+// zombieLeader reports whether the leader thread of pid has exited ("Z"
+// in /proc/PID/stat) while the process may still have other threads.
+func zombieLeader(pid string, buf []byte) bool {
+	st, err := readSmall("/proc/"+pid+"/stat", buf)
+	if err != nil {
+		return false
+	}
+	i := bytes.LastIndexByte(st, ')')
+	return i >= 0 && i+2 < len(st) && st[i+2] == 'Z'
 }
 
 // readSmall reads a /proc file with one read(2) into buf: environ is

@@ -25,6 +25,7 @@ type holding struct {
 // watch starts the steal watch on w, the watcher the request waited with.
 func (h *holding) watch(w *oslock.Watcher, end func(error)) error {
 	w.Reset()
+	w.Settle() // the wake-up that led here is spent
 	if err := w.Add(h.q.ResolvedPath(h.tk.e.name), oslock.Gone); err != nil {
 		return err
 	}

@@ -236,3 +236,8 @@ func rawControl(f *os.File, fn func(fd int) error) error {
 	}
 	return ferr
 }
+
+// Settle ends the back-off that follows an event: from now on Wait returns
+// only for events. For a watcher handed to a new use, where the last
+// event's lock has been dealt with.
+func (w *Watcher) Settle() { w.settle, w.spent = 0, 0 }

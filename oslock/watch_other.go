@@ -26,3 +26,6 @@ func (w *Watcher) Wait(ctx context.Context) error { return w.p.wait(ctx) }
 
 // Close is a no-op.
 func (w *Watcher) Close() error { return nil }
+
+// Settle is a no-op here: every Wait is a timed poll.
+func (w *Watcher) Settle() {}
