@@ -360,7 +360,7 @@ func (c *cliChaos) drain() {
 						stuck = append(stuck, fmt.Sprintf("wrapper %d (#%d, signalled %v)", w.pid, w.i, w.sig))
 					}
 				}
-				t.Errorf("stuck: %d wrappers did not exit within %v: %s", len(stuck), d, strings.Join(stuck, ", "))
+				t.Errorf("stuck: %d wrappers did not exit within %v: %s\n%s", len(stuck), d, strings.Join(stuck, ", "), c.diagnose(ws))
 				return false
 			}
 		}
@@ -642,4 +642,37 @@ func (c *cliChaos) report() {
 	}
 	fig += fmt.Sprintf("; longest gap between terms %v", maxGap.Round(time.Microsecond))
 	t.Log(fig)
+}
+
+// diagnose describes the lock directory and the stuck wrappers, for a
+// failure message: the queue as Query sees it, the raw queue directory,
+// the kernel's flocks, and where each live wrapper's threads sleep.
+func (c *cliChaos) diagnose(ws []*wrapper) string {
+	var b strings.Builder
+	if out, err := exec.Command(c.bin, "--dir", c.dir, "status", "--json").CombinedOutput(); err == nil {
+		fmt.Fprintf(&b, "status: %s\n", out)
+	}
+	ents, _ := os.ReadDir(filepath.Join(c.dir, "chaos.queue"))
+	for _, e := range ents {
+		fmt.Fprintf(&b, "queue entry %s\n", e.Name())
+	}
+	if locks, err := os.ReadFile("/proc/locks"); err == nil {
+		fmt.Fprintf(&b, "/proc/locks:\n%s", locks)
+	}
+	for _, w := range ws {
+		if w.done() {
+			continue
+		}
+		tasks, _ := os.ReadDir(fmt.Sprintf("/proc/%d/task", w.pid))
+		for _, task := range tasks {
+			wchan, _ := os.ReadFile(fmt.Sprintf("/proc/%d/task/%s/wchan", w.pid, task.Name()))
+			fmt.Fprintf(&b, "wrapper %d thread %s wchan %s\n", w.pid, task.Name(), wchan)
+		}
+		fds, _ := os.ReadDir(fmt.Sprintf("/proc/%d/fd", w.pid))
+		for _, fd := range fds {
+			l, _ := os.Readlink(fmt.Sprintf("/proc/%d/fd/%s", w.pid, fd.Name()))
+			fmt.Fprintf(&b, "wrapper %d fd %s -> %s\n", w.pid, fd.Name(), l)
+		}
+	}
+	return b.String()
 }

@@ -119,6 +119,9 @@ func (a *acquirer) step(ctx context.Context) (*Leadership, error) {
 		return nil, err
 	}
 	if blocker, ok := a.blocker(queue); ok {
+		if blocker.name == "" {
+			return nil, nil // our ticket went missing: look again
+		}
 		return nil, a.waitFor(ctx, blocker)
 	}
 	if a.req.Steal {
@@ -157,6 +160,10 @@ func (a *acquirer) step(ctx context.Context) (*Leadership, error) {
 // blocker is the ticket this request waits on: for an exclusive request
 // the one just ahead of it, for a shared one the nearest exclusive ahead.
 // Waiting on one ticket only means that one release wakes one process.
+//
+// A listing without our own ticket (a stealer evicted it after our last
+// look) blocks on nothing in particular: ok is true with a zero entry, and
+// the caller looks again, which puts the ticket back first.
 func (a *acquirer) blocker(queue []entry) (entry, bool) {
 	var found entry
 	var ok bool
@@ -168,7 +175,7 @@ func (a *acquirer) blocker(queue []entry) (entry, bool) {
 			found, ok = e, true
 		}
 	}
-	return found, ok
+	return entry{}, true
 }
 
 // exclusive reports whether the ticket e asks for an exclusive lock.
