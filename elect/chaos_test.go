@@ -29,6 +29,7 @@ import (
 var (
 	chaosDuration = flag.Duration("chaos.duration", 20*time.Second, "how long TestChaos injects faults; e.g. 10m for a soak")
 	chaosSeed     = flag.Uint64("chaos.seed", 0, "seed for TestChaos's choices; 0 picks one (it is logged)")
+	chaosFailover = flag.Bool("chaos.failover", false, "log one line per leader kill, for failover analysis")
 )
 
 // TestChaos runs 30+ contenders on one name while, at random moments, one
@@ -617,7 +618,7 @@ func (c *chaos) report() {
 			continue
 		}
 		fails = append(fails, time.Duration(next-k.at.UnixNano()))
-		if os.Getenv("CHAOS_DEBUG") != "" {
+		if *chaosFailover {
 			var last term
 			for _, tm := range c.terms {
 				if tm.pid == k.pid && tm.start < k.at.UnixNano() {
