@@ -58,7 +58,7 @@ func (a *App) RunContext(ctx context.Context, args []string) error {
 	err := a.App.RunContext(ctx, hoistFlags(protectDashDash(args, a.Flags), a.Commands))
 	if err != nil {
 		if _, ok := err.(*exitError); !ok {
-			err = classify(err, "")
+			err = classify(err)
 		}
 		printErr(err)
 	}

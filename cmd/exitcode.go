@@ -100,7 +100,7 @@ func codeFor(err error) int {
 
 // classify turns an error from the election layer into an exitError with a
 // message that says what to do about it.
-func classify(err error, dir string) error {
+func classify(err error) error {
 	if err == nil {
 		return nil
 	}
@@ -112,13 +112,9 @@ func classify(err error, dir string) error {
 	hint := ""
 	switch code {
 	case ExitUnavailable:
-		hint = "; put the lock directory on a local filesystem with --dir or LEADERRUN_DIR"
+		hint = " (with --dir or LEADERRUN_DIR)"
 	case ExitNoPerm:
-		if errors.Is(err, fs.ErrNotExist) {
-			hint = fmt.Sprintf("; create it first (mkdir -m 700 %s) or leave --dir and LEADERRUN_DIR unset to use the default", dir)
-		} else {
-			hint = "; use a directory that only you can write (chmod 700), or leave --dir unset"
-		}
+		hint = ", or leave --dir and LEADERRUN_DIR unset to use the private default"
 	}
 	return &exitError{code: code, err: fmt.Errorf("leaderrun: %w%s", err, hint)}
 }

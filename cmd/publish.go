@@ -41,7 +41,7 @@ func publishAction(c *cli.Context) error {
 	name := c.Args().First()
 	lk, err := openLocker(c.String("dir"))
 	if err != nil {
-		return classify(err, c.String("dir"))
+		return classify(err)
 	}
 	dir := lk.Dir()
 	lk.Close()
@@ -81,5 +81,5 @@ func busError(cmd, name string, err error) error {
 	case errors.Is(err, context.Canceled):
 		return silentExit(ExitSignalBase + int(syscall.SIGINT))
 	}
-	return classify(fmt.Errorf("%s: %w", cmd, err), "")
+	return classify(fmt.Errorf("%s: %w", cmd, err))
 }

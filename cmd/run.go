@@ -123,7 +123,7 @@ func (o *runOptions) run(ctx context.Context) error {
 
 	lk, err := openLocker(o.dir)
 	if err != nil {
-		return classify(err, o.dir)
+		return classify(err)
 	}
 	defer lk.Close()
 	dir, err := filepath.Abs(lk.Dir())
@@ -224,7 +224,7 @@ func (o *runOptions) acquire(ctx context.Context, lk locker, sigs <-chan os.Sign
 		o.logf("%s is still busy after %s: %s; giving up (-w), exit %d", o.name, o.wait, o.leaderLine(lk), o.conflict)
 		return nil, silentExit(o.conflict)
 	}
-	return nil, classify(err, o.dir)
+	return nil, classify(err)
 }
 
 // leaderLine describes who holds the lock, for messages.

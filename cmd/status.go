@@ -58,7 +58,7 @@ func statusAction(c *cli.Context) error {
 	}
 	lk, err := openLocker(c.String("dir"))
 	if err != nil {
-		return classify(err, c.String("dir"))
+		return classify(err)
 	}
 	defer lk.Close()
 	query := func(ctx context.Context) (elect.Snapshot, error) {
@@ -71,7 +71,7 @@ func statusAction(c *cli.Context) error {
 	if !c.Bool("watch") {
 		snap, err := query(c.Context)
 		if err != nil {
-			return classify(err, c.String("dir"))
+			return classify(err)
 		}
 		return printSnapshot(os.Stdout, snap, asJSON, lk.Dir())
 	}
@@ -168,7 +168,7 @@ func watchStatus(ctx context.Context, lk locker, query func(context.Context) (el
 			if ctx.Err() != nil {
 				return nil
 			}
-			return classify(err, lk.Dir())
+			return classify(err)
 		}
 		snap = normalize(snap)
 		if last == nil || !reflect.DeepEqual(snap, *last) {

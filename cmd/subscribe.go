@@ -53,7 +53,7 @@ func subscribeAction(c *cli.Context) error {
 	name := c.Args().First()
 	lk, err := openLocker(c.String("dir"))
 	if err != nil {
-		return classify(err, c.String("dir"))
+		return classify(err)
 	}
 	dir := lk.Dir()
 	lk.Close()

@@ -51,12 +51,12 @@ func whoAction(c *cli.Context) error {
 	}
 	lk, err := openLocker(c.String("dir"))
 	if err != nil {
-		return classify(err, c.String("dir"))
+		return classify(err)
 	}
 	defer lk.Close()
 	snap, err := lk.Query(c.Context, name)
 	if err != nil {
-		return classify(err, c.String("dir"))
+		return classify(err)
 	}
 	if len(snap.Held) == 0 {
 		fmt.Fprintf(os.Stderr, "leaderrun: nobody leads %s in %s\n", name, lk.Dir())

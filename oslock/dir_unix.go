@@ -34,7 +34,7 @@ func OpenDir(path string, opts DirOptions) (*Dir, error) {
 		case errors.Is(err, unix.ELOOP):
 			return nil, insecure(path, "is a symbolic link", "point --dir at the real directory")
 		case errors.Is(err, unix.ENOENT):
-			return nil, fmt.Errorf("oslock: lock directory %s does not exist; create it with: mkdir -m 700 %s: %w", path, path, fs.ErrNotExist)
+			return nil, explained{fmt.Sprintf("oslock: lock directory %s does not exist; create it with: mkdir -m 700 %s", path, path), fs.ErrNotExist}
 		case errors.Is(err, unix.ENOTDIR):
 			// Linux gives ENOTDIR, not ELOOP, for a symbolic link
 			// opened with O_DIRECTORY|O_NOFOLLOW.
@@ -44,7 +44,7 @@ func OpenDir(path string, opts DirOptions) (*Dir, error) {
 			}
 			return nil, fmt.Errorf("oslock: lock directory %s is not a directory; choose a directory", path)
 		case errors.Is(err, unix.EACCES):
-			return nil, fmt.Errorf("oslock: lock directory %s is not accessible (permission denied); use a directory you own: %w", path, fs.ErrPermission)
+			return nil, explained{fmt.Sprintf("oslock: lock directory %s is not accessible (permission denied); use a directory you own", path), fs.ErrPermission}
 		}
 		return nil, &fs.PathError{Op: "open", Path: path, Err: err}
 	}

@@ -20,3 +20,14 @@ type unsupportedError struct{}
 func (unsupportedError) Error() string { return "oslock: file locking is not supported here" }
 
 func (unsupportedError) Is(target error) bool { return target == errors.ErrUnsupported }
+
+// explained is an error whose message already says what happened and what
+// to do, and which matches err (such as fs.ErrNotExist) with errors.Is.
+type explained struct {
+	msg string
+	err error
+}
+
+func (e explained) Error() string { return e.msg }
+
+func (e explained) Unwrap() error { return e.err }
