@@ -115,10 +115,31 @@ func chaosCommand() int {
 	if ok, err := log.append("E", epoch, wpid, ""); err != nil || !ok {
 		return fenced(err)
 	}
-	if os.Getenv("CLICHAOS_FLAKY") != "" && rand.IntN(2) == 0 {
+	if os.Getenv("CLICHAOS_FLAKY") != "" && rand.IntN(2) == 0 && failedBefore(res, epoch) < maxFlaky {
 		return roleFlaky
 	}
 	return 0
+}
+
+// maxFlaky bounds how often a flaky COMMAND fails in one term. Unbounded,
+// a run of failures grows --restart's back-off (100ms doubling) to tens of
+// seconds about once in a few hundred terms, and the drain phase, where no
+// fault ends such a term, took that for stuck wrappers.
+const maxFlaky = 3
+
+// failedBefore counts, and records, the failures of this term's COMMAND.
+func failedBefore(res string, epoch uint64) int {
+	f, err := os.OpenFile(filepath.Join(res, fmt.Sprintf("flaky-%d", epoch)), os.O_RDWR|os.O_CREATE|os.O_APPEND, 0o600)
+	if err != nil {
+		return maxFlaky
+	}
+	defer f.Close()
+	st, err := f.Stat()
+	if err != nil {
+		return maxFlaky
+	}
+	f.WriteString("x")
+	return int(st.Size())
 }
 
 // lockHolders describes the processes that /proc/locks names as holding
