@@ -49,7 +49,12 @@
 //
 // # Failure modes
 //
-// The fence reads /proc/PID/environ of every process once per new term,
-// about 0.5 ms per 100 processes. A shared holder kills only leftovers
-// whose leaderrun is gone, since other shared holders run legitimately.
+// The fence reads /proc/PID/environ of every process, about 1 ms per 100
+// processes, and waits for what it kills on pidfds. An exclusive leader
+// runs it only when the previous term did not end cleanly: while COMMAND
+// may run, <dir>/<name>.cmd exists, and leaderrun removes it once
+// COMMAND's group is stopped; a killed leaderrun leaves it behind for the
+// next leader to find. Shared holders, which have no single marker, always
+// run it, and kill only leftovers whose leaderrun is gone, since other
+// shared holders run legitimately.
 package cmd
