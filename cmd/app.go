@@ -55,7 +55,7 @@ func onUsageError(c *cli.Context, err error, isSubcommand bool) error {
 // RunContext runs the command line in args (os.Args) and prints the error,
 // if any, once. Map the error to an exit status with ExitCode.
 func (a *App) RunContext(ctx context.Context, args []string) error {
-	err := a.App.RunContext(ctx, hoistFlags(protectDashDash(args, a.Flags), a.Commands))
+	err := a.App.RunContext(ctx, hoistFlags(protectDashDash(args, a.Flags), a.Flags, a.Commands))
 	if err != nil {
 		if _, ok := err.(*exitError); !ok {
 			err = classify(err)
@@ -105,13 +105,24 @@ func protectDashDash(args []string, flags []cli.Flag) []string {
 // of them, so that `leaderrun who NAME --json` works as documented:
 // urfave/cli stops parsing flags at the first argument. Only the
 // subcommand's own flag names move, and nothing after `--`.
-func hoistFlags(args []string, cmds []*cli.Command) []string {
-	if len(args) < 3 {
+func hoistFlags(args []string, appFlags []cli.Flag, cmds []*cli.Command) []string {
+	// The subcommand is the first argument after the app's own flags
+	// (`leaderrun --dir D who NAME --json`).
+	at := 1
+	appValue := takesValueOf(appFlags)
+	for at < len(args) && strings.HasPrefix(args[at], "-") && args[at] != "-" && args[at] != "--" {
+		name, _, hasValue := strings.Cut(strings.TrimLeft(args[at], "-"), "=")
+		if appValue[name] && !hasValue {
+			at++
+		}
+		at++
+	}
+	if at+1 >= len(args) {
 		return args
 	}
 	var cmd *cli.Command
 	for _, c := range cmds {
-		if c.HasName(args[1]) {
+		if c.HasName(args[at]) {
 			cmd = c
 		}
 	}
@@ -127,7 +138,7 @@ func hoistFlags(args []string, cmds []*cli.Command) []string {
 		}
 	}
 	var flags, rest []string
-	for i := 2; i < len(args); i++ {
+	for i := at + 1; i < len(args); i++ {
 		a := args[i]
 		if a == "--" {
 			rest = append(rest, args[i:]...)
@@ -144,9 +155,21 @@ func hoistFlags(args []string, cmds []*cli.Command) []string {
 			flags = append(flags, args[i])
 		}
 	}
-	out := append([]string{}, args[:2]...)
+	out := append([]string{}, args[:at+1]...)
 	out = append(out, flags...)
 	return append(out, rest...)
+}
+
+// takesValueOf maps each flag name to whether it takes a value.
+func takesValueOf(flags []cli.Flag) map[string]bool {
+	m := map[string]bool{}
+	for _, f := range flags {
+		_, isBool := f.(*cli.BoolFlag)
+		for _, n := range f.Names() {
+			m[n] = !isBool
+		}
+	}
+	return m
 }
 
 func isSubcommand(name string) bool {

@@ -3,6 +3,8 @@ package cmd
 import (
 	"fmt"
 	"math"
+	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -12,12 +14,19 @@ import (
 
 // Flags are built afresh for each app: urfave/cli keeps parse state in
 // them. --dir applies to every command, so the app and each subcommand
-// declare it.
+// declare it; only the app's reads LEADERRUN_DIR, so that an explicit
+// --dir before the subcommand is not overridden by the environment (see
+// lockDir).
 func dirFlag() cli.Flag {
+	f := subDirFlag().(*cli.StringFlag)
+	f.EnvVars = []string{"LEADERRUN_DIR"}
+	return f
+}
+
+func subDirFlag() cli.Flag {
 	return &cli.StringFlag{
-		Name:    "dir",
-		Usage:   "lock directory `DIR`; must exist and be private (chmod 700) when given (default: $XDG_RUNTIME_DIR/leaderrun, else /tmp/leaderrun-UID)",
-		EnvVars: []string{"LEADERRUN_DIR"},
+		Name:  "dir",
+		Usage: "lock directory `DIR` (env LEADERRUN_DIR); must exist and be private (chmod 700) when given (default: $XDG_RUNTIME_DIR/leaderrun, else /tmp/leaderrun-UID)",
 	}
 }
 
@@ -135,4 +144,16 @@ func durationFlag(c *cli.Context, name string) (time.Duration, bool) {
 		return 0, false
 	}
 	return v.d, v.set
+}
+
+// lockDir is the --dir in force for c: the one given closest to the
+// subcommand (`leaderrun who NAME --dir D`, then `leaderrun --dir D who
+// NAME`), else LEADERRUN_DIR, else "" for the default.
+func lockDir(c *cli.Context) string {
+	for _, cc := range c.Lineage() {
+		if slices.Contains(cc.LocalFlagNames(), "dir") {
+			return cc.String("dir")
+		}
+	}
+	return os.Getenv("LEADERRUN_DIR")
 }

@@ -105,7 +105,7 @@ func FuzzArgs(f *testing.F) {
 				t.Fatalf("protectDashDash(%q) = %q: not one -- doubled", args, p)
 			}
 		}
-		h := hoistFlags(slices.Clone(args), app.Commands)
+		h := hoistFlags(slices.Clone(args), app.Flags, app.Commands)
 		if !slices.Equal(slices.Sorted(slices.Values(h)), slices.Sorted(slices.Values(args))) {
 			t.Fatalf("hoistFlags(%q) = %q: not a permutation", args, h)
 		}
@@ -115,7 +115,9 @@ func FuzzArgs(f *testing.F) {
 		// A -- right after a flag may be that flag's value (--dir --, as
 		// the flag package reads it); after anything else it ends the
 		// flags.
-		if i := slices.Index(args[min(2, len(args)):], "--"); i >= 0 && (i == 0 || !strings.HasPrefix(args[2+i-1], "-")) {
+		// (With the app's own flags first, as in --dir D who, the
+		// subcommand comes later and the rule below does not apply.)
+		if i := slices.Index(args[min(2, len(args)):], "--"); i >= 0 && (i == 0 || !strings.HasPrefix(args[2+i-1], "-")) && !strings.HasPrefix(args[1], "-") {
 			tail := args[2+i:]
 			if !slices.Equal(h[len(h)-len(tail):], tail) {
 				t.Fatalf("hoistFlags(%q) = %q: moved what follows --", args, h)

@@ -12,8 +12,12 @@ func TestHoistFlags(t *testing.T) {
 		{[]string{"lr", "status", "a", "--dir", "/x", "--json"}, []string{"lr", "status", "--dir", "/x", "--json", "a"}},
 		{[]string{"lr", "publish", "a", "-5", "degrees", "--", "--json"}, []string{"lr", "publish", "a", "-5", "degrees", "--", "--json"}},
 		{[]string{"lr", "--name", "x", "--", "who", "--json"}, []string{"lr", "--name", "x", "--", "who", "--json"}},
+		{[]string{"lr", "--dir", "/x", "who", "a", "--json"}, []string{"lr", "--dir", "/x", "who", "--json", "a"}},
+		{[]string{"lr", "--dir=/x", "-v", "status", "a", "--json"}, []string{"lr", "--dir=/x", "-v", "status", "--json", "a"}},
+		{[]string{"lr", "--name", "who", "--", "status", "--json"}, []string{"lr", "--name", "who", "--", "status", "--json"}},
+		{[]string{"lr", "-n", "who", "a", "--json"}, []string{"lr", "-n", "who", "--json", "a"}},
 	} {
-		if got := hoistFlags(tc.in, app.Commands); !slices.Equal(got, tc.want) {
+		if got := hoistFlags(tc.in, app.Flags, app.Commands); !slices.Equal(got, tc.want) {
 			t.Errorf("hoistFlags(%q) = %q, want %q", tc.in, got, tc.want)
 		}
 	}

@@ -26,7 +26,7 @@ them, sends one message per line of standard input, until end of input.
 EXAMPLES:
    leaderrun publish alerts disk full on /srv
    tail -F /var/log/app.log | leaderrun publish applog`,
-		Flags:  []cli.Flag{dirFlag()},
+		Flags:  []cli.Flag{subDirFlag()},
 		Action: publishAction,
 	}
 }
@@ -39,7 +39,7 @@ func publishAction(c *cli.Context) error {
 		return usageErrorf("leaderrun publish: %v", err)
 	}
 	name := c.Args().First()
-	lk, err := openLocker(c.String("dir"))
+	lk, err := openLocker(lockDir(c))
 	if err != nil {
 		return classify(err)
 	}

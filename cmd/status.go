@@ -38,7 +38,7 @@ EXAMPLES:
    leaderrun status backup --json | jq '.held[0].pid'
    leaderrun status --watch`,
 		Flags: []cli.Flag{
-			dirFlag(),
+			subDirFlag(),
 			jsonFlag("print the snapshot as JSON"),
 			&cli.BoolFlag{Name: "watch", Usage: "keep printing: redraw on every change until interrupted"},
 		},
@@ -56,7 +56,7 @@ func statusAction(c *cli.Context) error {
 			return usageErrorf("leaderrun status: %v", err)
 		}
 	}
-	lk, err := openLocker(c.String("dir"))
+	lk, err := openLocker(lockDir(c))
 	if err != nil {
 		return classify(err)
 	}

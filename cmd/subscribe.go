@@ -32,7 +32,7 @@ EXAMPLES:
    leaderrun subscribe alerts --count 1
    leaderrun subscribe poller --json | jq -c 'select(.type=="message")'`,
 		Flags: []cli.Flag{
-			dirFlag(),
+			subDirFlag(),
 			jsonFlag("print NDJSON events, leader announcements included"),
 			&cli.IntFlag{Name: "count", Usage: "exit after `N` messages (0: never)"},
 		},
@@ -51,7 +51,7 @@ func subscribeAction(c *cli.Context) error {
 		return usageErrorf("leaderrun subscribe: --count %d is negative; give 0 (never stop) or more", c.Int("count"))
 	}
 	name := c.Args().First()
-	lk, err := openLocker(c.String("dir"))
+	lk, err := openLocker(lockDir(c))
 	if err != nil {
 		return classify(err)
 	}

@@ -27,7 +27,7 @@ first holder when several share the lock).
 EXAMPLES:
    leaderrun who poller
    leaderrun who poller --json | jq .epoch`,
-		Flags:  []cli.Flag{dirFlag(), jsonFlag(`print {"name","pid","epoch","since","mode"}`)},
+		Flags:  []cli.Flag{subDirFlag(), jsonFlag(`print {"name","pid","epoch","since","mode"}`)},
 		Action: whoAction,
 	}
 }
@@ -49,7 +49,7 @@ func whoAction(c *cli.Context) error {
 	if err := elect.ValidateName(name); err != nil {
 		return usageErrorf("leaderrun who: %v", err)
 	}
-	lk, err := openLocker(c.String("dir"))
+	lk, err := openLocker(lockDir(c))
 	if err != nil {
 		return classify(err)
 	}
