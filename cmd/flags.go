@@ -41,6 +41,16 @@ func runFlags() []cli.Flag {
 		},
 		dirFlag(),
 		&cli.BoolFlag{
+			Name:    "group-shared",
+			Usage:   "accept a lock directory its group may write to, shared by several users of one group (before a subcommand, for every command)",
+			EnvVars: []string{"LEADERRUN_GROUP_SHARED"},
+		},
+		&cli.BoolFlag{
+			Name:    "allow-unsafe-fs",
+			Usage:   "use a lock directory on NFS, SMB, FUSE and the like, where flock may not exclude other machines' processes, at your own risk",
+			EnvVars: []string{"LEADERRUN_ALLOW_UNSAFE_FS"},
+		},
+		&cli.BoolFlag{
 			Name:    "nonblock",
 			Aliases: []string{"n"},
 			Usage:   "do not queue: if another instance leads, exit with the conflict code",

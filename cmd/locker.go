@@ -4,6 +4,7 @@ import (
 	"context"
 
 	"github.com/leaderrun/leaderrun/elect"
+	"github.com/urfave/cli/v2"
 )
 
 // locker is what the commands need from the election layer; elect.Locker
@@ -16,8 +17,14 @@ type locker interface {
 	QueryAll(ctx context.Context) (elect.Snapshot, error)
 }
 
-// openLocker opens dir, or the default directory (created 0700) when dir
-// is empty. An explicit directory must exist already.
-func openLocker(dir string) (locker, error) {
-	return elect.Open(elect.Config{Dir: dir})
+// openLocker opens the lock directory c names (lockDir), or the default
+// directory (created 0700) when it names none; an explicit directory must
+// exist already. --group-shared and --allow-unsafe-fs, app flags, are
+// seen from every subcommand.
+func openLocker(c *cli.Context) (locker, error) {
+	return elect.Open(elect.Config{
+		Dir:           lockDir(c),
+		GroupShared:   c.Bool("group-shared"),
+		AllowUnsafeFS: c.Bool("allow-unsafe-fs"),
+	})
 }

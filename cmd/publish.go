@@ -39,7 +39,7 @@ func publishAction(c *cli.Context) error {
 		return usageErrorf("leaderrun publish: %v", err)
 	}
 	name := c.Args().First()
-	lk, err := openLocker(lockDir(c))
+	lk, err := openLocker(c)
 	if err != nil {
 		return classify(err)
 	}

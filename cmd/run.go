@@ -31,6 +31,7 @@ type runOptions struct {
 	argv     []string
 	name     string
 	dir      string
+	open     func() (locker, error)
 	req      elect.Request
 	wait     time.Duration
 	waitSet  bool
@@ -61,6 +62,7 @@ func runOptionsFrom(c *cli.Context) (*runOptions, error) {
 		argv:     argv,
 		name:     c.String("name"),
 		dir:      c.String("dir"),
+		open:     func() (locker, error) { return openLocker(c) },
 		conflict: c.Int("conflict-exit-code"),
 		restart:  c.String("restart"),
 		fanout:   c.Bool("fanout"),
@@ -121,7 +123,7 @@ func (o *runOptions) run(ctx context.Context) error {
 	signal.Notify(sigs, forwarded...)
 	defer signal.Stop(sigs)
 
-	lk, err := openLocker(o.dir)
+	lk, err := o.open()
 	if err != nil {
 		return classify(err)
 	}

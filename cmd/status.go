@@ -56,7 +56,7 @@ func statusAction(c *cli.Context) error {
 			return usageErrorf("leaderrun status: %v", err)
 		}
 	}
-	lk, err := openLocker(lockDir(c))
+	lk, err := openLocker(c)
 	if err != nil {
 		return classify(err)
 	}

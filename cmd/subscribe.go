@@ -51,7 +51,7 @@ func subscribeAction(c *cli.Context) error {
 		return usageErrorf("leaderrun subscribe: --count %d is negative; give 0 (never stop) or more", c.Int("count"))
 	}
 	name := c.Args().First()
-	lk, err := openLocker(lockDir(c))
+	lk, err := openLocker(c)
 	if err != nil {
 		return classify(err)
 	}

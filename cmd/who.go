@@ -49,7 +49,7 @@ func whoAction(c *cli.Context) error {
 	if err := elect.ValidateName(name); err != nil {
 		return usageErrorf("leaderrun who: %v", err)
 	}
-	lk, err := openLocker(lockDir(c))
+	lk, err := openLocker(c)
 	if err != nil {
 		return classify(err)
 	}
