@@ -18,8 +18,8 @@ type report struct {
 	series   []series
 	skips    []string
 
-	electBin, busBin, cliBin string
-	cliErr                   error
+	electBin, cliBin string
+	cliErr           error
 }
 
 type section struct{ title, body string }
