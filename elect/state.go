@@ -49,7 +49,11 @@ func updateState(ctx context.Context, d *oslock.Dir, name string, w *oslock.Watc
 		// An epoch that cannot grow (or a counter that cannot) would wrap
 		// to a smaller one: the clock-derived epochs are far below it, so
 		// only a file leaderrun did not write holds it.
-		if _, err := fmt.Sscanf(string(buf[:n]), stateFormat, &s.seq, &s.epoch); err != nil || s.epoch == math.MaxUint64 || s.seq == math.MaxUint64 {
+		// Only the exact form leaderrun writes is accepted: Sscanf alone
+		// lets extra spaces or trailing bytes through (found by
+		// FuzzParseState).
+		_, err := fmt.Sscanf(string(buf[:n]), stateFormat, &s.seq, &s.epoch)
+		if err != nil || string(buf[:n]) != fmt.Sprintf(stateFormat, s.seq, s.epoch) || s.epoch == math.MaxUint64 || s.seq == math.MaxUint64 {
 			return state{}, fmt.Errorf("%w: %s holds %q, which leaderrun did not write; nothing was changed. If no process is using %q, remove the file (epochs continue from the clock)",
 				ErrCorrupt, filepath.Join(d.Path(), file), truncate(buf[:n]), name)
 		}
