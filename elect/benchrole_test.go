@@ -17,6 +17,8 @@ import (
 
 	"github.com/gofrs/flock"
 	"golang.org/x/sys/unix"
+
+	"github.com/leaderrun/leaderrun/oslock"
 )
 
 // The benchmarks compare leaderrun with the tools it replaces, each run as
@@ -254,19 +256,9 @@ func countTickets(dir, name string) int {
 	return n
 }
 
-// blockedInFlock reports whether /proc/locks lists pid as a blocked
-// waiter: "N: -> FLOCK  ADVISORY  WRITE PID ...".
+// blockedInFlock reports whether the kernel lists pid as waiting in
+// flock(2).
 func blockedInFlock(pid int) bool {
-	b, err := os.ReadFile("/proc/locks")
-	if err != nil {
-		return false
-	}
-	want := strconv.Itoa(pid)
-	for line := range strings.Lines(string(b)) {
-		f := strings.Fields(line)
-		if len(f) > 5 && f[1] == "->" && f[2] == "FLOCK" && f[5] == want {
-			return true
-		}
-	}
-	return false
+	w, _ := oslock.FlockWaiters()
+	return w[pid]
 }

@@ -15,17 +15,44 @@ import (
 // LockTable reads /proc/locks and returns the flock holders of every locked
 // inode. Reading it takes no lock and wakes nobody.
 func LockTable() (map[FileID][]LockHolder, error) {
+	table := make(map[FileID][]LockHolder)
+	err := scanFlocks(func(blocked bool, id FileID, h LockHolder) {
+		if !blocked {
+			table[id] = append(table[id], h)
+		}
+	})
+	return table, err
+}
+
+// FlockWaiters reads /proc/locks and returns the pids blocked in flock(2)
+// waiting for a lock: how a test or benchmark knows that a raw flock
+// waiter is queued in the kernel.
+func FlockWaiters() (map[int]bool, error) {
+	waiters := make(map[int]bool)
+	err := scanFlocks(func(blocked bool, _ FileID, h LockHolder) {
+		if blocked {
+			waiters[h.PID] = true
+		}
+	})
+	return waiters, err
+}
+
+// scanFlocks calls fn for each flock line of /proc/locks:
+// "1: FLOCK  ADVISORY  WRITE 1234 08:01:56789 0 EOF" for a holder, with
+// "->" after the index for a blocked waiter.
+func scanFlocks(fn func(blocked bool, id FileID, h LockHolder)) error {
 	f, err := os.Open("/proc/locks")
 	if err != nil {
-		return nil, err
+		return err
 	}
 	defer f.Close()
-	table := make(map[FileID][]LockHolder)
 	sc := bufio.NewScanner(f)
 	for sc.Scan() {
-		// "1: FLOCK  ADVISORY  WRITE 1234 08:01:56789 0 EOF"; blocked
-		// waiters have "->" after the index and are skipped.
 		fields := strings.Fields(sc.Text())
+		blocked := len(fields) > 1 && fields[1] == "->"
+		if blocked {
+			fields = fields[1:]
+		}
 		if len(fields) < 6 || fields[1] != "FLOCK" {
 			continue
 		}
@@ -44,9 +71,9 @@ func LockTable() (map[FileID][]LockHolder, error) {
 			continue
 		}
 		id := FileID{Dev: unix.Mkdev(uint32(maj), uint32(min)), Ino: ino}
-		table[id] = append(table[id], LockHolder{PID: pid, Exclusive: fields[3] == "WRITE"})
+		fn(blocked, id, LockHolder{PID: pid, Exclusive: fields[3] == "WRITE"})
 	}
-	return table, sc.Err()
+	return sc.Err()
 }
 
 // StateOf reports whether pid runs, is stopped, or is gone. A zombie

@@ -3,6 +3,7 @@ package oslock
 import (
 	"context"
 	"errors"
+	"os"
 	"os/exec"
 	"testing"
 	"time"
@@ -40,5 +41,52 @@ func TestWaitGone(t *testing.T) {
 	}
 	if StateOf(pid) != ProcGone {
 		t.Fatalf("state after kill: %v", StateOf(pid))
+	}
+}
+
+func TestFlockWaiters(t *testing.T) {
+	path := t.TempDir() + "/l"
+	holder, err := os.Create(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer holder.Close()
+	if ok, err := TryLock(holder, true); !ok || err != nil {
+		t.Fatal(ok, err)
+	}
+	flock, err := exec.LookPath("flock")
+	if err != nil {
+		t.Skip("flock(1) not installed")
+	}
+	cmd := exec.Command(flock, path, "true") // blocks behind holder
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer cmd.Wait()
+	defer cmd.Process.Kill()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		w, err := FlockWaiters()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if w[cmd.Process.Pid] {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("pid %d not listed as waiting within 10s: %v", cmd.Process.Pid, w)
+		}
+		time.Sleep(2 * time.Millisecond)
+	}
+	table, err := LockTable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, hs := range table {
+		for _, h := range hs {
+			if h.PID == cmd.Process.Pid {
+				t.Fatalf("a blocked waiter is listed as a holder: %+v", h)
+			}
+		}
 	}
 }

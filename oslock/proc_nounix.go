@@ -9,6 +9,9 @@ import (
 // LockTable is not available on this platform.
 func LockTable() (map[FileID][]LockHolder, error) { return nil, ErrUnsupported }
 
+// FlockWaiters is not available on this platform.
+func FlockWaiters() (map[int]bool, error) { return nil, ErrUnsupported }
+
 // StateOf cannot tell on this platform.
 func StateOf(pid int) ProcState { return ProcUnknown }
 

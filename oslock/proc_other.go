@@ -10,6 +10,9 @@ import (
 // LockTable is not available on this platform.
 func LockTable() (map[FileID][]LockHolder, error) { return nil, ErrUnsupported }
 
+// FlockWaiters is not available on this platform.
+func FlockWaiters() (map[int]bool, error) { return nil, ErrUnsupported }
+
 // StateOf tells only whether pid exists.
 func StateOf(pid int) ProcState {
 	if err := syscall.Kill(pid, 0); err == syscall.ESRCH {

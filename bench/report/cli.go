@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/leaderrun/leaderrun/elect"
+	"github.com/leaderrun/leaderrun/oslock"
 )
 
 // buildCLI builds the leaderrun binary once, if the CLI is committed.
@@ -195,21 +196,11 @@ func until(cond func() bool, d time.Duration) error {
 	return nil
 }
 
-// blockedInFlock reports whether /proc/locks lists pid as a blocked flock
-// waiter ("N: -> FLOCK  ADVISORY  WRITE PID ...").
+// blockedInFlock reports whether the kernel lists pid as waiting in
+// flock(2).
 func blockedInFlock(pid int) bool {
-	b, err := os.ReadFile("/proc/locks")
-	if err != nil {
-		return false
-	}
-	want := strconv.Itoa(pid)
-	for line := range strings.Lines(string(b)) {
-		f := strings.Fields(line)
-		if len(f) > 5 && f[1] == "->" && f[2] == "FLOCK" && f[5] == want {
-			return true
-		}
-	}
-	return false
+	w, _ := oslock.FlockWaiters()
+	return w[pid]
 }
 
 // killTagged kills what is left of the processes this run started (a
