@@ -113,8 +113,7 @@ type benchProc struct {
 // startBench starts a bench child of tool on name in dir.
 func startBench(b *testing.B, tool, dir, name string, hold bool) *benchProc {
 	b.Helper()
-	cmd := exec.Command(os.Args[0], "-test.run=^$", "-test.bench=^$")
-	cmd.Env = append(os.Environ(), "LEADERRUN_TEST_ROLE=bench", "B_TOOL="+tool, "B_DIR="+dir, "B_NAME="+name)
+	cmd := roleCommand("bench", "B_TOOL="+tool, "B_DIR="+dir, "B_NAME="+name)
 	if hold {
 		cmd.Env = append(cmd.Env, "B_HOLD=1")
 	}
@@ -126,20 +125,8 @@ func startBench(b *testing.B, tool, dir, name string, hold bool) *benchProc {
 func startWatched(b *testing.B, cmd *exec.Cmd, stdin bool) *benchProc {
 	b.Helper()
 	p := &benchProc{cmd: cmd, lines: make(chan string, 4)}
-	var err error
-	if stdin {
-		if p.stdin, err = cmd.StdinPipe(); err != nil {
-			b.Fatal(err)
-		}
-	}
-	stdout, err := cmd.StdoutPipe()
-	if err != nil {
-		b.Fatal(err)
-	}
-	cmd.Stderr = os.Stderr
-	if err := cmd.Start(); err != nil {
-		b.Fatal(err)
-	}
+	var stdout io.ReadCloser
+	p.stdin, stdout = startPiped(b, cmd, stdin)
 	p.pid = cmd.Process.Pid
 	go func() {
 		sc := bufio.NewScanner(stdout)

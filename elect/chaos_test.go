@@ -177,23 +177,12 @@ type chaosProc struct {
 
 func (c *chaos) spawn(steal bool) *chaosProc {
 	t := c.t
-	cmd := exec.Command(os.Args[0], "-test.run=^$")
-	cmd.Env = append(os.Environ(), "LEADERRUN_TEST_ROLE=chaos", "T_DIR="+c.dir, "T_RES="+c.res, "T_NAME="+c.name)
+	env := []string{"T_DIR=" + c.dir, "T_RES=" + c.res, "T_NAME=" + c.name}
 	if steal {
-		cmd.Env = append(cmd.Env, "T_STEAL=1", "T_KILLAFTER=150ms")
+		env = append(env, "T_STEAL=1", "T_KILLAFTER=150ms")
 	}
-	stdin, err := cmd.StdinPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	stdout, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	cmd.Stderr = os.Stderr
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
+	cmd := roleCommand("chaos", env...)
+	stdin, stdout := startPiped(t, cmd, true)
 	p := &chaosProc{cmd: cmd, stdin: stdin, pid: cmd.Process.Pid, steal: steal, exited: make(chan struct{})}
 	c.mu.Lock()
 	c.procs[p.pid] = p

@@ -95,6 +95,34 @@ func contender() int {
 	}
 }
 
+// roleCommand re-executes the test binary in role (see TestMain), with env
+// added to the environment; it runs no test or benchmark of its own.
+func roleCommand(role string, env ...string) *exec.Cmd {
+	cmd := exec.Command(os.Args[0], "-test.run=^$", "-test.bench=^$")
+	cmd.Env = append(append(os.Environ(), "LEADERRUN_TEST_ROLE="+role), env...)
+	return cmd
+}
+
+// startPiped starts cmd with its stderr shared, and returns pipes to its
+// stdout and, if withStdin, its stdin.
+func startPiped(tb testing.TB, cmd *exec.Cmd, withStdin bool) (stdin io.WriteCloser, stdout io.ReadCloser) {
+	tb.Helper()
+	var err error
+	if withStdin {
+		if stdin, err = cmd.StdinPipe(); err != nil {
+			tb.Fatal(err)
+		}
+	}
+	if stdout, err = cmd.StdoutPipe(); err != nil {
+		tb.Fatal(err)
+	}
+	cmd.Stderr = os.Stderr
+	if err := cmd.Start(); err != nil {
+		tb.Fatal(err)
+	}
+	return stdin, stdout
+}
+
 // proc is a contender started by a test.
 type proc struct {
 	t     *testing.T
@@ -107,21 +135,8 @@ type proc struct {
 // spawn starts a contender for name in dir; extra are T_* settings.
 func spawn(t *testing.T, dir, name string, extra ...string) *proc {
 	t.Helper()
-	cmd := exec.Command(os.Args[0], "-test.run=^$")
-	cmd.Env = append(os.Environ(), "LEADERRUN_TEST_ROLE=contender", "T_DIR="+dir, "T_NAME="+name)
-	cmd.Env = append(cmd.Env, extra...)
-	stdin, err := cmd.StdinPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	stdout, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	cmd.Stderr = os.Stderr
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
+	cmd := roleCommand("contender", append([]string{"T_DIR=" + dir, "T_NAME=" + name}, extra...)...)
+	stdin, stdout := startPiped(t, cmd, true)
 	p := &proc{t: t, cmd: cmd, stdin: stdin, lines: make(chan string, 16), pid: cmd.Process.Pid}
 	go func() {
 		sc := bufio.NewScanner(stdout)
