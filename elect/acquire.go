@@ -55,7 +55,8 @@ type acquirer struct {
 
 	killAt  time.Time // with Steal and KillAfter
 	killed  bool
-	evicted []int // pids of holders this stealer evicted
+	evicted []int           // pids of holders this stealer evicted
+	modes   map[string]bool // ticket name -> exclusive, as read (shared requests)
 }
 
 func (a *acquirer) cleanup() {
@@ -180,9 +181,21 @@ func (a *acquirer) blocker(queue []entry) (entry, bool) {
 
 // exclusive reports whether the ticket e asks for an exclusive lock.
 // Tickets that cannot be read count as exclusive: waiting is the safe side.
+// A ticket's mode never changes, so each is read once per request, not at
+// every wake-up of a shared waiter.
 func (a *acquirer) exclusive(e entry) bool {
+	if x, ok := a.modes[e.name]; ok {
+		return x
+	}
 	r, err := readRecord(a.q, e.name)
-	return err != nil || r.Mode != Shared
+	x := err != nil || r.Mode != Shared
+	if err == nil {
+		if a.modes == nil {
+			a.modes = map[string]bool{}
+		}
+		a.modes[e.name] = x
+	}
+	return x
 }
 
 // waitFor sleeps until blocker closes or loses its name, unless its owner
