@@ -11,15 +11,15 @@ import (
 	"github.com/leaderrun/leaderrun/oslock"
 )
 
-// errKillTime wakes a stealer whose KillAfter has run out.
-var errKillTime = errors.New("elect: steal grace period over")
-
 // Acquire asks for the lock name as req says and returns the leadership
 // once it is granted. Requests are granted strictly in the order they
-// joined the queue (steals first), following the Web Locks rule for modes.
-// When ctx ends first, the request leaves the queue and Acquire returns
-// the context's error (or cause); nothing of the request is left behind.
-// With req.IfAvailable it never waits and returns ErrBusy instead.
+// joined the queue (steals first), following the Web Locks rule for modes;
+// a waiter stopped at the head of the line (SIGSTOP, a debugger) is passed
+// after StallBound and keeps its place. When ctx ends first, the request
+// leaves the queue and Acquire returns the context's error (or cause);
+// nothing of the request is left behind. With req.IfAvailable it never
+// waits and returns ErrBusy instead. After [Locker.Close] it returns
+// ErrClosed.
 func (l *Locker) Acquire(ctx context.Context, name string, req Request) (*Leadership, error) {
 	if err := ValidateName(name); err != nil {
 		return nil, err
@@ -33,14 +33,24 @@ func (l *Locker) Acquire(ctx context.Context, name string, req Request) (*Leader
 	if req.Command == nil {
 		req.Command = os.Args
 	}
-	a := &acquirer{l: l, name: name, req: req}
+	ctx, done, err := l.begin(ctx)
+	if err != nil {
+		return nil, err
+	}
+	defer done()
+	a := &acquirer{l: l, name: name, req: req, passed: map[string]bool{}, pids: map[string]int{}}
 	lead, err := a.run(ctx)
 	if err != nil {
 		a.cleanup()
-		return nil, err
+		return nil, l.closedErr(ctx, a.abandoned(err))
 	}
 	return lead, nil
 }
+
+// StallBound is how long a waiter at the head of the line may leave a free
+// lock untaken before the one behind it checks on it: if it is stopped, it
+// is passed. A running one is never passed.
+const StallBound = 20 * time.Millisecond
 
 // acquirer is one request on its way to the lock.
 type acquirer struct {
@@ -48,15 +58,19 @@ type acquirer struct {
 	name string
 	req  Request
 
+	dir   *oslock.Dir // the lock directory as it was when the request began
 	q     *oslock.Dir
-	w     *oslock.Watcher
 	tk    *ticket
 	lockF *os.File
 
 	killAt  time.Time // with Steal and KillAfter
 	killed  bool
-	evicted []int           // pids of holders this stealer evicted
+	evicted []int           // pids of holders this stealer deposed
+	deposed map[string]bool // their tickets
 	modes   map[string]bool // ticket name -> exclusive, as read (shared requests)
+	pids    map[string]int  // ticket name -> owner's pid, as read
+	passed  map[string]bool // stopped waiters passed at the head of the line
+	poll    time.Duration   // back-off of the fallback poll, 0 when not polling
 }
 
 func (a *acquirer) cleanup() {
@@ -66,21 +80,28 @@ func (a *acquirer) cleanup() {
 	if a.tk != nil {
 		a.tk.drop()
 	}
-	a.w.Close()
 	a.q.Close()
+}
+
+// abandoned marks a steal that gave up after it had deposed the holders.
+func (a *acquirer) abandoned(err error) error {
+	if len(a.evicted) > 0 && !errors.Is(err, ErrBusy) {
+		return fmt.Errorf("%w: %w", ErrStealAbandoned, err)
+	}
+	return err
 }
 
 func (a *acquirer) run(ctx context.Context) (*Leadership, error) {
 	var err error
-	if a.q, err = a.l.dir.Sub(a.name+queueSuffix, true, oslock.DirOptions{GroupShared: a.l.group}); err != nil {
+	if a.dir, err = a.l.current(); err != nil {
 		return nil, err
 	}
-	if a.w, err = oslock.NewWatcher(); err != nil {
+	if err := a.openQueue(); err != nil {
 		return nil, err
 	}
 	// The state lock is held for microseconds by whoever has it; a
 	// cancel while waiting for it leaves nothing behind.
-	st, err := updateState(ctx, a.l.dir, a.name, a.w, func(s *state) { s.seq++ })
+	st, err := updateState(ctx, a.dir, a.name, func(s *state) { s.seq++ })
 	if err != nil {
 		return nil, err
 	}
@@ -99,84 +120,144 @@ func (a *acquirer) run(ctx context.Context) (*Leadership, error) {
 	}
 }
 
+func (a *acquirer) openQueue() error {
+	q, err := a.dir.Sub(a.name+queueSuffix, true, oslock.DirOptions{GroupShared: a.l.group})
+	if err != nil {
+		return err
+	}
+	a.q.Close()
+	a.q = q
+	return nil
+}
+
 // step makes one attempt. It returns (nil, nil) to be called again after
 // whatever it slept on has happened.
 func (a *acquirer) step(ctx context.Context) (*Leadership, error) {
 	if err := context.Cause(ctx); err != nil {
 		return nil, err
 	}
-	if !a.tk.present() {
-		// Evicted by a stealer between our grant and our mark being
-		// seen; take our place again under the same number.
-		t, err := publish(a.q, a.tk.e, a.tk.rec)
-		if err != nil {
-			return nil, err
-		}
-		a.tk.f.Close()
-		a.tk = t
+	if err := a.keepTicket(); err != nil {
+		return nil, err
 	}
 	queue, err := listQueue(a.q)
 	if err != nil {
 		return nil, err
 	}
-	if blocker, ok := a.blocker(queue); ok {
-		if blocker.name == "" {
-			return nil, nil // our ticket went missing: look again
-		}
-		return nil, a.waitFor(ctx, blocker)
+	ahead := a.ahead(queue)
+	if b, ok := a.blockerOf(ahead, a.req.Mode, a.req.Steal, true); ok {
+		return nil, a.waitBehind(ctx, ahead, b)
 	}
 	if a.req.Steal {
-		a.evict(queue)
+		a.depose(queue)
 	}
-	if a.lockF == nil {
-		file := a.name + lockSuffix
-		if a.lockF, err = a.l.dir.OpenFile(file, os.O_RDWR|os.O_CREATE, 0o600); err != nil {
-			return nil, err
-		}
+	if err := a.openLock(); err != nil {
+		return nil, err
 	}
-	// Try first; watch the lock file only when it is held by someone
-	// outside the queue (flock(1), a holder whose term was stolen), and
-	// try again once the watch is in place so no release is missed.
-	for watched := false; ; watched = true {
-		ok, err := oslock.TryLock(a.lockF, a.req.Mode == Exclusive)
-		if err != nil {
-			return nil, fmt.Errorf("%w (lock directory %s)", err, a.l.path)
-		}
-		if ok {
-			return a.grant(ctx)
-		}
-		if a.req.IfAvailable {
-			return nil, ErrBusy
-		}
-		if watched {
-			return nil, a.sleep(ctx)
-		}
-		a.w.Reset()
-		if err := a.w.Add(a.l.dir.ResolvedPath(a.name+lockSuffix), oslock.ClosedAny|oslock.Gone); err != nil {
-			return nil, err
-		}
+	ok, err := oslock.TryLock(a.lockF, a.req.Mode == Exclusive)
+	if err != nil {
+		return nil, fmt.Errorf("%w (lock directory %s)", err, a.l.path)
 	}
+	if ok {
+		return a.grant(ctx)
+	}
+	if a.req.IfAvailable {
+		return nil, ErrBusy
+	}
+	return nil, a.waitLock(ctx, queue)
 }
 
-// blocker is the ticket this request waits on: for an exclusive request
-// the one just ahead of it, for a shared one the nearest exclusive ahead.
-// Waiting on one ticket only means that one release wakes one process.
-//
-// A listing without our own ticket (a stealer evicted it after our last
-// look) blocks on nothing in particular: ok is true with a zero entry, and
-// the caller looks again, which puts the ticket back first.
-func (a *acquirer) blocker(queue []entry) (entry, bool) {
-	var found entry
-	var ok bool
-	for _, e := range queue {
-		if e.name == a.tk.e.name {
-			return found, ok
-		}
-		if a.req.Mode == Exclusive || e.steal || a.exclusive(e) {
-			found, ok = e, true
+// keepTicket puts our ticket back when its name or its whole queue
+// directory was removed (by hand, or by a cleaner), under the same number,
+// so that the request keeps its place.
+func (a *acquirer) keepTicket() error {
+	if a.tk.present() {
+		return nil
+	}
+	if id, _, err := a.dir.Lstat(a.name + queueSuffix); err != nil || !a.sameDir(id) {
+		if err := a.openQueue(); err != nil {
+			return err
 		}
 	}
-	return entry{}, true
+	t, err := publish(a.q, a.tk.e, a.tk.rec)
+	if err != nil {
+		return err
+	}
+	a.tk.f.Close()
+	a.tk.beacon.Close()
+	a.tk = t
+	return nil
+}
+
+func (a *acquirer) sameDir(id oslock.FileID) bool {
+	cur, err := a.q.ID()
+	return err == nil && cur == id
+}
+
+// openLock opens <name>.lock, or opens it anew when the file at that path
+// is no longer the one we have (removed or replaced).
+func (a *acquirer) openLock() error {
+	if a.lockF != nil {
+		if a.lockCurrent() {
+			return nil
+		}
+		a.lockF.Close()
+		a.lockF = nil
+	}
+	f, err := a.dir.OpenFile(a.name+lockSuffix, os.O_RDWR|os.O_CREATE, 0o600)
+	if err != nil {
+		return err
+	}
+	a.lockF = f
+	return nil
+}
+
+// lockCurrent reports whether our lock file is still the one at the path.
+func (a *acquirer) lockCurrent() bool {
+	id, err := oslock.IDOf(a.lockF)
+	if err != nil {
+		return false
+	}
+	cur, _, err := a.dir.Lstat(a.name + lockSuffix)
+	return err == nil && cur == id
+}
+
+// ahead returns the tickets before ours, nearest last. A listing without
+// our ticket (removed since the last look) returns nil, and the caller
+// looks again, which puts the ticket back first.
+func (a *acquirer) ahead(queue []entry) []entry {
+	for i, e := range queue {
+		if e.name == a.tk.e.name {
+			return queue[:i]
+		}
+	}
+	return nil
+}
+
+// blockerOf is the ticket that a request of mode (a steal if steal) with
+// the tickets ahead of it waits on: for a steal the nearest steal ahead,
+// for an exclusive request the nearest ticket ahead, for a shared one the
+// nearest exclusive ahead. Waiting on one ticket only means that one
+// release wakes one process. With skip, waiters passed as stopped are not
+// counted while they stay stopped.
+func (a *acquirer) blockerOf(ahead []entry, mode Mode, steal, skip bool) (entry, bool) {
+	for i := len(ahead) - 1; i >= 0; i-- {
+		e := ahead[i]
+		if skip && a.passed[e.name] {
+			if oslock.StateOf(a.pids[e.name]) == oslock.ProcStopped {
+				continue
+			}
+			delete(a.passed, e.name) // it runs again: it has its place back
+		}
+		switch {
+		case steal:
+			if e.steal {
+				return e, true
+			}
+		case mode == Exclusive || e.steal || a.exclusive(e):
+			return e, true
+		}
+	}
+	return entry{}, false
 }
 
 // exclusive reports whether the ticket e asks for an exclusive lock.
@@ -194,60 +275,210 @@ func (a *acquirer) exclusive(e entry) bool {
 			a.modes = map[string]bool{}
 		}
 		a.modes[e.name] = x
+		a.pids[e.name] = r.PID
 	}
 	return x
 }
 
-// waitFor sleeps until blocker closes or loses its name, unless its owner
-// is already dead (then it is removed and the caller looks again).
-func (a *acquirer) waitFor(ctx context.Context, blocker entry) error {
-	a.w.Reset()
-	if err := a.w.Add(a.q.ResolvedPath(blocker.name), oslock.Closed|oslock.Gone); err != nil {
-		if errors.Is(err, fs.ErrNotExist) {
-			return nil
-		}
+// waitBehind sleeps until the ticket b ahead of us goes, unless its owner
+// is already dead (then it is removed and the caller looks again). When b
+// is itself waiting, we also watch what b waits on; when b is at the head
+// of the line, we check after StallBound that it took the lock, and pass
+// it if it is stopped.
+func (a *acquirer) waitBehind(ctx context.Context, ahead []entry, b entry) error {
+	bf, err := a.q.OpenBeacon(b.name+beaconSuffix, false)
+	if err != nil && !errors.Is(err, fs.ErrNotExist) {
 		return err
 	}
-	alive, err := probe(a.q, blocker)
+	if bf != nil {
+		defer bf.Close()
+	}
+	alive, err := probe(a.q, b)
 	if err != nil || !alive {
 		return err
+	}
+	// A record that cannot be read (not written by leaderrun) leaves only
+	// the beacon to wait on; the ticket's lock says its owner lives.
+	rb, rerr := readRecord(a.q, b.name)
+	if rerr == nil {
+		a.pids[b.name] = rb.PID
 	}
 	if a.req.IfAvailable {
 		return ErrBusy
 	}
-	return a.sleep(ctx)
+	if bf == nil {
+		// A live ticket without a beacon: not made by this version.
+		return a.pollWait(ctx)
+	}
+	w := newWaitSet(ctx)
+	defer w.close()
+	w.hangup(bf)
+	stall := time.Duration(0)
+	if rerr == nil && rb.Epoch == 0 {
+		bahead := ahead[:len(ahead)-1]
+		for i := len(ahead) - 1; i >= 0; i-- {
+			if ahead[i].name == b.name {
+				bahead = ahead[:i]
+				break
+			}
+		}
+		if bb, ok := a.blockerOf(bahead, rb.Mode, b.steal, true); ok {
+			if f, err := a.q.OpenBeacon(bb.name+beaconSuffix, false); err == nil {
+				defer f.Close()
+				w.hangup(f)
+			}
+		} else {
+			stall = StallBound
+		}
+	}
+	for {
+		fired, err := w.wait(stall)
+		if err != nil || fired {
+			return err
+		}
+		// The stall timer: b was at the head of the line with nothing
+		// ahead of it, and has not been granted yet.
+		var again time.Duration
+		if again, err = a.checkStall(b, w, stall); err != nil || again == 0 {
+			return err
+		}
+		stall = again
+	}
 }
 
-// sleep waits for the watcher, or for a stealer's kill time.
-func (a *acquirer) sleep(ctx context.Context) error {
-	// The grace period counts only once this stealer has evicted
-	// someone: one that still waits behind an earlier stealer has nobody
-	// to kill yet.
-	if a.killAt.IsZero() || a.killed || len(a.evicted) == 0 {
-		return a.w.Wait(ctx)
+// checkStall looks at b, the head of the line, after it left the lock
+// untaken for a while. It returns the time to look again, or 0 to
+// re-evaluate the queue (b was granted, is gone, or is passed).
+func (a *acquirer) checkStall(b entry, w *waitSet, last time.Duration) (time.Duration, error) {
+	rb, err := readRecord(a.q, b.name)
+	if err != nil || rb.Epoch != 0 {
+		return 0, nil
 	}
-	wctx, cancel := context.WithDeadlineCause(ctx, a.killAt, errKillTime)
-	defer cancel()
-	err := a.w.Wait(wctx)
-	if errors.Is(err, errKillTime) && ctx.Err() == nil {
+	switch oslock.StateOf(rb.PID) {
+	case oslock.ProcStopped:
+		a.passed[b.name] = true
+		return 0, nil
+	case oslock.ProcGone:
+		return 0, nil
+	}
+	// b runs but has not taken the lock: something outside the queue
+	// holds it (flock(1), a deposed holder), or b is slow. Sleep on the
+	// kernel's holders where we can see them, else look again later.
+	if err := a.openLock(); err != nil {
+		return 0, err
+	}
+	if pids := a.lockHolders(nil); len(pids) > 0 {
+		for _, pid := range pids {
+			w.gone(pid)
+		}
+		return -1, nil // no timer: the holders' exit or b's going wakes us
+	}
+	return min(2*last, time.Second), nil
+}
+
+// waitLock sleeps while the lock is held by someone other than the queue's
+// waiters: granted tickets (shared holders, a holder that a stopped waiter
+// let in, deposed holders), processes outside the queue (flock(1)), or a
+// predecessor that is dying (its descriptors are closed in no fixed order,
+// so its beacon may hang up a moment before its lock is dropped; the
+// kernel lists it as a holder until then).
+func (a *acquirer) waitLock(ctx context.Context, queue []entry) error {
+	w := newWaitSet(ctx)
+	defer w.close()
+	owners := map[int]bool{}
+	for _, e := range queue {
+		if e.name == a.tk.e.name {
+			continue
+		}
+		r, err := readRecord(a.q, e.name)
+		if err != nil || r.Epoch == 0 {
+			continue
+		}
+		if f, err := a.q.OpenBeacon(e.name+beaconSuffix, false); err == nil {
+			defer f.Close()
+			w.hangup(f)
+			owners[r.PID] = true
+		}
+	}
+	for _, pid := range a.lockHolders(owners) {
+		w.gone(pid)
+	}
+	if w.empty() {
+		return a.pollWait(ctx)
+	}
+	a.poll = 0
+	timer := time.Duration(0)
+	if !a.killAt.IsZero() && !a.killed && len(a.evicted) > 0 {
+		timer = max(time.Until(a.killAt), time.Nanosecond)
+	}
+	fired, err := w.wait(timer)
+	if err == nil && !fired && timer > 0 {
 		a.killed = true
 		a.killHolders()
-		return nil
 	}
 	return err
 }
 
-// grant turns a kernel lock into a leadership: it draws the epoch, marks
-// the ticket as granted, and then looks once more for a steal that came in
-// meanwhile. Either the stealer sees our mark (and evicts us) or we see its
-// ticket (and step back), since each writes before it reads.
+// lockHolders returns the processes that the kernel says hold our lock
+// file, other than us and the pids in skip.
+func (a *acquirer) lockHolders(skip map[int]bool) []int {
+	id, err := oslock.IDOf(a.lockF)
+	if err != nil {
+		return nil
+	}
+	table, err := oslock.LockTable()
+	if err != nil {
+		return nil
+	}
+	var pids []int
+	for _, h := range table[id] {
+		if h.PID != os.Getpid() && h.PID > 0 && !skip[h.PID] {
+			pids = append(pids, h.PID)
+		}
+	}
+	return pids
+}
+
+// pollWait is the fallback when nothing can be slept on: the lock is held
+// but neither a ticket nor /proc/locks says by whom (a sandbox that hides
+// /proc/locks, a descriptor inherited by another process, or a platform
+// without FIFO events). It sleeps 1ms, doubling to 100ms, and Query
+// reports the request as polling.
+func (a *acquirer) pollWait(ctx context.Context) error {
+	if a.poll == 0 {
+		a.poll = time.Millisecond
+		a.tk.rec.Polling = true
+		a.tk.write()
+	} else {
+		a.poll = min(2*a.poll, 100*time.Millisecond)
+	}
+	t := time.NewTimer(a.poll)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return context.Cause(ctx)
+	case <-t.C:
+		return nil
+	}
+}
+
+// grant turns a kernel lock into a leadership: it checks that the lock
+// file is still the one at the path, draws the epoch, marks the ticket as
+// granted, and then looks once more for a steal that came in meanwhile.
+// Either the stealer sees our mark (and deposes us) or we see its ticket
+// (and step back), since each writes before it reads.
 func (a *acquirer) grant(ctx context.Context) (*Leadership, error) {
-	st, err := updateState(ctx, a.l.dir, a.name, a.w, nextEpoch)
+	if !a.lockCurrent() {
+		a.lockF.Close()
+		a.lockF = nil
+		return nil, nil // removed or replaced under us: take the one at the path
+	}
+	st, err := updateState(ctx, a.dir, a.name, nextEpoch)
 	if err != nil {
 		return nil, err
 	}
 	now := time.Now()
-	a.tk.rec.Epoch, a.tk.rec.Granted = st.epoch, now
+	a.tk.rec.Epoch, a.tk.rec.Granted, a.tk.rec.Polling = st.epoch, now, false
 	if err := a.tk.write(); err != nil {
 		return nil, err
 	}
@@ -255,7 +486,8 @@ func (a *acquirer) grant(ctx context.Context) (*Leadership, error) {
 	if err != nil {
 		return nil, err
 	}
-	if _, blocked := a.blocker(queue); blocked || !a.tk.present() {
+	ahead := a.ahead(queue)
+	if _, blocked := a.blockerOf(ahead, a.req.Mode, a.req.Steal, true); blocked || !a.tk.present() {
 		a.tk.rec.Epoch, a.tk.rec.Granted = 0, time.Time{}
 		if a.tk.present() {
 			a.tk.write()
@@ -264,16 +496,13 @@ func (a *acquirer) grant(ctx context.Context) (*Leadership, error) {
 		a.lockF = nil
 		return nil, nil
 	}
-	h := &holding{q: a.q, tk: a.tk, lockF: a.lockF, l: a.l}
+	h := &holding{q: a.q, tk: a.tk, lockF: a.lockF, l: a.l, dir: a.dir, name: a.name}
 	lead, end := NewLeadership(Term{Name: a.name, Dir: a.l.path, Mode: a.req.Mode, Epoch: st.epoch, Since: now, Release: h.release})
 	h.lead = lead
 	if err := a.l.track(lead); err != nil {
 		return nil, err
 	}
-	if err := h.watch(a.w, end); err != nil {
-		a.l.untrack(lead)
-		return nil, err
-	}
-	a.q, a.tk, a.lockF, a.w = nil, nil, nil, nil // now the holding's
+	h.watch(end)
+	a.q, a.tk, a.lockF = nil, nil, nil // now the holding's
 	return lead, nil
 }

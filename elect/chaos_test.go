@@ -149,6 +149,8 @@ type chaos struct {
 	}
 	stopped map[int]*time.Timer // suspended pids and their SIGCONT timers
 	pauses  [][2]int64          // [SIGSTOP, SIGCONT or exit] in unix ns
+	stops   map[int][]int64     // pid -> when each of its SIGSTOPs was sent (unix ns)
+	owner   map[uint64]int      // ticket -> its owner's pid
 	wg      sync.WaitGroup
 }
 
@@ -238,6 +240,10 @@ func (c *chaos) line(p *chaosProc, line string) {
 			c.queued = map[uint64]int64{}
 		}
 		c.queued[seq] = ns
+		if c.owner == nil {
+			c.owner = map[uint64]int{}
+		}
+		c.owner[seq] = p.pid
 	case "done":
 		p.done = true
 	case "left", "term":
@@ -343,6 +349,10 @@ func (c *chaos) suspend(p *chaosProc, d time.Duration) {
 	p.cmd.Process.Signal(syscall.SIGSTOP)
 	pid := p.pid
 	from := time.Now().UnixNano()
+	if c.stops == nil {
+		c.stops = map[int][]int64{}
+	}
+	c.stops[pid] = append(c.stops[pid], from)
 	c.stopped[pid] = time.AfterFunc(d, func() {
 		c.mu.Lock()
 		defer c.mu.Unlock()
@@ -560,6 +570,9 @@ func (c *chaos) checkOrder() {
 			if key(m) >= key(n) || sm <= sn {
 				continue
 			}
+			if c.passedWhileStopped(m, sn) {
+				continue
+			}
 			if q, ok := c.queued[m]; ok && q < sn {
 				c.fifo = append(c.fifo, fmt.Sprintf("ticket %s was granted %v before ticket %s, which was queued ahead of it %v before that grant",
 					ticketLabel(n), time.Duration(sm-sn), ticketLabel(m), time.Duration(sn-q)))
@@ -569,6 +582,21 @@ func (c *chaos) checkOrder() {
 	for _, v := range c.fifo {
 		c.t.Errorf("ticket order: %s", v)
 	}
+}
+
+// passedWhileStopped reports whether ticket m's owner was sent SIGSTOP
+// before time at while m waited (it may have been passed while stopped).
+func (c *chaos) passedWhileStopped(m uint64, at int64) bool {
+	q, ok := c.queued[m]
+	if !ok {
+		return false
+	}
+	for _, from := range c.stops[c.owner[m]] {
+		if from < at && from > q-int64(time.Second) {
+			return true
+		}
+	}
+	return false
 }
 
 func ticketLabel(seq uint64) string { return ticketName(seq&^stealBit, isSteal(seq)) }

@@ -13,6 +13,12 @@ var (
 	ErrBusy = errors.New("elect: lock is held")
 	// ErrStolen ends a leadership that another request took with Steal.
 	ErrStolen = errors.New("elect: leadership was stolen")
+	// ErrStealAbandoned: a steal's context ended after it had deposed the
+	// holders but before it was granted. The holders' terms have ended;
+	// the lock goes to whoever is next in line.
+	ErrStealAbandoned = errors.New("elect: steal abandoned after deposing the holder")
+	// ErrClosed: the Locker was closed; waiting requests end with it.
+	ErrClosed = errors.New("elect: locker is closed")
 	// ErrReleased ends a leadership that its holder released.
 	ErrReleased = errors.New("elect: leadership released")
 	// ErrInvalidName: the name is empty, too long, or has characters

@@ -87,18 +87,13 @@ func FuzzParseState(f *testing.F) {
 		f.Fatal(err)
 	}
 	f.Cleanup(func() { d.Close() })
-	w, err := oslock.NewWatcher()
-	if err != nil {
-		f.Fatal(err)
-	}
-	f.Cleanup(func() { w.Close() })
 	file := filepath.Join(dir, "n"+stateSuffix)
 	f.Fuzz(func(t *testing.T, b []byte) {
 		if err := os.WriteFile(file, b, 0o600); err != nil {
 			t.Fatal(err)
 		}
 		var seen state
-		s, err := updateState(t.Context(), d, "n", w, func(s *state) { seen = *s })
+		s, err := updateState(t.Context(), d, "n", func(s *state) { seen = *s })
 		after, _ := os.ReadFile(file)
 		if err != nil {
 			if !errors.Is(err, ErrCorrupt) {
@@ -119,7 +114,7 @@ func FuzzParseState(f *testing.F) {
 			// Non-empty content parsed as zeros must have said zeros.
 			t.Fatalf("%q parsed as the zero state", b)
 		}
-		s2, err := updateState(t.Context(), d, "n", w, func(*state) {})
+		s2, err := updateState(t.Context(), d, "n", func(*state) {})
 		if err != nil || s2 != s {
 			t.Fatalf("rewritten state %q reads back as %+v, %v; want %+v", after, s2, err, s)
 		}

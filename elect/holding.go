@@ -1,61 +1,93 @@
 package elect
 
 import (
-	"context"
+	"bytes"
 	"errors"
 	"os"
+	"strconv"
+	"sync"
 
 	"github.com/leaderrun/leaderrun/oslock"
 )
 
-// holding is what a granted request keeps: its ticket, the kernel lock, and
-// a goroutine that watches the ticket's name, whose removal means a steal.
+// holding is what a granted request keeps: its ticket and beacon, the
+// kernel lock, and a goroutine that reads the inbox, where a stealer's
+// notice arrives.
 type holding struct {
 	l     *Locker
 	lead  *Leadership
+	dir   *oslock.Dir
+	name  string
 	q     *oslock.Dir
 	tk    *ticket
 	lockF *os.File
 
-	w    *oslock.Watcher
-	stop context.CancelFunc
+	mu   sync.Mutex // guards tk.rec against the reader
 	done chan struct{}
 }
 
-// watch starts the steal watch on w, the watcher the request waited with.
-func (h *holding) watch(w *oslock.Watcher, end func(error)) error {
-	w.Reset()
-	w.Settle() // the wake-up that led here is spent
-	if err := w.Add(h.q.ResolvedPath(h.tk.e.name), oslock.Gone); err != nil {
-		return err
-	}
-	h.w = w
-	ctx, stop := context.WithCancel(context.Background())
-	h.stop, h.done = stop, make(chan struct{})
+// watch starts the goroutine that reads the inbox until it is closed.
+func (h *holding) watch(end func(error)) {
+	h.done = make(chan struct{})
 	go func() {
 		defer close(h.done)
-		for h.tk.present() {
-			if err := w.Wait(ctx); err != nil {
+		buf := make([]byte, 512)
+		var pending []byte
+		for {
+			n, err := h.tk.inbox.Read(buf)
+			if err != nil {
 				return
 			}
-		}
-		if ctx.Err() == nil {
-			end(ErrStolen)
+			pending = append(pending, buf[:n]...)
+			for {
+				line, rest, ok := bytes.Cut(pending, []byte{'\n'})
+				if !ok {
+					break
+				}
+				pending = rest
+				if h.deposedBy(line) {
+					end(ErrStolen)
+				}
+			}
+			if len(pending) > 512 {
+				pending = nil // not ours: nothing leaderrun writes is this long
+			}
 		}
 	}()
-	return nil
 }
 
-// release gives the lock up: the kernel lock first, then the ticket, so
-// that the successor, woken by the ticket going, finds the lock free. The
-// watch goroutine is stopped first (so our own unlink is not taken for a
-// steal) but waited for only after the successor has been let in.
+// deposedBy reports whether line is a steal notice for this term, and
+// marks the ticket so that Query shows the holder as deposed.
+func (h *holding) deposedBy(line []byte) bool {
+	s, ok := bytes.CutPrefix(line, []byte("S"))
+	if !ok {
+		return false
+	}
+	epoch, err := strconv.ParseUint(string(s), 10, 64)
+	if err != nil || epoch != h.lead.Epoch() {
+		return false // a notice for an earlier grant that stepped back
+	}
+	h.mu.Lock()
+	if !h.tk.rec.Deposed {
+		h.tk.rec.Deposed = true
+		h.tk.write()
+	}
+	h.mu.Unlock()
+	return true
+}
+
+// release gives the lock up: the kernel lock first, then the ticket, and
+// the beacon last, so that the successor, woken by the beacon's hang-up,
+// finds the lock free.
 func (h *holding) release() error {
-	h.stop()
 	errs := []error{h.lockF.Close()}
-	h.tk.drop()
+	h.mu.Lock()
+	h.tk.unpublish()
+	h.mu.Unlock()
+	h.tk.inbox.Close() // ends the reader
 	<-h.done
-	errs = append(errs, h.w.Close(), h.q.Close())
+	h.tk.beacon.Close()
+	errs = append(errs, h.q.Close())
 	h.l.untrack(h.lead)
 	return errors.Join(errs...)
 }

@@ -36,14 +36,22 @@ type Config struct {
 // and a ticketed FIFO queue. It is safe for concurrent use; one Locker can
 // hold many names. Close ends every leadership it granted.
 type Locker struct {
-	dir   *oslock.Dir
 	path  string
 	group bool
 	alone bool
+	cfg   Config
 
-	mu     sync.Mutex
-	closed bool
-	terms  map[*Leadership]struct{}
+	// closing ends every Acquire in flight when Close is called; active
+	// counts them, so that Close closes the directory after the last.
+	closing context.Context
+	stop    context.CancelFunc
+	active  sync.WaitGroup
+
+	mu      sync.Mutex
+	dir     *oslock.Dir   // the directory now at path
+	retired []*oslock.Dir // earlier ones, replaced under us
+	closed  bool
+	terms   map[*Leadership]struct{}
 }
 
 // DefaultDir is the private per-user lock directory:
@@ -60,18 +68,80 @@ func DefaultDir() string {
 
 // Open checks the lock directory and returns a Locker for it.
 func Open(cfg Config) (*Locker, error) {
-	path, create := cfg.Dir, false
-	if path == "" {
-		path, create = DefaultDir(), true
-	}
-	d, err := oslock.OpenDir(path, oslock.DirOptions{Create: create, GroupShared: cfg.GroupShared, AllowUnsafeFS: cfg.AllowUnsafeFS})
+	l := &Locker{cfg: cfg, group: cfg.GroupShared, terms: map[*Leadership]struct{}{}}
+	l.closing, l.stop = context.WithCancel(context.Background())
+	d, err := l.openDir()
 	if err != nil {
 		if cfg.ActAlone && errors.Is(err, ErrUnsupported) {
-			return &Locker{path: path, alone: true, terms: map[*Leadership]struct{}{}}, nil
+			l.path, l.alone = l.dirPath(), true
+			return l, nil
 		}
 		return nil, err
 	}
-	return &Locker{dir: d, path: d.Path(), group: cfg.GroupShared, terms: map[*Leadership]struct{}{}}, nil
+	l.dir, l.path = d, d.Path()
+	return l, nil
+}
+
+func (l *Locker) dirPath() string {
+	if l.cfg.Dir != "" {
+		return l.cfg.Dir
+	}
+	return DefaultDir()
+}
+
+func (l *Locker) openDir() (*oslock.Dir, error) {
+	return oslock.OpenDir(l.dirPath(), oslock.DirOptions{Create: l.cfg.Dir == "", GroupShared: l.cfg.GroupShared, AllowUnsafeFS: l.cfg.AllowUnsafeFS})
+}
+
+// current returns the lock directory now at the Locker's path, checked
+// anew when the one we have was removed or replaced (a logout empties
+// /run/user/UID, a cleaner ages out /tmp, a user's rm -rf): every new
+// request then joins the directory that others will find at the path.
+// Holders keep the directory they were granted in; see Leadership.Context.
+func (l *Locker) current() (*oslock.Dir, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.closed {
+		return nil, ErrClosed
+	}
+	if id, err := l.dir.ID(); err == nil {
+		if cur, _, err := oslock.LstatPath(l.path); err == nil && cur == id {
+			return l.dir, nil
+		}
+	}
+	d, err := l.openDir()
+	if err != nil {
+		return nil, err
+	}
+	l.retired = append(l.retired, l.dir)
+	l.dir = d
+	return d, nil
+}
+
+// begin registers an Acquire; the returned context also ends when the
+// Locker is closed.
+func (l *Locker) begin(ctx context.Context) (context.Context, func(), error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.closed {
+		return nil, nil, ErrClosed
+	}
+	l.active.Add(1)
+	ctx, cancel := context.WithCancelCause(ctx)
+	stop := context.AfterFunc(l.closing, func() { cancel(ErrClosed) })
+	return ctx, func() {
+		stop()
+		cancel(nil)
+		l.active.Done()
+	}, nil
+}
+
+// closedErr is ErrClosed for a request that Close ended.
+func (l *Locker) closedErr(ctx context.Context, err error) error {
+	if errors.Is(context.Cause(ctx), ErrClosed) {
+		return ErrClosed
+	}
+	return err
 }
 
 // Dir is the lock directory's path.
@@ -81,8 +151,9 @@ func (l *Locker) Dir() string { return l.path }
 // on an unsupported filesystem).
 func (l *Locker) Alone() bool { return l.alone }
 
-// Close releases every leadership granted by l and closes the directory. It
-// is idempotent.
+// Close ends every Acquire still waiting (they return ErrClosed), releases
+// every leadership granted by l and closes the directory. Later calls of
+// l's methods return ErrClosed. It is idempotent.
 func (l *Locker) Close() error {
 	l.mu.Lock()
 	if l.closed {
@@ -90,6 +161,10 @@ func (l *Locker) Close() error {
 		return nil
 	}
 	l.closed = true
+	l.mu.Unlock()
+	l.stop()
+	l.active.Wait()
+	l.mu.Lock()
 	terms := make([]*Leadership, 0, len(l.terms))
 	for t := range l.terms {
 		terms = append(terms, t)
@@ -100,6 +175,9 @@ func (l *Locker) Close() error {
 		errs = append(errs, t.Release())
 	}
 	errs = append(errs, l.dir.Close())
+	for _, d := range l.retired {
+		errs = append(errs, d.Close())
+	}
 	return errors.Join(errs...)
 }
 
@@ -107,7 +185,7 @@ func (l *Locker) track(t *Leadership) error {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.closed {
-		return errClosed
+		return ErrClosed
 	}
 	l.terms[t] = struct{}{}
 	return nil
@@ -119,14 +197,16 @@ func (l *Locker) untrack(t *Leadership) {
 	l.mu.Unlock()
 }
 
-var errClosed = errors.New("elect: locker is closed")
-
 // Names lists the lock names that exist in the directory, sorted.
 func (l *Locker) Names() ([]string, error) {
 	if l.alone {
 		return nil, nil
 	}
-	all, err := l.dir.Names()
+	d, err := l.current()
+	if err != nil {
+		return nil, err
+	}
+	all, err := d.Names()
 	if err != nil {
 		return nil, err
 	}

@@ -92,7 +92,11 @@ func (l *Locker) query(ctx context.Context, name string, table map[oslock.FileID
 		return oslock.StateOf(pid) != oslock.ProcGone
 	}
 	granted := map[int]bool{}
-	q, err := l.dir.Sub(name+queueSuffix, false, oslock.DirOptions{GroupShared: l.group})
+	d, err := l.current()
+	if err != nil {
+		return err
+	}
+	q, err := d.Sub(name+queueSuffix, false, oslock.DirOptions{GroupShared: l.group})
 	if err != nil && !errors.Is(err, fs.ErrNotExist) {
 		return err
 	}
@@ -124,7 +128,7 @@ func (l *Locker) query(ctx context.Context, name string, table map[oslock.FileID
 	// other outside users of the documented lock file, or holders whose
 	// term was stolen and who have not let go yet.
 	if haveTable {
-		if id, _, err := l.dir.Lstat(name + lockSuffix); err == nil {
+		if id, _, err := d.Lstat(name + lockSuffix); err == nil {
 			for _, h := range table[id] {
 				if granted[h.PID] {
 					continue
@@ -150,7 +154,11 @@ func (l *Locker) Prune(ctx context.Context, name string) error {
 	if l.alone {
 		return nil
 	}
-	q, err := l.dir.Sub(name+queueSuffix, false, oslock.DirOptions{GroupShared: l.group})
+	d, err := l.current()
+	if err != nil {
+		return err
+	}
+	q, err := d.Sub(name+queueSuffix, false, oslock.DirOptions{GroupShared: l.group})
 	if err != nil {
 		if errors.Is(err, fs.ErrNotExist) {
 			return nil

@@ -1,6 +1,7 @@
 package elect
 
 import (
+	"bytes"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -9,8 +10,10 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
+	"runtime"
 	"slices"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/leaderrun/leaderrun/oslock"
@@ -108,6 +111,11 @@ type record struct {
 	// Epoch and Granted are set once the request holds the lock.
 	Epoch   uint64    `json:"epoch,omitempty"`
 	Granted time.Time `json:"granted,omitzero"`
+	// Deposed is set by a holder whose term a stealer ended; it keeps
+	// the lock until it releases it.
+	Deposed bool `json:"deposed,omitempty"`
+	// Polling is set while the request waits by the fallback poll.
+	Polling bool `json:"polling,omitempty"`
 }
 
 // maxRecord bounds what is read of a ticket.
@@ -124,34 +132,99 @@ func decodeRecord(b []byte) (record, error) {
 	return r, nil
 }
 
+// Each ticket has a beacon beside it, <ticket>.w: a FIFO that the owner
+// holds open (read-write, flocked) for as long as the request lives. A
+// successor sleeps until the beacon hangs up, which the kernel makes happen
+// when the owner closes it or dies; no inotify instance is involved. The
+// beacon is linked under its name before the ticket is, so a listed ticket
+// always has one. Beside them is <ticket>.m, the inbox: a FIFO that only
+// its owner reads, where a stealer writes its notice ("S<epoch>\n") that it
+// deposes the holder of that epoch.
+const (
+	beaconSuffix = ".w"
+	inboxSuffix  = ".m"
+)
+
 // ticket is one's own ticket.
 type ticket struct {
-	q   *oslock.Dir
-	e   entry
-	f   *os.File
-	id  oslock.FileID
-	rec record
+	q      *oslock.Dir
+	e      entry
+	f      *os.File
+	id     oslock.FileID
+	rec    record
+	size   int      // of the record as last written
+	beacon *os.File // the owner's read-write ends
+	inbox  *os.File
 }
 
-// publish creates the locked ticket e in q: a temporary file is created,
-// locked and written, then linked under its final name, so that the
-// ticket is never visible unlocked.
+// publish creates the locked ticket e in q with its beacon: each is made
+// under a temporary name, locked, and then linked under its final name,
+// so that neither is ever visible unlocked.
 func publish(q *oslock.Dir, e entry, rec record) (*ticket, error) {
+	t := &ticket{q: q, e: e, rec: rec}
+	var err error
+	if t.inbox, err = retry(func() (*os.File, bool, error) { return publishBeacon(q, e.name+inboxSuffix) }); err != nil {
+		return nil, err
+	}
+	if t.beacon, err = retry(func() (*os.File, bool, error) { return publishBeacon(q, e.name+beaconSuffix) }); err == nil {
+		t.f, err = retry(func() (*os.File, bool, error) { return publishTicket(t) })
+	}
+	if err != nil {
+		t.q.Remove(e.name + beaconSuffix)
+		t.q.Remove(e.name + inboxSuffix)
+		t.beacon.Close()
+		t.inbox.Close()
+		return nil, err
+	}
+	return t, nil
+}
+
+func retry(once func() (*os.File, bool, error)) (*os.File, error) {
 	for attempt := 0; ; attempt++ {
-		t, retry, err := publishOnce(q, e, rec)
-		if err == nil || !retry || attempt == 10 {
-			return t, err
+		f, again, err := once()
+		if err == nil || !again || attempt == 10 {
+			return f, err
 		}
 	}
 }
 
-// publishOnce makes one attempt; retry is set when a cleaner raced with it
-// over the temporary file.
-func publishOnce(q *oslock.Dir, e entry, rec record) (t *ticket, retry bool, err error) {
+func tmpName() string {
 	var rnd [8]byte
 	rand.Read(rnd[:])
-	tmp := tmpPrefix + strconv.Itoa(os.Getpid()) + "-" + hex.EncodeToString(rnd[:])
-	f, err := q.OpenFile(tmp, os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o600)
+	return tmpPrefix + strconv.Itoa(os.Getpid()) + "-" + hex.EncodeToString(rnd[:])
+}
+
+// publishBeacon makes one attempt at the beacon; again is set when a
+// cleaner raced with it over the temporary name.
+func publishBeacon(q *oslock.Dir, name string) (f *os.File, again bool, err error) {
+	tmp := tmpName()
+	if err := q.MakeBeacon(tmp, 0o600); err != nil {
+		return nil, false, err
+	}
+	defer func() {
+		q.Remove(tmp)
+		if err != nil && f != nil {
+			f.Close()
+			f = nil
+		}
+	}()
+	if f, err = q.OpenBeacon(tmp, true); err != nil {
+		return nil, errors.Is(err, fs.ErrNotExist), err
+	}
+	ok, err := oslock.TryLock(f, true)
+	if err != nil {
+		return f, false, err
+	}
+	if !ok {
+		return f, true, fs.ErrExist // a cleaner is probing the fresh file
+	}
+	return f, false, linkFinal(q, tmp, name)
+}
+
+// publishTicket makes one attempt at t's ticket file.
+func publishTicket(t *ticket) (f *os.File, again bool, err error) {
+	q, tmp := t.q, tmpName()
+	f, err = q.OpenFile(tmp, os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o600)
 	if err != nil {
 		return nil, false, err
 	}
@@ -159,64 +232,81 @@ func publishOnce(q *oslock.Dir, e entry, rec record) (t *ticket, retry bool, err
 		q.Remove(tmp)
 		if err != nil {
 			f.Close()
+			f = nil
 		}
 	}()
-	t = &ticket{q: q, e: e, f: f, rec: rec}
 	ok, err := oslock.TryLock(f, true)
 	if err != nil {
-		return nil, false, err
+		return f, false, err
 	}
 	if !ok {
-		return nil, true, fs.ErrExist // a cleaner is probing the fresh file
+		return f, true, fs.ErrExist
 	}
+	t.f = f
 	if err := t.write(); err != nil {
-		return nil, false, err
+		return f, false, err
 	}
 	if t.id, err = oslock.IDOf(f); err != nil {
-		return nil, false, err
+		return f, false, err
 	}
-	if err := q.Link(tmp, e.name); err != nil {
-		if errors.Is(err, fs.ErrNotExist) {
-			return nil, true, err // a cleaner removed the temporary file
-		}
-		if errors.Is(err, fs.ErrExist) {
-			return nil, false, fmt.Errorf("%w: %s/%s exists but was not handed out by the ticket counter; nothing was changed. If no process is using this lock, remove the queue directory %s",
-				ErrCorrupt, q.Path(), e.name, q.Path())
-		}
-		return nil, false, err
-	}
-	return t, false, nil
+	return f, false, linkFinal(q, tmp, t.e.name)
 }
 
+// linkFinal gives the temporary file tmp its final name.
+func linkFinal(q *oslock.Dir, tmp, name string) error {
+	err := q.Link(tmp, name)
+	if errors.Is(err, fs.ErrExist) {
+		return fmt.Errorf("%w: %s/%s exists but was not handed out by the ticket counter; nothing was changed. If no process is using this lock, remove the queue directory %s",
+			ErrCorrupt, q.Path(), name, q.Path())
+	}
+	return err
+}
+
+// write stores the record. It never shrinks the file (the rest is padded
+// with spaces, which JSON ignores), so a reader meets at worst a write
+// half-done, never a truncation.
 func (t *ticket) write() error {
 	b, err := json.Marshal(t.rec)
 	if err != nil {
 		return err
 	}
 	b = append(b, '\n')
-	if _, err := t.f.WriteAt(b, 0); err != nil {
-		return err
+	if pad := t.size - len(b); pad > 0 {
+		b = append(b, bytes.Repeat([]byte{' '}, pad)...)
 	}
-	return t.f.Truncate(int64(len(b)))
+	t.size = len(b)
+	_, err = t.f.WriteAt(b, 0)
+	return err
 }
 
-// present reports whether the ticket's name still refers to our file: a
-// stealer evicts a holder by removing its name.
+// present reports whether the ticket's name still refers to our file.
 func (t *ticket) present() bool {
 	id, _, err := t.q.Lstat(t.e.name)
 	return err == nil && id == t.id
 }
 
-// drop removes the ticket (if it is still ours) and closes it.
-func (t *ticket) drop() {
+// unpublish removes the ticket's names (if they are still ours) and closes
+// the ticket file; the beacon is closed by close, last, so that whoever
+// sleeps on it wakes once everything else of the request is gone.
+func (t *ticket) unpublish() {
 	if t.present() {
 		t.q.Remove(t.e.name)
 	}
+	t.q.Remove(t.e.name + inboxSuffix)
+	t.q.Remove(t.e.name + beaconSuffix)
 	t.f.Close()
 }
 
+// drop removes the ticket and closes everything of it.
+func (t *ticket) drop() {
+	t.unpublish()
+	t.inbox.Close()
+	t.beacon.Close()
+}
+
 // probe reports whether the ticket e is owned by a live process. A dead
-// owner's ticket is removed on the way: whoever finds it cleans it.
+// owner's ticket is removed on the way, with its beacon: whoever finds it
+// cleans it.
 func probe(q *oslock.Dir, e entry) (alive bool, err error) {
 	f, err := q.OpenFile(e.name, os.O_RDONLY, 0)
 	if err != nil {
@@ -234,10 +324,32 @@ func probe(q *oslock.Dir, e entry) (alive bool, err error) {
 	// check that it is still this file before removing it.
 	if id, err := oslock.IDOf(f); err == nil {
 		if cur, _, err := q.Lstat(e.name); err == nil && cur == id {
+			// Its FIFOs go too, even if a thread of the dying owner
+			// still has them open: their names are never used again.
 			q.Remove(e.name)
+			q.Remove(e.name + inboxSuffix)
+			q.Remove(e.name + beaconSuffix)
 		}
 	}
 	return false, nil
+}
+
+// removeDeadBeacon removes the beacon (or temporary FIFO) name when nobody
+// holds its lock.
+func removeDeadBeacon(q *oslock.Dir, name string) {
+	f, err := q.OpenBeacon(name, false)
+	if err != nil {
+		return
+	}
+	defer f.Close()
+	if ok, err := oslock.TryLock(f, false); err != nil || !ok {
+		return
+	}
+	if id, err := oslock.IDOf(f); err == nil {
+		if cur, _, err := q.Lstat(name); err == nil && cur == id {
+			q.Remove(name)
+		}
+	}
 }
 
 // readRecord reads a ticket's content without locking it.
@@ -248,11 +360,20 @@ func readRecord(q *oslock.Dir, name string) (record, error) {
 	}
 	defer f.Close()
 	b := make([]byte, maxRecord)
-	n, _ := f.ReadAt(b, 0)
-	return decodeRecord(b[:n])
+	// The owner rewrites its record in place (once granted, once
+	// deposed), so a read may meet a write half-done: read again.
+	for attempt := 0; ; attempt++ {
+		n, _ := f.ReadAt(b, 0)
+		r, err := decodeRecord(b[:n])
+		if err == nil || attempt == 3 {
+			return r, err
+		}
+		runtime.Gosched()
+	}
 }
 
-// prune removes the tickets and temporary files of dead processes from q.
+// prune removes the tickets, beacons and temporary files of dead processes
+// from q.
 func prune(ctx context.Context, q *oslock.Dir) error {
 	names, err := q.Names()
 	if err != nil {
@@ -266,8 +387,20 @@ func prune(ctx context.Context, q *oslock.Dir) error {
 			if _, err := probe(q, e); err != nil {
 				return err
 			}
-		} else if len(n) > len(tmpPrefix) && n[:len(tmpPrefix)] == tmpPrefix {
-			probe(q, entry{name: n})
+			continue
+		}
+		base, isBeacon := strings.CutSuffix(n, beaconSuffix)
+		if !isBeacon {
+			base, isBeacon = strings.CutSuffix(n, inboxSuffix)
+		}
+		if _, ok := parseTicket(base); ok && isBeacon {
+			if _, _, err := q.Lstat(base); errors.Is(err, fs.ErrNotExist) {
+				removeDeadBeacon(q, n)
+			}
+		} else if strings.HasPrefix(n, tmpPrefix) {
+			if _, err := probe(q, entry{name: n}); err != nil {
+				removeDeadBeacon(q, n) // a half-made beacon
+			}
 		}
 	}
 	return nil

@@ -7,6 +7,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"runtime"
 	"time"
 
 	"github.com/leaderrun/leaderrun/oslock"
@@ -29,14 +30,14 @@ const stateFormat = "leaderrun-state v1 seq %d epoch %d\n"
 
 // updateState runs fn on the name's state under the state file's lock and
 // writes back what fn leaves.
-func updateState(ctx context.Context, d *oslock.Dir, name string, w *oslock.Watcher, fn func(*state)) (state, error) {
+func updateState(ctx context.Context, d *oslock.Dir, name string, fn func(*state)) (state, error) {
 	file := name + stateSuffix
 	f, err := d.OpenFile(file, os.O_RDWR|os.O_CREATE, 0o600)
 	if err != nil {
 		return state{}, err
 	}
 	defer f.Close()
-	if err := lockWait(ctx, f, d.ResolvedPath(file), true, w); err != nil {
+	if err := lockWait(ctx, f, true); err != nil {
 		return state{}, err
 	}
 	buf := make([]byte, 128)
@@ -73,31 +74,30 @@ func nextEpoch(s *state) {
 	s.epoch = max(s.epoch+1, uint64(time.Now().UnixMicro()))
 }
 
-// lockWait takes f's flock, sleeping on close events of path until it is
-// free or ctx ends.
-func lockWait(ctx context.Context, f *os.File, path string, exclusive bool, w *oslock.Watcher) error {
-	// Try before watching: the lock is usually free. When it is not, the
-	// watch goes in before the next try, so a release cannot slip between
-	// the try and the sleep unnoticed.
-	for watched := false; ; {
+// lockWait takes f's flock. The state file's lock is held for the few
+// microseconds of a read and a write, so the wait is a short back-off: a
+// few yields, then sleeps from 50µs doubling to 100ms. It only goes on for
+// longer when the holder was stopped or starved inside those microseconds;
+// ctx cancels it.
+func lockWait(ctx context.Context, f *os.File, exclusive bool) error {
+	delay := 50 * time.Microsecond
+	for i := 0; ; i++ {
 		ok, err := oslock.TryLock(f, exclusive)
 		if ok || err != nil {
-			if watched {
-				w.Reset()
-			}
 			return err
 		}
-		if !watched {
-			w.Reset()
-			if err := w.Add(path, oslock.ClosedAny); err != nil {
-				return err
-			}
-			watched = true
+		if i < 20 {
+			runtime.Gosched()
 			continue
 		}
-		if err := w.Wait(ctx); err != nil {
-			return err
+		t := time.NewTimer(delay)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return context.Cause(ctx)
+		case <-t.C:
 		}
+		delay = min(2*delay, 100*time.Millisecond)
 	}
 }
 

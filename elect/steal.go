@@ -2,27 +2,38 @@ package elect
 
 import (
 	"os"
+	"strconv"
 
 	"github.com/leaderrun/leaderrun/oslock"
 )
 
-// evict ends the terms of the current holders: it removes the names of the
-// granted tickets ahead of the stealer. Their owners see the name go (and
-// their leadership end with ErrStolen) but keep the kernel lock until they
-// release it.
-func (a *acquirer) evict(queue []entry) {
+// depose ends the terms of the current holders: a stealer at the head of
+// the line (no steal ahead of it) writes a notice into each granted
+// ticket's inbox. The holders' terms end with ErrStolen, but they keep the
+// kernel lock until they release it, and their tickets stay, so Query
+// still shows them as the holders they are. Nobody is deposed before the
+// stealer is next in line, so a steal that waits behind another deposes
+// nothing.
+func (a *acquirer) depose(queue []entry) {
 	for _, e := range queue {
-		if e.name == a.tk.e.name {
+		if e.name == a.tk.e.name || a.deposed[e.name] {
 			continue
 		}
-		if r, err := readRecord(a.q, e.name); err == nil && r.Epoch != 0 {
-			a.q.Remove(e.name)
+		r, err := readRecord(a.q, e.name)
+		if err != nil || r.Epoch == 0 {
+			continue
+		}
+		if err := a.q.SignalBeacon(e.name+inboxSuffix, []byte("S"+strconv.FormatUint(r.Epoch, 10)+"\n")); err == nil {
 			a.evicted = append(a.evicted, r.PID)
+			if a.deposed == nil {
+				a.deposed = map[string]bool{}
+			}
+			a.deposed[e.name] = true
 		}
 	}
 }
 
-// killHolders sends SIGKILL to the evicted holders that still hold the
+// killHolders sends SIGKILL to the deposed holders that still hold the
 // lock file, when they belong to the same user. Where /proc/locks is
 // missing, liveness of the pid stands in for holding the lock.
 func (a *acquirer) killHolders() {

@@ -121,20 +121,25 @@ func (d *Dir) pathErr(op, name string, err error) error {
 // link; flag and perm are as for os.OpenFile. In a group-shared directory
 // the group gets perm's owner bits too, whatever the umask.
 func (d *Dir) OpenFile(name string, flag int, perm os.FileMode) (*os.File, error) {
-	fd, err := openNoFollow(d.fd(), name, flag, uint32(perm.Perm()))
+	// O_NONBLOCK so that a FIFO planted under the name cannot hang the
+	// open; it is refused below, and cleared for the regular file.
+	fd, err := openNoFollow(d.fd(), name, flag|unix.O_NONBLOCK, uint32(perm.Perm()))
 	if err != nil {
 		return nil, d.pathErr("open", name, err)
 	}
-	f := os.NewFile(uintptr(fd), filepath.Join(d.path, name))
 	var st unix.Stat_t
 	if err := unix.Fstat(fd, &st); err != nil {
-		f.Close()
+		unix.Close(fd)
 		return nil, d.pathErr("fstat", name, err)
 	}
 	if st.Mode&unix.S_IFMT != unix.S_IFREG {
-		f.Close()
+		unix.Close(fd)
 		return nil, fmt.Errorf("oslock: %s is not a regular file; remove it", filepath.Join(d.path, name))
 	}
+	if flag&unix.O_NONBLOCK == 0 {
+		unix.SetNonblock(fd, false)
+	}
+	f := os.NewFile(uintptr(fd), filepath.Join(d.path, name))
 	if d.group && flag&os.O_CREATE != 0 && int(st.Uid) == os.Geteuid() {
 		unix.Fchmod(fd, d.filePerm(uint32(perm.Perm())))
 	}
@@ -259,4 +264,21 @@ func (d *Dir) ResolvedPath(name string) string {
 		return "/proc/self/fd/" + strconv.Itoa(d.fd()) + "/" + name
 	}
 	return filepath.Join(d.path, name)
+}
+
+// ID returns the identity of the directory itself.
+func (d *Dir) ID() (FileID, error) {
+	if d == nil || d.f == nil {
+		return FileID{}, fs.ErrClosed
+	}
+	return IDOf(d.f)
+}
+
+// LstatPath returns the identity of path without following a final link.
+func LstatPath(path string) (FileID, int, error) {
+	var st unix.Stat_t
+	if err := unix.Lstat(path, &st); err != nil {
+		return FileID{}, 0, &fs.PathError{Op: "lstat", Path: path, Err: err}
+	}
+	return FileID{Dev: uint64(st.Dev), Ino: uint64(st.Ino)}, int(st.Uid), nil
 }

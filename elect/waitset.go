@@ -1,0 +1,80 @@
+package elect
+
+import (
+	"context"
+	"os"
+	"sync"
+	"time"
+
+	"github.com/leaderrun/leaderrun/oslock"
+)
+
+// waitSet sleeps until the first of several kernel events: a beacon's
+// hang-up or a process's exit. Each event is waited for by a goroutine
+// parked in the runtime's poller (no thread, no CPU); close ends them all.
+type waitSet struct {
+	parent context.Context
+	ctx    context.Context
+	cancel context.CancelFunc
+	fired  chan struct{}
+	once   sync.Once
+	wg     sync.WaitGroup
+	n      int
+}
+
+func newWaitSet(parent context.Context) *waitSet {
+	ctx, cancel := context.WithCancel(parent)
+	return &waitSet{parent: parent, ctx: ctx, cancel: cancel, fired: make(chan struct{})}
+}
+
+// hangup adds the hang-up of the beacon f, opened read-only.
+func (w *waitSet) hangup(f *os.File) {
+	w.add(func(ctx context.Context) error { return oslock.WaitHangup(ctx, f) })
+}
+
+// gone adds the exit of process pid.
+func (w *waitSet) gone(pid int) {
+	w.add(func(ctx context.Context) error { return oslock.WaitGone(ctx, pid) })
+}
+
+func (w *waitSet) add(fn func(context.Context) error) {
+	w.n++
+	w.wg.Add(1)
+	go func() {
+		defer w.wg.Done()
+		fn(w.ctx)
+		if w.ctx.Err() == nil {
+			// An event, or an error from the kernel: either way the
+			// caller looks again, which is always safe.
+			w.once.Do(func() { close(w.fired) })
+		}
+	}()
+}
+
+func (w *waitSet) empty() bool { return w.n == 0 }
+
+// wait blocks until an event, the parent context's end (its cause is
+// returned), or d (when d > 0) has passed; fired tells an event from the
+// timer.
+func (w *waitSet) wait(d time.Duration) (fired bool, err error) {
+	var timeout <-chan time.Time
+	if d > 0 {
+		t := time.NewTimer(d)
+		defer t.Stop()
+		timeout = t.C
+	}
+	select {
+	case <-w.parent.Done():
+		return false, context.Cause(w.parent)
+	case <-w.fired:
+		return true, nil
+	case <-timeout:
+		return false, nil
+	}
+}
+
+// close ends the goroutines and waits for them.
+func (w *waitSet) close() {
+	w.cancel()
+	w.wg.Wait()
+}

@@ -1,0 +1,45 @@
+package oslock
+
+import (
+	"context"
+	"os"
+)
+
+// A beacon is a FIFO that its owner holds open for reading and writing for
+// as long as it lives. Anyone may open it read-only and sleep until it
+// hangs up, which happens when the owner closes it or dies: the kernel
+// closes a dead process's descriptors. That is a close event that needs no
+// inotify instance and that the Go runtime's poller waits for, so a waiter
+// costs one descriptor and no CPU, and a context cancels it at once.
+//
+// The hang-up is reported only after the kernel has finished with the
+// owner's descriptor of the FIFO, including the owner's flock on it. Locks
+// the owner holds on other files may be released a moment later when it
+// dies, so a waiter that wakes and still finds such a lock taken must look
+// again (see [WaitGone]).
+//
+// A waiter reads the beacon to learn of the hang-up (a reader that opens
+// it after its owner is gone is told at once), so nothing must be written
+// into a beacon; a channel to the owner is a second FIFO that only the
+// owner reads, written with [Dir.SignalBeacon] in short messages of at
+// most PIPE_BUF bytes, which arrive whole.
+
+// OpenBeacon opens the FIFO name inside d without following links: for its
+// owner read-write (it then never sees a hang-up of its own), for a waiter
+// read-only. Both are non-blocking and registered with the runtime poller.
+// Anything but a FIFO under that name is refused.
+func (d *Dir) OpenBeacon(name string, owner bool) (*os.File, error) { return d.openBeacon(name, owner) }
+
+// MakeBeacon creates the FIFO name inside d, mode perm (plus group access
+// in a group-shared directory). It fails with fs.ErrExist if name exists.
+func (d *Dir) MakeBeacon(name string, perm os.FileMode) error { return d.makeBeacon(name, perm) }
+
+// SignalBeacon writes msg (at most 512 bytes) into the FIFO name for its
+// owner to read. It reports fs.ErrNotExist when the beacon is missing or
+// its owner is gone.
+func (d *Dir) SignalBeacon(name string, msg []byte) error { return d.signalBeacon(name, msg) }
+
+// WaitHangup blocks until every writer of the FIFO f (opened read-only by
+// [Dir.OpenBeacon]) has closed it, or ctx ends (it then returns ctx's
+// cause). It reads f, discarding anything written into it.
+func WaitHangup(ctx context.Context, f *os.File) error { return waitHangup(ctx, f) }

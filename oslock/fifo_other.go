@@ -1,0 +1,10 @@
+//go:build !unix
+
+package oslock
+
+import (
+	"context"
+	"os"
+)
+
+func waitHangup(ctx context.Context, f *os.File) error { return ErrUnsupported }
