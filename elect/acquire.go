@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
+	"slices"
 	"time"
 
 	"github.com/leaderrun/leaderrun/oslock"
@@ -400,10 +401,11 @@ func (a *acquirer) waitLock(ctx context.Context, queue []entry) error {
 			owners[r.PID] = true
 		}
 	}
-	for _, pid := range a.lockHolders(owners) {
+	holders := a.lockHolders(owners)
+	for _, pid := range holders {
 		w.gone(pid)
 	}
-	if w.empty() {
+	if w.empty() || a.requeued(queue, holders) {
 		return a.pollWait(ctx)
 	}
 	a.poll = 0
@@ -417,6 +419,24 @@ func (a *acquirer) waitLock(ctx context.Context, queue []entry) error {
 		a.killHolders()
 	}
 	return err
+}
+
+// requeued reports whether one of the lock's holders also waits in the
+// queue: a holder whose granted ticket was removed by hand (rm -rf of the
+// queue) and which asked again. Its exit would never come; it is polled.
+func (a *acquirer) requeued(queue []entry, holders []int) bool {
+	if len(holders) == 0 {
+		return false
+	}
+	for _, e := range queue {
+		if e.name == a.tk.e.name {
+			continue
+		}
+		if r, err := readRecord(a.q, e.name); err == nil && slices.Contains(holders, r.PID) {
+			return true
+		}
+	}
+	return false
 }
 
 // lockHolders returns the processes that the kernel says hold our lock

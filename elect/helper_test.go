@@ -59,6 +59,9 @@ func contender() int {
 	case errors.Is(err, ErrBusy):
 		fmt.Println("busy")
 		return 3
+	case errors.Is(err, ErrStealAbandoned):
+		fmt.Println("abandoned", err)
+		return 5
 	case errors.Is(err, context.DeadlineExceeded):
 		fmt.Println("timeout")
 		return 4

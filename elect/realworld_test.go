@@ -1,0 +1,254 @@
+package elect
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/leaderrun/leaderrun/oslock"
+)
+
+// A waiter stopped at the head of the line (Ctrl-Z, a debugger) is passed
+// once the lock is free, and keeps its place: when it runs again it is
+// served before those who joined after it.
+func TestStoppedWaiterIsPassed(t *testing.T) {
+	l, dir := testLocker(t)
+	ps := joinInOrder(t, l, dir, "pass", 4)
+	h, w1, w2, w3 := ps[0], ps[1], ps[2], ps[3]
+	h.expect("leader")
+	w1.signal(syscall.SIGSTOP)
+	eventually(t, "w1 shown as stopped", func() bool { return stateOf(t, l, "pass", w1.pid) == "stopped" })
+	h.say("release")
+	w2.expect("leader") // w1 is passed, not waited for
+	w1.signal(syscall.SIGCONT)
+	eventually(t, "w1 shown as running", func() bool { return stateOf(t, l, "pass", w1.pid) == "running" })
+	w2.say("release")
+	w1.expect("leader") // its place: ahead of w3
+	w3.quiet(50 * time.Millisecond)
+	w1.say("release")
+	w3.expect("leader")
+}
+
+// A stopped waiter that is not at the head of the line stalls nobody
+// either: the one behind it passes it when its turn comes.
+func TestStoppedSecondWaiterIsPassed(t *testing.T) {
+	l, dir := testLocker(t)
+	ps := joinInOrder(t, l, dir, "pass2", 4)
+	h, w1, w2, w3 := ps[0], ps[1], ps[2], ps[3]
+	h.expect("leader")
+	w2.signal(syscall.SIGSTOP)
+	h.say("release")
+	w1.expect("leader")
+	w1.say("release")
+	w3.expect("leader")
+	w2.signal(syscall.SIGCONT)
+	w3.say("release")
+	w2.expect("leader")
+}
+
+func stateOf(t *testing.T, l *Locker, name string, pid int) string {
+	s, err := l.Query(context.Background(), name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range s.Pending {
+		if p.PID == pid {
+			return p.State
+		}
+	}
+	for _, h := range s.Held {
+		if h.PID == pid {
+			return h.State
+		}
+	}
+	return ""
+}
+
+// Waiting and holding take no inotify instance: the per-user limit (128 by
+// default) is shared with the user's editors and file managers.
+func TestNoInotifyInstance(t *testing.T) {
+	l, dir := testLocker(t)
+	ps := joinInOrder(t, l, dir, "ino", 4)
+	ps[0].expect("leader")
+	for _, p := range ps {
+		if n := inotifyFDs(t, p.pid); n != 0 {
+			t.Errorf("pid %d holds %d inotify instances", p.pid, n)
+		}
+	}
+	for i, p := range ps {
+		if i > 0 {
+			p.expect("leader")
+		}
+		p.say("release")
+	}
+}
+
+func inotifyFDs(t *testing.T, pid int) int {
+	fds, err := os.ReadDir("/proc/" + strconv.Itoa(pid) + "/fd")
+	if err != nil {
+		t.Skipf("no /proc: %v", err)
+	}
+	n := 0
+	for _, fd := range fds {
+		if link, err := os.Readlink("/proc/" + strconv.Itoa(pid) + "/fd/" + fd.Name()); err == nil && strings.Contains(link, "inotify") {
+			n++
+		}
+	}
+	return n
+}
+
+// A steal that gives up after deposing the holder says so, and while it
+// is pending Query shows the holder as the leaderrun holder it is.
+func TestAbandonedStealIsReported(t *testing.T) {
+	l, dir := testLocker(t)
+	h := spawn(t, dir, "ab", "T_HOLD=1")
+	e0 := epochOf(t, h.expect("leader"))
+	s := spawn(t, dir, "ab", "T_STEAL=1", "T_TIMEOUT=1s")
+	h.expect("lost " + ErrStolen.Error())
+	snap, err := l.Query(context.Background(), "ab")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(snap.Held) != 1 || snap.Held[0].External || snap.Held[0].Epoch != e0 || snap.Held[0].Since.IsZero() {
+		t.Fatalf("holder during a pending steal: %+v", snap.Held)
+	}
+	if line := s.expect("abandoned"); !strings.Contains(line, ErrStealAbandoned.Error()) {
+		t.Fatalf("stealer said %q", line)
+	}
+}
+
+// A waiting steal (behind another steal) deposes nobody.
+func TestQueuedStealDeposesNobody(t *testing.T) {
+	_, dir := testLocker(t)
+	h := spawn(t, dir, "qs", "T_HOLD=1")
+	h.expect("leader")
+	s1 := spawn(t, dir, "qs", "T_STEAL=1")
+	h.expect("lost")
+	// s1 now waits for h; a second stealer waits behind s1 and must not
+	// depose s1 once s1 is granted.
+	s2 := spawn(t, dir, "qs", "T_STEAL=1", "T_TIMEOUT=300ms")
+	s2.expect("timeout")
+	h.signal(syscall.SIGKILL)
+	h.wait()
+	s1.expect("leader")
+	s1.quiet(100 * time.Millisecond) // not deposed by the abandoned s2
+	s1.say("release")
+}
+
+// The lock file removed under a live holder never lets a second leader in:
+// a newcomer takes the new file at the path but waits in line behind the
+// holder's ticket, and leads once the holder is done.
+func TestLockFileRemovedUnderHolder(t *testing.T) {
+	_, dir := testLocker(t)
+	h := spawn(t, dir, "rm")
+	h.expect("leader")
+	if err := os.Remove(filepath.Join(dir, "rm.lock")); err != nil {
+		t.Fatal(err)
+	}
+	c := spawn(t, dir, "rm")
+	c.quiet(150 * time.Millisecond)
+	h.say("release")
+	c.expect("leader")
+	// c leads on the file at the path, so flock(1) on it is excluded.
+	f, err := os.Open(filepath.Join(dir, "rm.lock"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	if ok, err := oslock.TryLock(f, true); err != nil || ok {
+		t.Fatalf("lock file at the path is free while c leads (ok %v, err %v)", ok, err)
+	}
+	c.say("release")
+}
+
+// The queue directory removed under a holder and its waiter (a cleaner,
+// an rm -rf) strands nobody: the waiter puts its ticket back under its
+// number and leads after the holder.
+func TestQueueRemovedUnderWaiters(t *testing.T) {
+	l, dir := testLocker(t)
+	ps := joinInOrder(t, l, dir, "rq", 3)
+	ps[0].expect("leader")
+	if err := os.RemoveAll(filepath.Join(dir, "rq.queue")); err != nil {
+		t.Fatal(err)
+	}
+	ps[0].say("release")
+	ps[1].expect("leader")
+	ps[1].say("release")
+	ps[2].expect("leader")
+	ps[2].say("release")
+}
+
+// The whole lock directory replaced under a waiter: new requests join the
+// directory now at the path.
+func TestLockerFollowsReplacedDir(t *testing.T) {
+	base := t.TempDir()
+	dir := filepath.Join(base, "locks")
+	if err := os.Mkdir(dir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	l, err := Open(Config{Dir: dir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	lead, err := l.Acquire(testCtx(t), "d", Request{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	lead.Release()
+	if err := os.Rename(dir, dir+".old"); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Mkdir(dir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	lead, err = l.Acquire(testCtx(t), "d", Request{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer lead.Release()
+	if _, err := os.Stat(filepath.Join(dir, "d.lock")); err != nil {
+		t.Fatalf("the second request did not join the directory at the path: %v", err)
+	}
+}
+
+// Close ends a waiting Acquire at once with ErrClosed, and later calls
+// fail with it too.
+func TestCloseEndsWaitingAcquire(t *testing.T) {
+	l, dir := testLocker(t)
+	h := spawn(t, dir, "cl")
+	h.expect("leader")
+	l2, err := Open(Config{Dir: dir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	errc := make(chan error, 1)
+	go func() {
+		_, err := l2.Acquire(testCtx(t), "cl", Request{})
+		errc <- err
+	}()
+	eventually(t, "second request queued", func() bool { return len(pending(t, l, "cl")) == 1 })
+	if err := l2.Close(); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-errc:
+		if err != ErrClosed {
+			t.Fatalf("waiting Acquire returned %v, want ErrClosed", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("Close did not end the waiting Acquire")
+	}
+	if _, err := l2.Acquire(testCtx(t), "cl", Request{}); err != ErrClosed {
+		t.Fatalf("Acquire after Close: %v", err)
+	}
+	if got := pending(t, l, "cl"); len(got) != 0 {
+		t.Fatalf("closed request left a ticket: %v", got)
+	}
+	h.say("release")
+}
