@@ -71,6 +71,7 @@ type acquirer struct {
 	modes   map[string]bool // ticket name -> exclusive, as read (shared requests)
 	pids    map[string]int  // ticket name -> owner's pid, as read
 	passed  map[string]bool // stopped waiters passed at the head of the line
+	known   []entry         // the tickets ahead of ours, as last seen
 	poll    time.Duration   // back-off of the fallback poll, 0 when not polling
 }
 
@@ -80,6 +81,9 @@ func (a *acquirer) cleanup() {
 	}
 	if a.tk != nil {
 		a.tk.drop()
+	}
+	if a.req.Steal && a.q != nil {
+		unmarkSteal(a.q)
 	}
 	a.q.Close()
 }
@@ -102,9 +106,22 @@ func (a *acquirer) run(ctx context.Context) (*Leadership, error) {
 	}
 	// The state lock is held for microseconds by whoever has it; a
 	// cancel while waiting for it leaves nothing behind.
-	st, err := updateState(ctx, a.dir, a.name, func(s *state) { s.seq++ })
+	// A state file removed or truncated under a live queue must not
+	// restart the counter: a newcomer would jump the line, or take a
+	// number that a waiter holds. Its count continues after the queue's.
+	st, err := updateState(ctx, a.dir, a.name, func(s *state) {
+		if s.seq == 0 {
+			s.seq = lastTicket(a.q)
+		}
+		s.seq++
+	})
 	if err != nil {
 		return nil, err
+	}
+	if a.req.Steal {
+		if err := markSteal(a.q); err != nil {
+			return nil, err
+		}
 	}
 	rec := record{PID: os.Getpid(), Mode: a.req.Mode, Since: time.Now(), Command: a.req.Command, Steal: a.req.Steal}
 	if a.tk, err = publish(a.q, entry{name: ticketName(st.seq, a.req.Steal), seq: st.seq, steal: a.req.Steal}, rec); err != nil {
@@ -140,15 +157,18 @@ func (a *acquirer) step(ctx context.Context) (*Leadership, error) {
 	if err := a.keepTicket(); err != nil {
 		return nil, err
 	}
-	queue, err := listQueue(a.q)
+	ahead, err := a.aheadNow()
 	if err != nil {
 		return nil, err
 	}
-	ahead := a.ahead(queue)
 	if b, ok := a.blockerOf(ahead, a.req.Mode, a.req.Steal, true); ok {
 		return nil, a.waitBehind(ctx, ahead, b)
 	}
+	var queue []entry
 	if a.req.Steal {
+		if queue, err = listQueue(a.q); err != nil {
+			return nil, err
+		}
 		a.depose(queue)
 	}
 	if err := a.openLock(); err != nil {
@@ -164,7 +184,42 @@ func (a *acquirer) step(ctx context.Context) (*Leadership, error) {
 	if a.req.IfAvailable {
 		return nil, ErrBusy
 	}
+	if queue == nil {
+		if queue, err = listQueue(a.q); err != nil {
+			return nil, err
+		}
+	}
 	return nil, a.waitLock(ctx, queue)
+}
+
+// aheadNow returns the tickets ahead of ours. Tickets ahead can only go
+// (new ones join behind us), except steals, which go first, and tickets
+// whose owners drew their number before us but linked them after our last
+// listing: so unless a steal may be queued, the tickets seen at the last
+// listing that are still there are the ones to wait on, and a wake-up
+// costs one lstat per ticket still ahead instead of a listing of the
+// whole queue. The grant lists the queue once, which catches the late
+// ones.
+func (a *acquirer) aheadNow() ([]entry, error) {
+	if a.known != nil && !a.req.Steal && !stealsMaybe(a.q) {
+		kept := a.known[:0]
+		for _, e := range a.known {
+			if _, _, err := a.q.Lstat(e.name); err == nil {
+				kept = append(kept, e)
+			}
+		}
+		a.known = kept
+		return kept, nil
+	}
+	queue, err := listQueue(a.q)
+	if err != nil {
+		return nil, err
+	}
+	ahead := a.ahead(queue)
+	if ahead != nil {
+		a.known = slices.Clone(ahead)
+	}
+	return ahead, nil
 }
 
 // keepTicket puts our ticket back when its name or its whole queue
@@ -493,7 +548,7 @@ func (a *acquirer) grant(ctx context.Context) (*Leadership, error) {
 		a.lockF = nil
 		return nil, nil // removed or replaced under us: take the one at the path
 	}
-	st, err := updateState(ctx, a.dir, a.name, nextEpoch)
+	st, err := updateState(ctx, a.dir, a.name, grantEpoch(a.lockF))
 	if err != nil {
 		return nil, err
 	}
@@ -502,12 +557,16 @@ func (a *acquirer) grant(ctx context.Context) (*Leadership, error) {
 	if err := a.tk.write(); err != nil {
 		return nil, err
 	}
+	// A full listing: a ticket with a lower number may have been linked
+	// after our last one (its owner drew its number first but published
+	// later), and a steal may have joined.
 	queue, err := listQueue(a.q)
 	if err != nil {
 		return nil, err
 	}
 	ahead := a.ahead(queue)
 	if _, blocked := a.blockerOf(ahead, a.req.Mode, a.req.Steal, true); blocked || !a.tk.present() {
+		a.known = nil // look at the whole queue next time
 		a.tk.rec.Epoch, a.tk.rec.Granted = 0, time.Time{}
 		if a.tk.present() {
 			a.tk.write()
@@ -523,6 +582,9 @@ func (a *acquirer) grant(ctx context.Context) (*Leadership, error) {
 		return nil, err
 	}
 	h.watch(end)
+	if a.req.Steal {
+		unmarkSteal(a.q)
+	}
 	a.q, a.tk, a.lockF = nil, nil, nil // now the holding's
 	return lead, nil
 }

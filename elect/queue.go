@@ -100,6 +100,16 @@ func listQueue(q *oslock.Dir) ([]entry, error) {
 	return out, nil
 }
 
+// lastTicket is the highest ticket number in q (0 if none or unreadable).
+func lastTicket(q *oslock.Dir) uint64 {
+	queue, _ := listQueue(q)
+	var last uint64
+	for _, e := range queue {
+		last = max(last, e.seq)
+	}
+	return last
+}
+
 // record is a ticket's content, written by its owner only. It is
 // informational: the lock on the ticket, not its content, is what counts.
 type record struct {
@@ -379,6 +389,7 @@ func prune(ctx context.Context, q *oslock.Dir) error {
 	if err != nil {
 		return err
 	}
+	defer unmarkSteal(q)
 	for _, n := range names {
 		if ctx.Err() != nil {
 			return ctx.Err()

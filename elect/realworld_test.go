@@ -2,6 +2,7 @@ package elect
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -251,4 +252,61 @@ func TestCloseEndsWaitingAcquire(t *testing.T) {
 		t.Fatalf("closed request left a ticket: %v", got)
 	}
 	h.say("release")
+}
+
+// The state file wiped while the wall clock is behind the last epoch (it
+// was set back, or the last epochs came from a faster clock): the floor
+// kept in the lock file keeps epochs growing.
+func TestEpochFloorSurvivesWipeWithClockBehind(t *testing.T) {
+	l, dir := testLocker(t)
+	ctx := testCtx(t)
+	ahead := uint64(time.Now().Add(time.Hour).UnixMicro())
+	if err := os.WriteFile(filepath.Join(dir, "f"+stateSuffix), fmt.Appendf(nil, stateFormat, 7, ahead), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	lead, err := l.Acquire(ctx, "f", Request{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	first := lead.Epoch()
+	lead.Release()
+	if first != ahead+1 {
+		t.Fatalf("epoch %d, want %d", first, ahead+1)
+	}
+	for _, wipe := range []func() error{
+		func() error { return os.Remove(filepath.Join(dir, "f"+stateSuffix)) },
+		func() error { return os.Truncate(filepath.Join(dir, "f"+stateSuffix), 0) },
+	} {
+		if err := wipe(); err != nil {
+			t.Fatal(err)
+		}
+		lead, err := l.Acquire(ctx, "f", Request{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if lead.Epoch() <= first {
+			t.Fatalf("epoch went back from %d to %d after the state was wiped", first, lead.Epoch())
+		}
+		first = lead.Epoch()
+		lead.Release()
+	}
+}
+
+// The state file removed under a live queue: the ticket counter continues
+// after the queue's tickets, so a newcomer neither jumps the line nor
+// takes a number a waiter holds.
+func TestStateRemovedUnderQueue(t *testing.T) {
+	l, dir := testLocker(t)
+	ps := joinInOrder(t, l, dir, "sq", 2)
+	ps[0].expect("leader")
+	if err := os.Remove(filepath.Join(dir, "sq"+stateSuffix)); err != nil {
+		t.Fatal(err)
+	}
+	c := joinInOrder(t, l, dir, "sq", 1)[0]
+	ps[0].say("release")
+	ps[1].expect("leader")
+	c.quiet(50 * time.Millisecond)
+	ps[1].say("release")
+	c.expect("leader")
+	c.say("release")
 }

@@ -74,6 +74,30 @@ func nextEpoch(s *state) {
 	s.epoch = max(s.epoch+1, uint64(time.Now().UnixMicro()))
 }
 
+// The lock file keeps a copy of the last epoch granted, as a floor for a
+// state file that was removed or truncated (by hand, or by a cleaner that
+// spares files in use: the lock file is open while anyone leads). Only
+// the directory's removal loses both; epochs then continue from the wall
+// clock, which keeps them increasing unless the clock was set back.
+const floorFormat = "leaderrun-epoch %020d\n"
+
+// grantEpoch is nextEpoch above the floor kept in lockF, which it then
+// raises. It runs under the state file's lock, so floors are written in
+// the order epochs are drawn.
+func grantEpoch(lockF *os.File) func(*state) {
+	return func(s *state) {
+		buf := make([]byte, len(fmt.Sprintf(floorFormat, 0)))
+		if n, _ := lockF.ReadAt(buf, 0); n == len(buf) {
+			var floor uint64
+			if _, err := fmt.Sscanf(string(buf), floorFormat, &floor); err == nil && floor < math.MaxUint64 {
+				s.epoch = max(s.epoch, floor)
+			}
+		}
+		nextEpoch(s)
+		lockF.WriteAt(fmt.Appendf(nil, floorFormat, s.epoch), 0)
+	}
+}
+
 // lockWait takes f's flock. The state file's lock is held for the few
 // microseconds of a read and a write, so the wait is a short back-off: a
 // few yields, then sleeps from 50µs doubling to 100ms. It only goes on for
