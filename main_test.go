@@ -4,8 +4,10 @@ import (
 	"bytes"
 	"encoding/json"
 	"flag"
+	"fmt"
 	"os"
 	"os/exec"
+	"os/user"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -45,7 +47,9 @@ func TestScripts(t *testing.T) {
 					env.Setenv("LEADERRUN_DIR", dir)
 					return nil
 				},
+				Condition: scriptCondition,
 				Cmds: map[string]func(ts *testscript.TestScript, neg bool, args []string){
+					"testuser":   cmdTestuser,
 					"waitfile":   cmdWaitfile,
 					"waitleader": cmdWaitleader,
 					"waitqueue":  cmdWaitqueue,
@@ -57,6 +61,56 @@ func TestScripts(t *testing.T) {
 			})
 		})
 	}
+}
+
+// scriptCondition adds [root]: the script runs as root.
+func scriptCondition(cond string) (bool, error) {
+	if cond == "root" {
+		return os.Geteuid() == 0, nil
+	}
+	return false, fmt.Errorf("unknown condition %q", cond)
+}
+
+// testuser VAR: as root, create a throwaway user (removed when the script
+// ends) with its own group and the home $WORK/home-VAR, make $WORK
+// reachable by it, and copy the command under test to $BIN/leaderrun where
+// it may run it. Sets $VAR (the name), $VAR_uid, $VAR_gid and $HOME_VAR.
+func cmdTestuser(ts *testscript.TestScript, neg bool, args []string) {
+	if neg || len(args) != 1 {
+		ts.Fatalf("usage: testuser VAR")
+	}
+	v := args[0]
+	name := fmt.Sprintf("lr-ts%d-%s", os.Getpid()%100000, v)
+	home := ts.MkAbs("home-" + v)
+	exec.Command("userdel", name).Run() // left by an interrupted run
+	if out, err := exec.Command("useradd", "--system", "--no-create-home", "--home-dir", home,
+		"--shell", "/usr/sbin/nologin", "--user-group", name).CombinedOutput(); err != nil {
+		ts.Fatalf("useradd: %v: %s", err, out)
+	}
+	ts.Defer(func() { exec.Command("userdel", name).Run() })
+	u, err := user.Lookup(name)
+	ts.Check(err)
+	uid, _ := strconv.Atoi(u.Uid)
+	gid, _ := strconv.Atoi(u.Gid)
+	ts.Check(os.Mkdir(home, 0o700))
+	ts.Check(os.Chown(home, uid, gid))
+	for d := ts.MkAbs("."); d != "/" && d != os.TempDir(); d = filepath.Dir(d) {
+		ts.Check(os.Chmod(d, 0o755))
+	}
+	bin := ts.MkAbs("bin")
+	if _, err := os.Stat(filepath.Join(bin, "leaderrun")); err != nil {
+		ts.Check(os.MkdirAll(bin, 0o755))
+		exe, err := os.Executable()
+		ts.Check(err)
+		b, err := os.ReadFile(exe)
+		ts.Check(err)
+		ts.Check(os.WriteFile(filepath.Join(bin, "leaderrun"), b, 0o755))
+	}
+	ts.Setenv(v, name)
+	ts.Setenv(v+"_uid", u.Uid)
+	ts.Setenv(v+"_gid", u.Gid)
+	ts.Setenv("HOME_"+v, home)
+	ts.Setenv("BIN", bin)
 }
 
 // hardTimeout bounds every wait of the custom commands; -t overrides it.

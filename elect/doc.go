@@ -57,6 +57,26 @@
 // live request). These persist between uses; tickets of dead processes are
 // removed by the next process that meets them, or by [Locker.Prune].
 //
+// The default directory is <home>/.local/state/leaderrun, <home> being the
+// effective user's home in the user database, because it is the one place
+// that is the same for every process of a user and outlives them all:
+// cron sets no XDG_RUNTIME_DIR, sudo and su without "-" keep the caller's
+// HOME and XDG_* variables, a service with PrivateTmp=yes has its own /tmp
+// and /var/tmp, logind removes /run/user/<uid> at logout (and RemoveIPC=yes
+// the user's files in /dev/shm), and systemd-tmpfiles ages out /tmp. So
+// DefaultDir reads no environment variable. Users without a home of their
+// own, or with a home on NFS or another filesystem Open refuses, get
+// /run/lock/leaderrun-<uid> instead (local tmpfs, emptied only at boot);
+// DefaultDir lists exactly when. On a system whose /run/lock users may not
+// write (Fedora, Arch) such a user must set a directory. Built with
+// CGO_ENABLED=0, os/user reads /etc/passwd only: a user known only through
+// NSS (LDAP, SSSD, systemd-homed) then gets the fallback, while a cgo build
+// finds the home; use one build, or set the directory, for such users. A
+// home that is mounted only while its user is logged in (an encrypted or
+// systemd-homed home), or hidden from a service (ProtectHome=tmpfs), is seen
+// differently by different processes: there, set the directory explicitly
+// (Config.Dir; the CLI's --dir or LEADERRUN_DIR) for every process.
+//
 // # Platform notes
 //
 // Close events come from inotify on Linux. Elsewhere (macOS, the BSDs) a

@@ -1,0 +1,3 @@
+package elect
+
+func groupSharedRole() int { return 2 }
