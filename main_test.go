@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -49,6 +50,7 @@ func TestScripts(t *testing.T) {
 				},
 				Condition: scriptCondition,
 				Cmds: map[string]func(ts *testscript.TestScript, neg bool, args []string){
+					"testgroup":  cmdTestgroup,
 					"testuser":   cmdTestuser,
 					"waitfile":   cmdWaitfile,
 					"waitleader": cmdWaitleader,
@@ -71,20 +73,50 @@ func scriptCondition(cond string) (bool, error) {
 	return false, fmt.Errorf("unknown condition %q", cond)
 }
 
-// testuser VAR: as root, create a throwaway user (removed when the script
-// ends) with its own group and the home $WORK/home-VAR, make $WORK
-// reachable by it, and copy the command under test to $BIN/leaderrun where
-// it may run it. Sets $VAR (the name), $VAR_uid, $VAR_gid and $HOME_VAR.
-func cmdTestuser(ts *testscript.TestScript, neg bool, args []string) {
+var throwaways atomic.Int32
+
+// throwawayName is a user or group name unique to this run and call (scripts
+// run in parallel), at most 32 bytes.
+func throwawayName(v string) string {
+	return fmt.Sprintf("lr-ts%d-%d-%.8s", os.Getpid()%100000, throwaways.Add(1), v)
+}
+
+// testgroup VAR: as root, create a throwaway group (removed when the script
+// ends). Sets $VAR (the name) and $VAR_gid.
+func cmdTestgroup(ts *testscript.TestScript, neg bool, args []string) {
 	if neg || len(args) != 1 {
-		ts.Fatalf("usage: testuser VAR")
+		ts.Fatalf("usage: testgroup VAR")
+	}
+	name := throwawayName(args[0])
+	exec.Command("groupdel", name).Run() // left by an interrupted run
+	if out, err := exec.Command("groupadd", "--system", name).CombinedOutput(); err != nil {
+		ts.Fatalf("groupadd: %v: %s", err, out)
+	}
+	ts.Defer(func() { exec.Command("groupdel", name).Run() })
+	g, err := user.LookupGroup(name)
+	ts.Check(err)
+	ts.Setenv(args[0], name)
+	ts.Setenv(args[0]+"_gid", g.Gid)
+}
+
+// testuser VAR [GROUP]: as root, create a throwaway user (removed when the
+// script ends) with a private primary group, GROUP as a supplementary one if
+// given, and the home $WORK/home-VAR; make $WORK reachable by it, and copy
+// the command under test to $BIN/leaderrun where it may run it. Sets $VAR
+// (the name), $VAR_uid, $VAR_gid and $HOME_VAR.
+func cmdTestuser(ts *testscript.TestScript, neg bool, args []string) {
+	if neg || len(args) < 1 || len(args) > 2 {
+		ts.Fatalf("usage: testuser VAR [GROUP]")
 	}
 	v := args[0]
-	name := fmt.Sprintf("lr-ts%d-%s", os.Getpid()%100000, v)
+	name := throwawayName(v)
 	home := ts.MkAbs("home-" + v)
 	exec.Command("userdel", name).Run() // left by an interrupted run
-	if out, err := exec.Command("useradd", "--system", "--no-create-home", "--home-dir", home,
-		"--shell", "/usr/sbin/nologin", "--user-group", name).CombinedOutput(); err != nil {
+	opts := []string{"--system", "--no-create-home", "--home-dir", home, "--shell", "/usr/sbin/nologin", "--user-group"}
+	if len(args) == 2 {
+		opts = append(opts, "--groups", args[1])
+	}
+	if out, err := exec.Command("useradd", append(opts, name)...).CombinedOutput(); err != nil {
 		ts.Fatalf("useradd: %v: %s", err, out)
 	}
 	ts.Defer(func() { exec.Command("userdel", name).Run() })

@@ -77,6 +77,26 @@
 // differently by different processes: there, set the directory explicitly
 // (Config.Dir; the CLI's --dir or LEADERRUN_DIR) for every process.
 //
+// # Group-shared directories
+//
+// With Config.GroupShared, a directory its group may write to (such as mode
+// 2770, group team) is shared by every member of that group, whatever their
+// uid and primary group: the members take part in one queue as if they were
+// one user (first come, first served, IfAvailable and timeouts, steals of a
+// holder that lets go, Query showing another member's holder as the
+// leaderrun holder it is, with its epoch), and a dead member's ticket is
+// removed by whichever member meets it, since the queue directory is
+// group-writable without the sticky bit. Everything a member creates there
+// gets the directory's group and group access (files 0660, queue
+// directories 2770), whatever its umask and primary group, also where the
+// directory lacks the setgid bit. The group is trusted as one user: any
+// member can remove or rewrite every file there. Not guaranteed: a member
+// cannot signal another member's processes (kill(2) needs the same uid), so
+// KillAfter does not end another member's holder that will not let go (a
+// stopped one), and the CLI's orphan fence cannot end the processes another
+// member's killed leaderrun left behind; that member, or root, must. The bus
+// stays per-user: its peers are checked by uid.
+//
 // # Platform notes
 //
 // Close events come from inotify on Linux. Elsewhere (macOS, the BSDs) a
