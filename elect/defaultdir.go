@@ -18,7 +18,9 @@ import (
 // (the FHS /var/lock) is on local tmpfs, writable by everyone with the
 // sticky bit on Debian and Ubuntu, untouched by PrivateTmp=, by logind at
 // logout (RemoveIPC= clears only /dev/shm and IPC objects) and by
-// systemd-tmpfiles ageing; it is emptied only at boot.
+// systemd-tmpfiles ageing; it is emptied only at boot. Where users may not
+// create entries in it (Fedora and Arch make it 0755 root; macOS and the
+// BSDs have none), such a user must configure a directory.
 const FallbackBase = "/run/lock"
 
 // Test hooks; the real values are the only ones outside tests.
@@ -44,7 +46,10 @@ func passwdHome(uid int) (string, error) {
 // at all.
 //
 // It is <home>/.local/state/leaderrun, where <home> is the effective uid's
-// home directory in the user database (the passwd entry; os/user), and
+// home directory in the user database (the passwd entry, through os/user:
+// getpwuid_r and so NSS in a cgo build, /etc/passwd alone with
+// CGO_ENABLED=0, so a user known only through LDAP or SSSD gets the
+// fallback from such a build and the home from a cgo one), and
 // DefaultDir creates <home>/.local and <home>/.local/state (mode 0700) where
 // they are missing so that [Open] can create the last element (mode 0700).
 // It is FallbackBase/leaderrun-<uid> (/run/lock/leaderrun-<uid>) instead
@@ -55,7 +60,8 @@ func passwdHome(uid int) (string, error) {
 //   - the home does not exist (as for nobody's /nonexistent and system
 //     users made without a home), or is not a directory owned by the uid
 //     (a system user whose home is a directory of root's);
-//   - the home is on a filesystem [Open] refuses (NFS, SMB/CIFS, FUSE, ...).
+//   - the home is on a filesystem [Open] refuses (NFS, SMB/CIFS, FUSE, ...),
+//     whatever Config.AllowUnsafeFS says.
 //
 // These are facts about the user database and the machine's filesystems,
 // the same from every environment. A home that exists and is the user's but
