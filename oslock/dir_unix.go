@@ -3,6 +3,8 @@
 package oslock
 
 import (
+	"crypto/rand"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
@@ -131,7 +133,16 @@ func (d *Dir) pathErr(op, name string, err error) error {
 // the directory lacks the setgid bit) and perm's owner bits for the group
 // too, whatever the umask, so that every member can open, lock and read it.
 func (d *Dir) OpenFile(name string, flag int, perm os.FileMode) (*os.File, error) {
-	fd, err := openNoFollow(d.fd(), name, flag, uint32(perm.Perm()))
+	if d.group && flag&os.O_CREATE != 0 && flag&os.O_EXCL == 0 {
+		return d.openShared(name, flag, perm)
+	}
+	return d.openFile(name, name, flag, perm, d.group && flag&os.O_CREATE != 0)
+}
+
+// openFile opens at, naming the file name in errors and in the result; with
+// share set, a file of ours gets the group's access.
+func (d *Dir) openFile(at, name string, flag int, perm os.FileMode, share bool) (*os.File, error) {
+	fd, err := openNoFollow(d.fd(), at, flag, uint32(perm.Perm()))
 	if err != nil {
 		return nil, d.pathErr("open", name, err)
 	}
@@ -145,10 +156,39 @@ func (d *Dir) OpenFile(name string, flag int, perm os.FileMode) (*os.File, error
 		f.Close()
 		return nil, fmt.Errorf("oslock: %s is not a regular file; remove it", filepath.Join(d.path, name))
 	}
-	if d.group && flag&os.O_CREATE != 0 && int(st.Uid) == os.Geteuid() {
+	if share && int(st.Uid) == os.Geteuid() {
 		d.share(fd, &st, d.filePerm(uint32(perm.Perm())))
 	}
 	return f, nil
+}
+
+// openShared opens name, creating it if missing so that no other member
+// ever finds it without the group's access: created in place and then
+// fchmod'ed, it would refuse for a moment a member that starts at the same
+// time (two users' cron jobs of the same minute). A missing file is made
+// under a temporary name, shared, and linked into place.
+func (d *Dir) openShared(name string, flag int, perm os.FileMode) (*os.File, error) {
+	for attempt := 0; ; attempt++ {
+		f, err := d.openFile(name, name, flag&^os.O_CREATE, perm, true)
+		if !errors.Is(err, fs.ErrNotExist) || attempt == 3 {
+			return f, err
+		}
+		var rnd [8]byte
+		rand.Read(rnd[:])
+		tmp := ".oslock-new-" + hex.EncodeToString(rnd[:])
+		if f, err = d.openFile(tmp, name, flag&^os.O_TRUNC|os.O_EXCL, perm, true); err != nil {
+			return nil, err
+		}
+		err = unix.Linkat(d.fd(), tmp, d.fd(), name, 0)
+		unix.Unlinkat(d.fd(), tmp, 0)
+		if err == nil {
+			return f, nil
+		}
+		f.Close()
+		if err != unix.EEXIST {
+			return nil, d.pathErr("link", name, err)
+		}
+	}
 }
 
 // share gives a file or directory of ours in a group-shared directory the
