@@ -119,7 +119,13 @@ func cmdTestuser(ts *testscript.TestScript, neg bool, args []string) {
 	if out, err := exec.Command("useradd", append(opts, name)...).CombinedOutput(); err != nil {
 		ts.Fatalf("useradd: %v: %s", err, out)
 	}
-	ts.Defer(func() { exec.Command("userdel", name).Run() })
+	ts.Defer(func() {
+		// -f: a background process of the user may still be exiting
+		// when a failed script's deferred functions run.
+		if out, err := exec.Command("userdel", "-f", name).CombinedOutput(); err != nil {
+			ts.Logf("userdel %s: %v: %s", name, err, out)
+		}
+	})
 	u, err := user.Lookup(name)
 	ts.Check(err)
 	uid, _ := strconv.Atoi(u.Uid)
