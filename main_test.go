@@ -4,11 +4,14 @@ import (
 	"bytes"
 	"encoding/json"
 	"flag"
+	"fmt"
 	"os"
 	"os/exec"
+	"os/user"
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -45,7 +48,10 @@ func TestScripts(t *testing.T) {
 					env.Setenv("LEADERRUN_DIR", dir)
 					return nil
 				},
+				Condition: scriptCondition,
 				Cmds: map[string]func(ts *testscript.TestScript, neg bool, args []string){
+					"testgroup":  cmdTestgroup,
+					"testuser":   cmdTestuser,
 					"waitfile":   cmdWaitfile,
 					"waitleader": cmdWaitleader,
 					"waitqueue":  cmdWaitqueue,
@@ -57,6 +63,92 @@ func TestScripts(t *testing.T) {
 			})
 		})
 	}
+}
+
+// scriptCondition adds [root]: the script runs as root.
+func scriptCondition(cond string) (bool, error) {
+	if cond == "root" {
+		return os.Geteuid() == 0, nil
+	}
+	return false, fmt.Errorf("unknown condition %q", cond)
+}
+
+var throwaways atomic.Int32
+
+// throwawayName is a user or group name unique to this run and call (scripts
+// run in parallel), at most 32 bytes.
+func throwawayName(v string) string {
+	return fmt.Sprintf("lr-ts%d-%d-%.8s", os.Getpid()%100000, throwaways.Add(1), v)
+}
+
+// testgroup VAR: as root, create a throwaway group (removed when the script
+// ends). Sets $VAR (the name) and $VAR_gid.
+func cmdTestgroup(ts *testscript.TestScript, neg bool, args []string) {
+	if neg || len(args) != 1 {
+		ts.Fatalf("usage: testgroup VAR")
+	}
+	name := throwawayName(args[0])
+	exec.Command("groupdel", name).Run() // left by an interrupted run
+	if out, err := exec.Command("groupadd", "--system", name).CombinedOutput(); err != nil {
+		ts.Fatalf("groupadd: %v: %s", err, out)
+	}
+	ts.Defer(func() { exec.Command("groupdel", name).Run() })
+	g, err := user.LookupGroup(name)
+	ts.Check(err)
+	ts.Setenv(args[0], name)
+	ts.Setenv(args[0]+"_gid", g.Gid)
+}
+
+// testuser VAR [GROUP]: as root, create a throwaway user (removed when the
+// script ends) with a private primary group, GROUP as a supplementary one if
+// given, and the home $WORK/home-VAR; make $WORK reachable by it, and copy
+// the command under test to $BIN/leaderrun where it may run it. Sets $VAR
+// (the name), $VAR_uid, $VAR_gid and $HOME_VAR.
+func cmdTestuser(ts *testscript.TestScript, neg bool, args []string) {
+	if neg || len(args) < 1 || len(args) > 2 {
+		ts.Fatalf("usage: testuser VAR [GROUP]")
+	}
+	v := args[0]
+	name := throwawayName(v)
+	home := ts.MkAbs("home-" + v)
+	exec.Command("userdel", name).Run() // left by an interrupted run
+	opts := []string{"--system", "--no-create-home", "--home-dir", home, "--shell", "/usr/sbin/nologin", "--user-group"}
+	if len(args) == 2 {
+		opts = append(opts, "--groups", args[1])
+	}
+	if out, err := exec.Command("useradd", append(opts, name)...).CombinedOutput(); err != nil {
+		ts.Fatalf("useradd: %v: %s", err, out)
+	}
+	ts.Defer(func() {
+		// -f: a background process of the user may still be exiting
+		// when a failed script's deferred functions run.
+		if out, err := exec.Command("userdel", "-f", name).CombinedOutput(); err != nil {
+			ts.Logf("userdel %s: %v: %s", name, err, out)
+		}
+	})
+	u, err := user.Lookup(name)
+	ts.Check(err)
+	uid, _ := strconv.Atoi(u.Uid)
+	gid, _ := strconv.Atoi(u.Gid)
+	ts.Check(os.Mkdir(home, 0o700))
+	ts.Check(os.Chown(home, uid, gid))
+	for d := ts.MkAbs("."); d != "/" && d != os.TempDir(); d = filepath.Dir(d) {
+		ts.Check(os.Chmod(d, 0o755))
+	}
+	bin := ts.MkAbs("bin")
+	if _, err := os.Stat(filepath.Join(bin, "leaderrun")); err != nil {
+		ts.Check(os.MkdirAll(bin, 0o755))
+		exe, err := os.Executable()
+		ts.Check(err)
+		b, err := os.ReadFile(exe)
+		ts.Check(err)
+		ts.Check(os.WriteFile(filepath.Join(bin, "leaderrun"), b, 0o755))
+	}
+	ts.Setenv(v, name)
+	ts.Setenv(v+"_uid", u.Uid)
+	ts.Setenv(v+"_gid", u.Gid)
+	ts.Setenv("HOME_"+v, home)
+	ts.Setenv("BIN", bin)
 }
 
 // hardTimeout bounds every wait of the custom commands; -t overrides it.

@@ -189,9 +189,10 @@ func (s *Server) Serve(ctx context.Context) error {
 		return fmt.Errorf("%w: Serve called twice or after Close", ErrClosed)
 	}
 	s.served = true
-	s.mu.Unlock()
-
+	// Added under the lock that stop takes before it waits, so that the
+	// Add happens before the Wait or not at all (sync.WaitGroup's rule).
 	s.wg.Add(1)
+	s.mu.Unlock()
 	go s.acceptLoop()
 	var cause error
 	select {
@@ -217,7 +218,9 @@ func Serve(ctx context.Context, lead *elect.Leadership, opts ...ServerOption) er
 }
 
 // Close stops serving as the end of Serve's ctx would, and waits as Serve
-// does. It is idempotent.
+// does. It is idempotent and safe to call concurrently with Serve, before
+// or while it runs: a running Serve returns nil, one not yet started
+// returns ErrClosed. After Close, Serve and Publish fail with ErrClosed.
 func (s *Server) Close() error {
 	s.stop(nil)
 	return nil
@@ -228,12 +231,16 @@ func (s *Server) stop(cause error) {
 		if cause == nil {
 			cause = ErrClosed
 		}
+		// From here on Serve, join and publish see closed: nothing new
+		// starts, and the WaitGroup below only shrinks.
+		s.mu.Lock()
+		s.closed = true
+		s.mu.Unlock()
 		s.cancel(cause)
 		s.ln.Close()
 		s.removeSocket()
 		s.dir.Close()
 		s.mu.Lock()
-		s.closed = true
 		y := bye{reason: byeStepDown, lastSeq: s.seq}
 		for _, c := range s.conns {
 			c.end(y, false)

@@ -26,7 +26,7 @@ func dirFlag() cli.Flag {
 func subDirFlag() cli.Flag {
 	return &cli.StringFlag{
 		Name:  "dir",
-		Usage: "lock directory `DIR` (env LEADERRUN_DIR); must exist and be private (chmod 700) when given (default: $XDG_RUNTIME_DIR/leaderrun, else /tmp/leaderrun-UID)",
+		Usage: "lock directory `DIR` (env LEADERRUN_DIR); must exist and be private (chmod 700) when given (default: ~/.local/state/leaderrun in the home of your passwd entry, else /run/lock/leaderrun-UID)",
 	}
 }
 

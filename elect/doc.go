@@ -57,6 +57,46 @@
 // live request). These persist between uses; tickets of dead processes are
 // removed by the next process that meets them, or by [Locker.Prune].
 //
+// The default directory is <home>/.local/state/leaderrun, <home> being the
+// effective user's home in the user database, because it is the one place
+// that is the same for every process of a user and outlives them all:
+// cron sets no XDG_RUNTIME_DIR, sudo and su without "-" keep the caller's
+// HOME and XDG_* variables, a service with PrivateTmp=yes has its own /tmp
+// and /var/tmp, logind removes /run/user/<uid> at logout (and RemoveIPC=yes
+// the user's files in /dev/shm), and systemd-tmpfiles ages out /tmp. So
+// DefaultDir reads no environment variable. Users without a home of their
+// own, or with a home on NFS or another filesystem Open refuses, get
+// /run/lock/leaderrun-<uid> instead (local tmpfs, emptied only at boot);
+// DefaultDir lists exactly when. On a system whose /run/lock users may not
+// write (Fedora, Arch) such a user must set a directory. Built with
+// CGO_ENABLED=0, os/user reads /etc/passwd only: a user known only through
+// NSS (LDAP, SSSD, systemd-homed) then gets the fallback, while a cgo build
+// finds the home; use one build, or set the directory, for such users. A
+// home that is mounted only while its user is logged in (an encrypted or
+// systemd-homed home), or hidden from a service (ProtectHome=tmpfs), is seen
+// differently by different processes: there, set the directory explicitly
+// (Config.Dir; the CLI's --dir or LEADERRUN_DIR) for every process.
+//
+// # Group-shared directories
+//
+// With Config.GroupShared, a directory its group may write to (such as mode
+// 2770, group team) is shared by every member of that group, whatever their
+// uid and primary group: the members take part in one queue as if they were
+// one user (first come, first served, IfAvailable and timeouts, steals of a
+// holder that lets go, Query showing another member's holder as the
+// leaderrun holder it is, with its epoch), and a dead member's ticket is
+// removed by whichever member meets it, since the queue directory is
+// group-writable without the sticky bit. Everything a member creates there
+// gets the directory's group and group access (files 0660, queue
+// directories 2770), whatever its umask and primary group, also where the
+// directory lacks the setgid bit. The group is trusted as one user: any
+// member can remove or rewrite every file there. Not guaranteed: a member
+// cannot signal another member's processes (kill(2) needs the same uid), so
+// KillAfter does not end another member's holder that will not let go (a
+// stopped one), and the CLI's orphan fence cannot end the processes another
+// member's killed leaderrun left behind; that member, or root, must. The bus
+// stays per-user: its peers are checked by uid.
+//
 // # Platform notes
 //
 // Close events come from inotify on Linux. Elsewhere (macOS, the BSDs) a

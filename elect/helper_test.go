@@ -22,7 +22,7 @@ func TestMain(m *testing.M) {
 	switch os.Getenv("LEADERRUN_TEST_ROLE") {
 	case "contender":
 		os.Exit(contender())
-	case "chaos", "hostile":
+	case "chaos", "hostile", "defaultdir", "groupshared":
 		os.Exit(reliabilityRole(os.Getenv("LEADERRUN_TEST_ROLE")))
 	case "bench":
 		os.Exit(benchRole())

@@ -111,20 +111,19 @@ func TestHostileUser(t *testing.T) {
 		})
 	}
 
-	// The default directory lives in a place others can write (/tmp)
-	// when XDG_RUNTIME_DIR is unset, under a name anyone can predict.
+	// For a user without a usable home the default directory lives in a
+	// place others can write (/run/lock), under a name anyone can predict.
 	// Whatever another user puts there first is refused, never used.
 	t.Run("squatted-default", func(t *testing.T) {
-		tmp := filepath.Join(base, "tmp")
+		tmp := filepath.Join(base, "runlock")
 		if err := os.Mkdir(tmp, 0o777); err != nil {
 			t.Fatal(err)
 		}
 		syscall.Chmod(tmp, 0o1777)
-		t.Setenv("XDG_RUNTIME_DIR", "")
-		t.Setenv("TMPDIR", tmp)
+		setHomeHook(t, func(int) (string, error) { return "/nonexistent", nil }, tmp)
 		def := DefaultDir()
 		if filepath.Dir(def) != tmp {
-			t.Fatalf("DefaultDir %s is not under TMPDIR %s", def, tmp)
+			t.Fatalf("DefaultDir %s is not under the fallback base %s", def, tmp)
 		}
 		victim := filepath.Join(base, "victim-default")
 		if err := os.Mkdir(victim, 0o777); err != nil {

@@ -3,9 +3,6 @@ package elect
 import (
 	"context"
 	"errors"
-	"fmt"
-	"os"
-	"path/filepath"
 	"sort"
 	"strings"
 	"sync"
@@ -52,18 +49,6 @@ type Locker struct {
 	retired []*oslock.Dir // earlier ones, replaced under us
 	closed  bool
 	terms   map[*Leadership]struct{}
-}
-
-// DefaultDir is the private per-user lock directory:
-// $XDG_RUNTIME_DIR/leaderrun when XDG_RUNTIME_DIR names an existing
-// directory, else /tmp/leaderrun-<uid>.
-func DefaultDir() string {
-	if x := os.Getenv("XDG_RUNTIME_DIR"); filepath.IsAbs(x) {
-		if st, err := os.Stat(x); err == nil && st.IsDir() {
-			return filepath.Join(x, "leaderrun")
-		}
-	}
-	return filepath.Join(os.TempDir(), fmt.Sprintf("leaderrun-%d", os.Geteuid()))
 }
 
 // Open checks the lock directory and returns a Locker for it.

@@ -14,6 +14,10 @@ func reliabilityRole(role string) int {
 		return chaosContender()
 	case "hostile":
 		return hostileRole()
+	case "defaultdir":
+		return defaultDirRole()
+	case "groupshared":
+		return groupSharedRole()
 	}
 	fmt.Fprintln(os.Stderr, "unknown role", role)
 	return 2

@@ -11,7 +11,8 @@ import (
 type Dir struct {
 	f     *os.File
 	path  string
-	group bool // group-shared: files and subdirectories get group access
+	group bool   // group-shared: files and subdirectories get group access
+	gid   uint32 // the directory's group, given to what we create in it
 }
 
 // DirOptions says how [OpenDir] treats the directory.

@@ -21,6 +21,8 @@ func (d *Dir) Rename(oldname, newname string) error   { return ErrUnsupported }
 func (d *Dir) Lstat(name string) (FileID, int, error) { return FileID{}, 0, ErrUnsupported }
 func (d *Dir) ResolvedPath(name string) string        { return d.path + "/" + name }
 func IDOf(f *os.File) (FileID, error)                 { return FileID{}, ErrUnsupported }
+func DirOwner(path string) (int, error)               { return -1, ErrUnsupported }
+func CheckFS(path string) error                       { return ErrUnsupported }
 
 func (d *Dir) openBeacon(name string, owner bool) (*os.File, error) { return nil, ErrUnsupported }
 func (d *Dir) makeBeacon(name string, perm os.FileMode) error       { return ErrUnsupported }

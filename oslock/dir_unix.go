@@ -3,6 +3,8 @@
 package oslock
 
 import (
+	"crypto/rand"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
@@ -49,18 +51,26 @@ func OpenDir(path string, opts DirOptions) (*Dir, error) {
 		return nil, &fs.PathError{Op: "open", Path: path, Err: err}
 	}
 	f := os.NewFile(uintptr(fd), path)
-	if err := checkDir(f, path, opts); err != nil {
+	st, err := checkDir(f, path, opts)
+	if err != nil {
 		f.Close()
 		return nil, err
 	}
-	return &Dir{f: f, path: path, group: opts.GroupShared}, nil
+	return &Dir{f: f, path: path, group: opts.GroupShared, gid: st.Gid}, nil
 }
 
-func checkDir(f *os.File, path string, opts DirOptions) error {
+func checkDir(f *os.File, path string, opts DirOptions) (unix.Stat_t, error) {
 	var st unix.Stat_t
 	if err := unix.Fstat(int(f.Fd()), &st); err != nil {
-		return &fs.PathError{Op: "fstat", Path: path, Err: err}
+		return st, &fs.PathError{Op: "fstat", Path: path, Err: err}
 	}
+	if err := checkDirStat(int(f.Fd()), &st, path, opts); err != nil {
+		return st, err
+	}
+	return st, nil
+}
+
+func checkDirStat(fd int, st *unix.Stat_t, path string, opts DirOptions) error {
 	if st.Mode&unix.S_IFMT != unix.S_IFDIR {
 		return fmt.Errorf("oslock: %s is not a directory", path)
 	}
@@ -77,7 +87,7 @@ func checkDir(f *os.File, path string, opts DirOptions) error {
 			"run: chmod 700 "+path+", or opt into a group-shared directory")
 	}
 	if !opts.AllowUnsafeFS {
-		if err := checkFS(int(f.Fd()), path); err != nil {
+		if err := checkFS(fd, path); err != nil {
 			return err
 		}
 	}
@@ -118,12 +128,23 @@ func (d *Dir) pathErr(op, name string, err error) error {
 }
 
 // OpenFile opens name inside the directory without following a symbolic
-// link; flag and perm are as for os.OpenFile. In a group-shared directory
-// the group gets perm's owner bits too, whatever the umask.
+// link; flag and perm are as for os.OpenFile. In a group-shared directory a
+// file of ours opened with O_CREATE gets the directory's group (also where
+// the directory lacks the setgid bit) and perm's owner bits for the group
+// too, whatever the umask, so that every member can open, lock and read it.
 func (d *Dir) OpenFile(name string, flag int, perm os.FileMode) (*os.File, error) {
+	if d.group && flag&os.O_CREATE != 0 && flag&os.O_EXCL == 0 {
+		return d.openShared(name, flag, perm)
+	}
+	return d.openFile(name, name, flag, perm, d.group && flag&os.O_CREATE != 0)
+}
+
+// openFile opens at, naming the file name in errors and in the result; with
+// share set, a file of ours gets the group's access.
+func (d *Dir) openFile(at, name string, flag int, perm os.FileMode, share bool) (*os.File, error) {
 	// O_NONBLOCK so that a FIFO planted under the name cannot hang the
 	// open; it is refused below, and cleared for the regular file.
-	fd, err := openNoFollow(d.fd(), name, flag|unix.O_NONBLOCK, uint32(perm.Perm()))
+	fd, err := openNoFollow(d.fd(), at, flag|unix.O_NONBLOCK, uint32(perm.Perm()))
 	if err != nil {
 		return nil, d.pathErr("open", name, err)
 	}
@@ -140,10 +161,58 @@ func (d *Dir) OpenFile(name string, flag int, perm os.FileMode) (*os.File, error
 		unix.SetNonblock(fd, false)
 	}
 	f := os.NewFile(uintptr(fd), filepath.Join(d.path, name))
-	if d.group && flag&os.O_CREATE != 0 && int(st.Uid) == os.Geteuid() {
-		unix.Fchmod(fd, d.filePerm(uint32(perm.Perm())))
+	if share && int(st.Uid) == os.Geteuid() {
+		d.share(fd, &st, d.filePerm(uint32(perm.Perm())))
 	}
 	return f, nil
+}
+
+// openShared opens name, creating it if missing so that no other member
+// ever finds it without the group's access: created in place and then
+// fchmod'ed, it would refuse for a moment a member that starts at the same
+// time (two users' cron jobs of the same minute). A missing file is made
+// under a temporary name, shared, and linked into place.
+func (d *Dir) openShared(name string, flag int, perm os.FileMode) (*os.File, error) {
+	for attempt := 0; ; attempt++ {
+		f, err := d.openFile(name, name, flag&^os.O_CREATE, perm, true)
+		if !errors.Is(err, fs.ErrNotExist) || attempt == 3 {
+			return f, err
+		}
+		var rnd [8]byte
+		rand.Read(rnd[:])
+		tmp := ".oslock-new-" + hex.EncodeToString(rnd[:])
+		if f, err = d.openFile(tmp, name, flag&^os.O_TRUNC|os.O_EXCL, perm, true); err != nil {
+			return nil, err
+		}
+		err = unix.Linkat(d.fd(), tmp, d.fd(), name, 0)
+		unix.Unlinkat(d.fd(), tmp, 0)
+		if err == nil {
+			return f, nil
+		}
+		f.Close()
+		if err != unix.EEXIST {
+			return nil, d.pathErr("link", name, err)
+		}
+	}
+}
+
+// share gives a file or directory of ours in a group-shared directory the
+// directory's group and at least perm. It is best effort: where it fails
+// (we are not in the directory's group) the entry keeps our group, and
+// other members get a permission error naming it.
+func (d *Dir) share(fd int, st *unix.Stat_t, perm uint32) {
+	chowned := false
+	if st.Gid != d.gid && unix.Fchown(fd, -1, int(d.gid)) == nil {
+		st.Gid, chowned = d.gid, true
+	}
+	// chown(2) by a non-root owner clears the setgid bit, so the mode is
+	// set after it, also when it seems unchanged.
+	have := uint32(st.Mode) & 0o7777
+	if want := have | perm; chowned || want != have {
+		if unix.Fchmod(fd, want) == nil {
+			unix.Fstat(fd, st)
+		}
+	}
 }
 
 func (d *Dir) filePerm(perm uint32) uint32 {
@@ -154,15 +223,17 @@ func (d *Dir) filePerm(perm uint32) uint32 {
 }
 
 // Sub opens the subdirectory name, creating it with mode 0700 if create is
-// set, and checks it as [OpenDir] does.
+// set, and checks it as [OpenDir] does. In a group-shared directory a
+// subdirectory of ours gets the directory's group and mode 2770 (group
+// rwx, setgid, no sticky bit), also when it exists already, so that the
+// files every member creates in it get that group and any member may remove
+// a dead member's file.
 func (d *Dir) Sub(name string, create bool, opts DirOptions) (*Dir, error) {
-	created := false
 	if create {
 		err := unix.Mkdirat(d.fd(), name, d.filePerm(0o700))
 		if err != nil && err != unix.EEXIST {
 			return nil, d.pathErr("mkdir", name, err)
 		}
-		created = err == nil
 	}
 	fd, err := openNoFollow(d.fd(), name, unix.O_RDONLY|unix.O_DIRECTORY, 0)
 	if err != nil {
@@ -177,16 +248,21 @@ func (d *Dir) Sub(name string, create bool, opts DirOptions) (*Dir, error) {
 	}
 	path := filepath.Join(d.path, name)
 	f := os.NewFile(uintptr(fd), path)
-	if created && d.group {
-		unix.Fchmod(fd, d.filePerm(0o700)) // past the umask
+	var st unix.Stat_t
+	if err := unix.Fstat(fd, &st); err != nil {
+		f.Close()
+		return nil, d.pathErr("fstat", name, err)
+	}
+	if d.group && st.Mode&unix.S_IFMT == unix.S_IFDIR && int(st.Uid) == os.Geteuid() {
+		d.share(fd, &st, unix.S_ISGID|d.filePerm(0o700)) // past the umask
 	}
 	opts.AllowUnsafeFS = true // same filesystem as d, already checked
 	opts.GroupShared = d.group
-	if err := checkDir(f, path, opts); err != nil {
+	if err := checkDirStat(fd, &st, path, opts); err != nil {
 		f.Close()
 		return nil, err
 	}
-	return &Dir{f: f, path: path, group: d.group}, nil
+	return &Dir{f: f, path: path, group: d.group, gid: st.Gid}, nil
 }
 
 // Names lists the directory's entries, in no particular order.
@@ -264,6 +340,37 @@ func (d *Dir) ResolvedPath(name string) string {
 		return "/proc/self/fd/" + strconv.Itoa(d.fd()) + "/" + name
 	}
 	return filepath.Join(d.path, name)
+}
+
+// DirOwner returns the uid that owns the directory at path, following
+// symbolic links. A missing path, or a parent that is not a directory,
+// matches fs.ErrNotExist; a path that is not a directory matches
+// syscall.ENOTDIR.
+func DirOwner(path string) (int, error) {
+	var st unix.Stat_t
+	if err := unix.Stat(path, &st); err != nil {
+		if err == unix.ENOENT || err == unix.ENOTDIR {
+			return -1, &fs.PathError{Op: "stat", Path: path, Err: fs.ErrNotExist}
+		}
+		return -1, &fs.PathError{Op: "stat", Path: path, Err: err}
+	}
+	if st.Mode&unix.S_IFMT != unix.S_IFDIR {
+		return -1, &fs.PathError{Op: "stat", Path: path, Err: unix.ENOTDIR}
+	}
+	return int(st.Uid), nil
+}
+
+// CheckFS returns an error matching [ErrUnsupported], naming the
+// filesystem, when the directory at path is on one where flock cannot be
+// trusted (those [OpenDir] refuses), and nil when it is local. Unlike
+// OpenDir it follows a symbolic link at path.
+func CheckFS(path string) error {
+	fd, err := unix.Open(path, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return &fs.PathError{Op: "open", Path: path, Err: err}
+	}
+	defer unix.Close(fd)
+	return checkFS(fd, path)
 }
 
 // ID returns the identity of the directory itself.

@@ -17,7 +17,10 @@ func (d *Dir) makeBeacon(name string, perm os.FileMode) error {
 		return d.pathErr("mkfifo", name, err)
 	}
 	if d.group {
-		// Past the umask, without following a link planted meanwhile.
+		// The directory's group and its access, past the umask; a FIFO
+		// cannot be opened without blocking before it has a reader, so by
+		// name, without following a link planted meanwhile.
+		unix.Fchownat(d.fd(), name, -1, int(d.gid), unix.AT_SYMLINK_NOFOLLOW)
 		unix.Fchmodat(d.fd(), name, d.filePerm(uint32(perm.Perm())), 0)
 	}
 	return nil

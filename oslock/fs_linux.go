@@ -30,7 +30,7 @@ func checkFS(fd int, path string) error {
 		return &fs.PathError{Op: "statfs", Path: path, Err: err}
 	}
 	if name, bad := unsafeFS[int64(st.Type)&0xffffffff]; bad {
-		return fmt.Errorf("%w: %s is on a %s filesystem, where flock is not reliable between processes; use a local directory (the default under $XDG_RUNTIME_DIR or /tmp)",
+		return fmt.Errorf("%w: %s is on a %s filesystem, where flock is not reliable between processes; use a local directory",
 			ErrUnsupported, path, name)
 	}
 	return nil
