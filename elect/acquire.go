@@ -66,16 +66,73 @@ type acquirer struct {
 
 	killAt  time.Time // with Steal and KillAfter
 	killed  bool
-	evicted []int           // pids of holders this stealer deposed
-	deposed map[string]bool // their tickets
-	modes   map[string]bool // ticket name -> exclusive, as read (shared requests)
-	pids    map[string]int  // ticket name -> owner's pid, as read
-	passed  map[string]bool // stopped waiters passed at the head of the line
-	known   []entry         // the tickets ahead of ours, as last seen
-	poll    time.Duration   // back-off of the fallback poll, 0 when not polling
+	evicted []int               // pids of holders this stealer deposed
+	deposed map[string]bool     // their tickets
+	modes   map[string]bool     // ticket name -> exclusive, as read (shared requests)
+	pids    map[string]int      // ticket name -> owner's pid, as read
+	passed  map[string]bool     // stopped waiters passed at the head of the line
+	known   []entry             // the tickets ahead of ours, as last seen
+	beacons map[string]*os.File // beacons of tickets we waited on, kept open
+	poll    time.Duration       // back-off of the fallback poll, 0 when not polling
+}
+
+// closeBeacons closes the beacons kept open.
+func (a *acquirer) closeBeacons() {
+	for n, f := range a.beacons {
+		f.Close()
+		delete(a.beacons, n)
+	}
+}
+
+// beacon returns the beacon of ticket name, opened once and kept: a ticket
+// whose name goes but whose beacon has not hung up is still alive (being
+// put back after its queue was removed), and keeps its place.
+func (a *acquirer) beacon(name string) (*os.File, error) {
+	if f := a.beacons[name]; f != nil {
+		return f, nil
+	}
+	f, err := a.q.OpenBeacon(name+beaconSuffix, false)
+	if err != nil {
+		return nil, err
+	}
+	if a.beacons == nil {
+		a.beacons = map[string]*os.File{}
+	}
+	a.beacons[name] = f
+	return f, nil
+}
+
+// stillAhead adds to ahead (in order) the tickets we saw ahead before
+// whose names are gone but whose owners still hold their beacons; the
+// beacons of tickets that are gone for good are closed.
+func (a *acquirer) stillAhead(ahead []entry) []entry {
+	for n, f := range a.beacons {
+		if slices.ContainsFunc(ahead, func(e entry) bool { return e.name == n }) {
+			continue
+		}
+		if oslock.HungUp(f) {
+			f.Close()
+			delete(a.beacons, n)
+			continue
+		}
+		if e, ok := parseTicket(n); ok && before(e, a.tk.e) {
+			ahead = append(ahead, e)
+		}
+	}
+	slices.SortFunc(ahead, func(x, y entry) int {
+		switch {
+		case before(x, y):
+			return -1
+		case before(y, x):
+			return 1
+		}
+		return 0
+	})
+	return ahead
 }
 
 func (a *acquirer) cleanup() {
+	a.closeBeacons()
 	if a.lockF != nil {
 		a.lockF.Close()
 	}
@@ -209,7 +266,7 @@ func (a *acquirer) aheadNow() ([]entry, error) {
 			}
 		}
 		a.known = kept
-		return kept, nil
+		return a.stillAhead(slices.Clone(kept)), nil
 	}
 	queue, err := listQueue(a.q)
 	if err != nil {
@@ -218,8 +275,16 @@ func (a *acquirer) aheadNow() ([]entry, error) {
 	ahead := a.ahead(queue)
 	if ahead != nil {
 		a.known = slices.Clone(ahead)
+		ahead = a.stillAhead(ahead)
 	}
 	return ahead, nil
+}
+
+// moved reports whether ticket b is one we know only by its beacon: its
+// name is gone (its queue was removed) but its owner lives.
+func (a *acquirer) moved(b entry) bool {
+	_, _, err := a.q.Lstat(b.name)
+	return err != nil && a.beacons[b.name] != nil
 }
 
 // keepTicket puts our ticket back when its name or its whole queue
@@ -342,19 +407,22 @@ func (a *acquirer) exclusive(e entry) bool {
 // of the line, we check after StallBound that it took the lock, and pass
 // it if it is stopped.
 func (a *acquirer) waitBehind(ctx context.Context, ahead []entry, b entry) error {
-	bf, err := a.q.OpenBeacon(b.name+beaconSuffix, false)
+	bf, err := a.beacon(b.name)
 	if err != nil && !errors.Is(err, fs.ErrNotExist) {
 		return err
 	}
-	if bf != nil {
-		defer bf.Close()
+	if bf != nil && oslock.HungUp(bf) {
+		probe(a.q, b) // gone: remove what it left, if anything
+		return nil
 	}
-	alive, err := probe(a.q, b)
-	if err != nil || !alive {
-		return err
+	if bf == nil || !a.moved(b) {
+		alive, err := probe(a.q, b)
+		if err != nil || !alive {
+			return err
+		}
 	}
-	// A record that cannot be read (not written by leaderrun) leaves only
-	// the beacon to wait on; the ticket's lock says its owner lives.
+	// A record that cannot be read (not written by leaderrun, or not put
+	// back yet) leaves only the beacon to wait on.
 	rb, rerr := readRecord(a.q, b.name)
 	if rerr == nil {
 		a.pids[b.name] = rb.PID
@@ -379,8 +447,7 @@ func (a *acquirer) waitBehind(ctx context.Context, ahead []entry, b entry) error
 			}
 		}
 		if bb, ok := a.blockerOf(bahead, rb.Mode, b.steal, true); ok {
-			if f, err := a.q.OpenBeacon(bb.name+beaconSuffix, false); err == nil {
-				defer f.Close()
+			if f, err := a.beacon(bb.name); err == nil {
 				w.hangup(f)
 			}
 		} else {
@@ -471,7 +538,7 @@ func (a *acquirer) waitLock(ctx context.Context, queue []entry) error {
 	fired, err := w.wait(timer)
 	if err == nil && !fired && timer > 0 {
 		a.killed = true
-		a.killHolders()
+		return a.killHolders()
 	}
 	return err
 }
@@ -565,6 +632,9 @@ func (a *acquirer) grant(ctx context.Context) (*Leadership, error) {
 		return nil, err
 	}
 	ahead := a.ahead(queue)
+	if ahead != nil {
+		ahead = a.stillAhead(ahead)
+	}
 	if _, blocked := a.blockerOf(ahead, a.req.Mode, a.req.Steal, true); blocked || !a.tk.present() {
 		a.known = nil // look at the whole queue next time
 		a.tk.rec.Epoch, a.tk.rec.Granted = 0, time.Time{}
@@ -573,7 +643,9 @@ func (a *acquirer) grant(ctx context.Context) (*Leadership, error) {
 		}
 		a.lockF.Close()
 		a.lockF = nil
-		return nil, nil
+		// Waiters that saw our mark sleep on our beacon as a holder's:
+		// wake them, or they would wait for a release that never comes.
+		return nil, a.tk.renewBeacon()
 	}
 	h := &holding{q: a.q, tk: a.tk, lockF: a.lockF, l: a.l, dir: a.dir, name: a.name}
 	lead, end := NewLeadership(Term{Name: a.name, Dir: a.l.path, Mode: a.req.Mode, Epoch: st.epoch, Since: now, Release: h.release})
@@ -585,6 +657,7 @@ func (a *acquirer) grant(ctx context.Context) (*Leadership, error) {
 	if a.req.Steal {
 		unmarkSteal(a.q)
 	}
+	a.closeBeacons()
 	a.q, a.tk, a.lockF = nil, nil, nil // now the holding's
 	return lead, nil
 }

@@ -17,6 +17,11 @@ var (
 	// holders but before it was granted. The holders' terms have ended;
 	// the lock goes to whoever is next in line.
 	ErrStealAbandoned = errors.New("elect: steal abandoned after deposing the holder")
+	// ErrForeignHolder: a steal's KillAfter ran out while a holder of
+	// another user (in a group-shared directory) still held the lock;
+	// kill(2) allows no process to end another user's. The message names
+	// the pid and uid.
+	ErrForeignHolder = errors.New("elect: the holder belongs to another user")
 	// ErrClosed: the Locker was closed; waiting requests end with it.
 	ErrClosed = errors.New("elect: locker is closed")
 	// ErrReleased ends a leadership that its holder released.

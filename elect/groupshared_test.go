@@ -272,7 +272,7 @@ func TestGroupSharedMembers(t *testing.T) {
 			// b queues behind a and is granted when a releases.
 			waiter := startAs(t, bin, b, g("hold", "job")...)
 			eventually(t, "b's ticket in the queue", func() bool {
-				names, _ := filepath.Glob(filepath.Join(dir, "job.queue", "t*"))
+				names, _ := filepath.Glob(filepath.Join(dir, "job.queue", "t*[0-9]"))
 				return len(names) == 2
 			})
 			holder.say("release")
@@ -288,7 +288,7 @@ func TestGroupSharedMembers(t *testing.T) {
 			dead := startAs(t, bin, a, g("hold", "left")...)
 			dead.expect("leader ")
 			dead.kill()
-			left, _ := filepath.Glob(filepath.Join(dir, "left.queue", "t*"))
+			left, _ := filepath.Glob(filepath.Join(dir, "left.queue", "t*[0-9]"))
 			if len(left) != 1 {
 				t.Fatalf("the killed member's ticket: %v; want one left behind", left)
 			}
@@ -348,7 +348,6 @@ func TestGroupSharedSteal(t *testing.T) {
 	}
 
 	t.Run("stopped holder of another member", func(t *testing.T) {
-		t.Skip("needs the lead's steal change (report, item B3): a steal whose KillAfter cannot kill another uid's holder must fail with a clear error instead of waiting for ever")
 		victim.signal(syscall.SIGSTOP)
 		defer victim.signal(syscall.SIGCONT)
 		out := startAs(t, bin, b, g("steal", "other", "G_KILLAFTER=100ms", "G_TIMEOUT=5s")...).expect("")

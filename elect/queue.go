@@ -204,6 +204,32 @@ func tmpName() string {
 	return tmpPrefix + strconv.Itoa(os.Getpid()) + "-" + hex.EncodeToString(rnd[:])
 }
 
+// renewBeacon gives the ticket a new beacon under the same name and closes
+// the old one, so that whoever sleeps on it wakes and looks again: for a
+// grant that steps back, which waiters may have taken for the holder.
+func (t *ticket) renewBeacon() error {
+	tmp := tmpName()
+	if err := t.q.MakeBeacon(tmp, 0o600); err != nil {
+		return err
+	}
+	defer t.q.Remove(tmp)
+	f, err := t.q.OpenBeacon(tmp, true)
+	if err != nil {
+		return err
+	}
+	if ok, err := oslock.TryLock(f, true); err != nil || !ok {
+		f.Close()
+		return errors.Join(err, fs.ErrExist)
+	}
+	if err := t.q.Rename(tmp, t.e.name+beaconSuffix); err != nil {
+		f.Close()
+		return err
+	}
+	t.beacon.Close()
+	t.beacon = f
+	return nil
+}
+
 // publishBeacon makes one attempt at the beacon; again is set when a
 // cleaner raced with it over the temporary name.
 func publishBeacon(q *oslock.Dir, name string) (f *os.File, again bool, err error) {

@@ -1,6 +1,7 @@
 package elect
 
 import (
+	"fmt"
 	"os"
 	"strconv"
 
@@ -34,15 +35,17 @@ func (a *acquirer) depose(queue []entry) {
 }
 
 // killHolders sends SIGKILL to the deposed holders that still hold the
-// lock file, when they belong to the same user. Where /proc/locks is
-// missing, liveness of the pid stands in for holding the lock.
-func (a *acquirer) killHolders() {
+// lock file. Where /proc/locks is missing, liveness of the pid stands in
+// for holding the lock. A holder of another user (a group-shared
+// directory) cannot be killed: that ends the steal with ErrForeignHolder
+// naming it, rather than a wait for a release that may never come.
+func (a *acquirer) killHolders() error {
 	if a.lockF == nil {
-		return
+		return nil
 	}
 	id, err := oslock.IDOf(a.lockF)
 	if err != nil {
-		return
+		return nil
 	}
 	table, terr := oslock.LockTable()
 	for _, pid := range a.evicted {
@@ -52,11 +55,13 @@ func (a *acquirer) killHolders() {
 		if terr == nil && !holds(table[id], pid) {
 			continue
 		}
-		if uid := oslock.UIDOf(pid); uid >= 0 && uid != os.Getuid() {
-			continue
+		if uid, me := oslock.UIDOf(pid), os.Geteuid(); uid >= 0 && uid != me && me != 0 {
+			return fmt.Errorf("%w: holder pid %d of uid %d did not let go within KillAfter, and uid %d may not kill it; it must release the lock, or uid %d or root must end it",
+				ErrForeignHolder, pid, uid, me, uid)
 		}
 		oslock.Kill(pid)
 	}
+	return nil
 }
 
 func holds(hs []oslock.LockHolder, pid int) bool {

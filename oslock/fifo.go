@@ -43,3 +43,7 @@ func (d *Dir) SignalBeacon(name string, msg []byte) error { return d.signalBeaco
 // [Dir.OpenBeacon]) has closed it, or ctx ends (it then returns ctx's
 // cause). It reads f, discarding anything written into it.
 func WaitHangup(ctx context.Context, f *os.File) error { return waitHangup(ctx, f) }
+
+// HungUp reports, without blocking, whether every writer of the FIFO f
+// (opened read-only by [Dir.OpenBeacon]) has closed it.
+func HungUp(f *os.File) bool { return hungUp(f) }

@@ -12,6 +12,9 @@ func waitHangup(ctx context.Context, f *os.File) error {
 	if err := context.Cause(ctx); err != nil {
 		return err
 	}
+	// A file kept for several waits may carry the deadline that ended
+	// the last one.
+	f.SetReadDeadline(time.Time{})
 	hooked := make(chan struct{})
 	stop := context.AfterFunc(ctx, func() {
 		defer close(hooked)

@@ -73,3 +73,23 @@ func (d *Dir) signalBeacon(name string, msg []byte) error {
 		return nil
 	}
 }
+
+func hungUp(f *os.File) bool {
+	rc, err := f.SyscallConn()
+	if err != nil {
+		return true
+	}
+	hup := true
+	rc.Control(func(fd uintptr) {
+		var buf [64]byte
+		for {
+			n, err := unix.Read(int(fd), buf[:])
+			if err == unix.EINTR || n > 0 {
+				continue
+			}
+			hup = n == 0 && err == nil
+			return
+		}
+	})
+	return hup
+}
