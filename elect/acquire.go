@@ -140,7 +140,7 @@ func (a *acquirer) cleanup() {
 		a.tk.drop()
 	}
 	if a.req.Steal && a.q != nil {
-		unmarkSteal(a.q)
+		unmarkSteal(a.dir, a.name, a.q)
 	}
 	a.q.Close()
 }
@@ -163,25 +163,33 @@ func (a *acquirer) run(ctx context.Context) (*Leadership, error) {
 	}
 	// The state lock is held for microseconds by whoever has it; a
 	// cancel while waiting for it leaves nothing behind.
-	// A state file removed or truncated under a live queue must not
-	// restart the counter: a newcomer would jump the line, or take a
-	// number that a waiter holds. Its count continues after the queue's.
-	st, err := updateState(ctx, a.dir, a.name, func(s *state) {
+	// The ticket is drawn and published under the state file's lock, so
+	// that every ticket with a lower number is linked by the time ours is:
+	// the listing below then shows all that can ever be ahead of us but
+	// steals (see aheadNow). A state file removed or truncated under a
+	// live queue must not restart the counter: a newcomer would jump the
+	// line, or take a number that a waiter holds; its count continues
+	// after the queue's.
+	rec := record{PID: os.Getpid(), Mode: a.req.Mode, Since: time.Now(), Command: a.req.Command, Steal: a.req.Steal}
+	// The number is written back before the ticket is published, so a
+	// joiner killed half-way never leaves a name that the next would take.
+	_, err = withState(ctx, a.dir, a.name, func(s *state) error {
 		if s.seq == 0 {
 			s.seq = lastTicket(a.q)
 		}
 		s.seq++
+		return nil
+	}, func(s state) error {
+		if a.req.Steal {
+			if err := markSteal(a.q); err != nil {
+				return err
+			}
+		}
+		var err error
+		a.tk, err = publish(a.q, entry{name: ticketName(s.seq, a.req.Steal), seq: s.seq, steal: a.req.Steal}, rec)
+		return err
 	})
 	if err != nil {
-		return nil, err
-	}
-	if a.req.Steal {
-		if err := markSteal(a.q); err != nil {
-			return nil, err
-		}
-	}
-	rec := record{PID: os.Getpid(), Mode: a.req.Mode, Since: time.Now(), Command: a.req.Command, Steal: a.req.Steal}
-	if a.tk, err = publish(a.q, entry{name: ticketName(st.seq, a.req.Steal), seq: st.seq, steal: a.req.Steal}, rec); err != nil {
 		return nil, err
 	}
 	if a.req.Steal && a.req.KillAfter > 0 {
@@ -250,13 +258,12 @@ func (a *acquirer) step(ctx context.Context) (*Leadership, error) {
 }
 
 // aheadNow returns the tickets ahead of ours. Tickets ahead can only go
-// (new ones join behind us), except steals, which go first, and tickets
-// whose owners drew their number before us but linked them after our last
-// listing: so unless a steal may be queued, the tickets seen at the last
-// listing that are still there are the ones to wait on, and a wake-up
-// costs one lstat per ticket still ahead instead of a listing of the
-// whole queue. The grant lists the queue once, which catches the late
-// ones.
+// (new ones join behind us: numbers are drawn and published under the
+// state lock), except steals, which go first, and tickets put back after
+// their queue was removed (kept by their beacons, see stillAhead): so
+// unless a steal may be queued, the tickets seen at the last listing that
+// are still there are the ones to wait on, and a handoff costs one lstat
+// per ticket still ahead instead of a listing of the whole queue.
 func (a *acquirer) aheadNow() ([]entry, error) {
 	if a.known != nil && !a.req.Steal && !stealsMaybe(a.q) {
 		kept := a.known[:0]
@@ -297,6 +304,17 @@ func (a *acquirer) keepTicket() error {
 	if id, _, err := a.dir.Lstat(a.name + queueSuffix); err != nil || !a.sameDir(id) {
 		if err := a.openQueue(); err != nil {
 			return err
+		}
+	}
+	// Our FIFOs may still be there when only the ticket went.
+	for _, f := range []struct {
+		suffix string
+		f      *os.File
+	}{{beaconSuffix, a.tk.beacon}, {inboxSuffix, a.tk.inbox}} {
+		if id, err := oslock.IDOf(f.f); err == nil {
+			if cur, _, err := a.q.Lstat(a.tk.e.name + f.suffix); err == nil && cur == id {
+				a.q.Remove(a.tk.e.name + f.suffix)
+			}
 		}
 	}
 	t, err := publish(a.q, a.tk.e, a.tk.rec)
@@ -624,16 +642,12 @@ func (a *acquirer) grant(ctx context.Context) (*Leadership, error) {
 	if err := a.tk.write(); err != nil {
 		return nil, err
 	}
-	// A full listing: a ticket with a lower number may have been linked
-	// after our last one (its owner drew its number first but published
-	// later), and a steal may have joined.
-	queue, err := listQueue(a.q)
+	// The mark is written before aheadNow looks for the steal marker, and
+	// a stealer makes the marker before it reads marks: either it sees
+	// our mark or we list the queue and see its ticket.
+	ahead, err := a.aheadNow()
 	if err != nil {
 		return nil, err
-	}
-	ahead := a.ahead(queue)
-	if ahead != nil {
-		ahead = a.stillAhead(ahead)
 	}
 	if _, blocked := a.blockerOf(ahead, a.req.Mode, a.req.Steal, true); blocked || !a.tk.present() {
 		a.known = nil // look at the whole queue next time
@@ -655,7 +669,7 @@ func (a *acquirer) grant(ctx context.Context) (*Leadership, error) {
 	}
 	h.watch(end)
 	if a.req.Steal {
-		unmarkSteal(a.q)
+		unmarkSteal(a.dir, a.name, a.q)
 	}
 	a.closeBeacons()
 	a.q, a.tk, a.lockF = nil, nil, nil // now the holding's

@@ -165,7 +165,10 @@ func (p *proc) expect(prefix string) string {
 		}
 		return line
 	case <-time.After(10 * time.Second):
-		p.t.Fatalf("pid %d: no %q within 10s", p.pid, prefix)
+		// Its goroutines on stderr say where it waits.
+		p.signal(syscall.SIGQUIT)
+		time.Sleep(200 * time.Millisecond)
+		p.t.Fatalf("pid %d: no %q within 10s (goroutine dump above)", p.pid, prefix)
 	}
 	return ""
 }

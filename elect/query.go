@@ -166,5 +166,5 @@ func (l *Locker) Prune(ctx context.Context, name string) error {
 		return err
 	}
 	defer q.Close()
-	return prune(ctx, q)
+	return prune(ctx, d, name, q)
 }

@@ -410,12 +410,12 @@ func readRecord(q *oslock.Dir, name string) (record, error) {
 
 // prune removes the tickets, beacons and temporary files of dead processes
 // from q.
-func prune(ctx context.Context, q *oslock.Dir) error {
+func prune(ctx context.Context, d *oslock.Dir, name string, q *oslock.Dir) error {
 	names, err := q.Names()
 	if err != nil {
 		return err
 	}
-	defer unmarkSteal(q)
+	defer unmarkSteal(d, name, q)
 	for _, n := range names {
 		if ctx.Err() != nil {
 			return ctx.Err()

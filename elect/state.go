@@ -31,6 +31,13 @@ const stateFormat = "leaderrun-state v1 seq %d epoch %d\n"
 // updateState runs fn on the name's state under the state file's lock and
 // writes back what fn leaves.
 func updateState(ctx context.Context, d *oslock.Dir, name string, fn func(*state)) (state, error) {
+	return withState(ctx, d, name, func(s *state) error { fn(s); return nil }, nil)
+}
+
+// withState is updateState for an fn that may fail (then nothing is
+// written back), and with then, when not nil, run after the state is
+// written, still under the lock.
+func withState(ctx context.Context, d *oslock.Dir, name string, fn func(*state) error, then func(state) error) (state, error) {
 	file := name + stateSuffix
 	f, err := d.OpenFile(file, os.O_RDWR|os.O_CREATE, 0o600)
 	if err != nil {
@@ -59,13 +66,20 @@ func updateState(ctx context.Context, d *oslock.Dir, name string, fn func(*state
 				ErrCorrupt, filepath.Join(d.Path(), file), truncate(buf[:n]), name)
 		}
 	}
-	fn(&s)
+	if err := fn(&s); err != nil {
+		return state{}, err
+	}
 	out := fmt.Appendf(nil, stateFormat, s.seq, s.epoch)
 	if _, err := f.WriteAt(out, 0); err != nil {
 		return state{}, err
 	}
 	if err := f.Truncate(int64(len(out))); err != nil {
 		return state{}, err
+	}
+	if then != nil {
+		if err := then(s); err != nil {
+			return state{}, err
+		}
 	}
 	return s, nil
 }

@@ -1,6 +1,7 @@
 package elect
 
 import (
+	"context"
 	"fmt"
 	"os"
 	"strconv"
@@ -94,19 +95,23 @@ func stealsMaybe(q *oslock.Dir) bool {
 	return err == nil
 }
 
-// unmarkSteal removes the marker when no live steal ticket is left. A
-// stealer that joins meanwhile makes it again before publishing.
-func unmarkSteal(q *oslock.Dir) {
-	queue, err := listQueue(q)
-	if err != nil {
-		return
-	}
-	for _, e := range queue {
-		if e.steal {
-			if alive, err := probe(q, e); err != nil || alive {
-				return
+// unmarkSteal removes the marker when no live steal ticket is left. It
+// runs under the state file's lock, as a stealer's marking and publishing
+// do, so a steal joining meanwhile is either seen or marks anew.
+func unmarkSteal(d *oslock.Dir, name string, q *oslock.Dir) {
+	withState(context.Background(), d, name, func(*state) error {
+		queue, err := listQueue(q)
+		if err != nil {
+			return err
+		}
+		for _, e := range queue {
+			if e.steal {
+				if alive, err := probe(q, e); err != nil || alive {
+					return nil
+				}
 			}
 		}
-	}
-	q.Remove(stealMarker)
+		q.Remove(stealMarker)
+		return nil
+	}, nil)
 }
