@@ -72,6 +72,7 @@ type acquirer struct {
 	pids    map[string]int      // ticket name -> owner's pid, as read
 	passed  map[string]bool     // stopped waiters passed at the head of the line
 	known   []entry             // the tickets ahead of ours, as last seen
+	drain   []entry             // the queue, while holders of a replaced lock file are left
 	beacons map[string]*os.File // beacons of tickets we waited on, kept open
 	poll    time.Duration       // back-off of the fallback poll, 0 when not polling
 }
@@ -89,7 +90,12 @@ func (a *acquirer) closeBeacons() {
 // put back after its queue was removed), and keeps its place.
 func (a *acquirer) beacon(name string) (*os.File, error) {
 	if f := a.beacons[name]; f != nil {
-		return f, nil
+		if !oslock.HungUp(f) {
+			return f, nil
+		}
+		// Its owner let go of it, or put its ticket back with a new one.
+		f.Close()
+		delete(a.beacons, name)
 	}
 	f, err := a.q.OpenBeacon(name+beaconSuffix, false)
 	if err != nil {
@@ -186,8 +192,11 @@ func (a *acquirer) run(ctx context.Context) (*Leadership, error) {
 			}
 		}
 		var err error
-		a.tk, err = publish(a.q, entry{name: ticketName(s.seq, a.req.Steal), seq: s.seq, steal: a.req.Steal}, rec)
-		return err
+		if a.tk, err = publish(a.q, entry{name: ticketName(s.seq, a.req.Steal), seq: s.seq, steal: a.req.Steal}, rec); err != nil {
+			return err
+		}
+		a.takePlace()
+		return nil
 	})
 	if err != nil {
 		return nil, err
@@ -244,7 +253,11 @@ func (a *acquirer) step(ctx context.Context) (*Leadership, error) {
 		return nil, fmt.Errorf("%w (lock directory %s)", err, a.l.path)
 	}
 	if ok {
-		return a.grant(ctx)
+		lead, err := a.grant(ctx)
+		if lead == nil && err == nil && a.drain != nil {
+			return nil, a.waitLock(ctx, a.drain)
+		}
+		return lead, err
 	}
 	if a.req.IfAvailable {
 		return nil, ErrBusy
@@ -266,9 +279,14 @@ func (a *acquirer) step(ctx context.Context) (*Leadership, error) {
 // per ticket still ahead instead of a listing of the whole queue.
 func (a *acquirer) aheadNow() ([]entry, error) {
 	if a.known != nil && !a.req.Steal && !stealsMaybe(a.q) {
+		// A ticket whose name is gone but whose beacon we hold alive is
+		// being put back (its queue was removed): it stays known, and is
+		// found again under its name once it is back.
 		kept := a.known[:0]
 		for _, e := range a.known {
 			if _, _, err := a.q.Lstat(e.name); err == nil {
+				kept = append(kept, e)
+			} else if f := a.beacons[e.name]; f != nil && !oslock.HungUp(f) {
 				kept = append(kept, e)
 			}
 		}
@@ -292,6 +310,30 @@ func (a *acquirer) aheadNow() ([]entry, error) {
 func (a *acquirer) moved(b entry) bool {
 	_, _, err := a.q.Lstat(b.name)
 	return err != nil && a.beacons[b.name] != nil
+}
+
+// takePlace notes, at once after our ticket is linked, which tickets are
+// ahead of us and opens the beacons of the ones we will wait on first: a
+// ticket whose queue is removed a moment later (a cleaner, an rm -rf) is
+// then still known to be ahead while its owner puts it back.
+func (a *acquirer) takePlace() {
+	ahead, err := a.aheadNow()
+	if err != nil {
+		return
+	}
+	for i := 0; i < 2; i++ {
+		b, ok := a.blockerOf(ahead, a.req.Mode, a.req.Steal, false)
+		if !ok {
+			return
+		}
+		a.beacon(b.name)
+		for j := len(ahead) - 1; j >= 0; j-- {
+			if ahead[j].name == b.name {
+				ahead = ahead[:j]
+				break
+			}
+		}
+	}
 }
 
 // keepTicket puts our ticket back when its name or its whole queue
@@ -430,7 +472,7 @@ func (a *acquirer) waitBehind(ctx context.Context, ahead []entry, b entry) error
 		return err
 	}
 	if bf != nil && oslock.HungUp(bf) {
-		probe(a.q, b) // gone: remove what it left, if anything
+		probe(a.q, b) // its owner is gone: remove what it left
 		return nil
 	}
 	if bf == nil || !a.moved(b) {
@@ -455,7 +497,13 @@ func (a *acquirer) waitBehind(ctx context.Context, ahead []entry, b entry) error
 	w := newWaitSet(ctx)
 	defer w.close()
 	w.hangup(bf)
+	// When b waits too, we also watch what b waits on; when nothing can
+	// be watched for it (b is at the head of the line, or we cannot tell),
+	// the stall timer checks on b.
 	stall := time.Duration(0)
+	if rerr != nil || rb.Epoch == 0 {
+		stall = StallBound
+	}
 	if rerr == nil && rb.Epoch == 0 {
 		bahead := ahead[:len(ahead)-1]
 		for i := len(ahead) - 1; i >= 0; i-- {
@@ -467,9 +515,8 @@ func (a *acquirer) waitBehind(ctx context.Context, ahead []entry, b entry) error
 		if bb, ok := a.blockerOf(bahead, rb.Mode, b.steal, true); ok {
 			if f, err := a.beacon(bb.name); err == nil {
 				w.hangup(f)
+				stall = 0
 			}
-		} else {
-			stall = StallBound
 		}
 	}
 	for {
@@ -492,10 +539,18 @@ func (a *acquirer) waitBehind(ctx context.Context, ahead []entry, b entry) error
 // re-evaluate the queue (b was granted, is gone, or is passed).
 func (a *acquirer) checkStall(b entry, w *waitSet, last time.Duration) (time.Duration, error) {
 	rb, err := readRecord(a.q, b.name)
-	if err != nil || rb.Epoch != 0 {
+	if errors.Is(err, fs.ErrNotExist) || err == nil && rb.Epoch != 0 {
 		return 0, nil
 	}
-	switch oslock.StateOf(rb.PID) {
+	pid := rb.PID
+	if err != nil {
+		pid = a.pids[b.name] // unreadable now: go by what we read before
+	}
+	state := oslock.ProcUnknown
+	if pid > 0 {
+		state = oslock.StateOf(pid)
+	}
+	switch state {
 	case oslock.ProcStopped:
 		a.passed[b.name] = true
 		return 0, nil
@@ -582,6 +637,9 @@ func (a *acquirer) requeued(queue []entry, holders []int) bool {
 // lockHolders returns the processes that the kernel says hold our lock
 // file, other than us and the pids in skip.
 func (a *acquirer) lockHolders(skip map[int]bool) []int {
+	if a.lockF == nil {
+		return nil
+	}
 	id, err := oslock.IDOf(a.lockF)
 	if err != nil {
 		return nil
@@ -633,7 +691,8 @@ func (a *acquirer) grant(ctx context.Context) (*Leadership, error) {
 		a.lockF = nil
 		return nil, nil // removed or replaced under us: take the one at the path
 	}
-	st, err := updateState(ctx, a.dir, a.name, grantEpoch(a.lockF))
+	var replaced bool
+	st, err := updateState(ctx, a.dir, a.name, grantEpoch(a.lockF, &replaced))
 	if err != nil {
 		return nil, err
 	}
@@ -649,7 +708,17 @@ func (a *acquirer) grant(ctx context.Context) (*Leadership, error) {
 	if err != nil {
 		return nil, err
 	}
-	if _, blocked := a.blockerOf(ahead, a.req.Mode, a.req.Steal, true); blocked || !a.tk.present() {
+	_, blocked := a.blockerOf(ahead, a.req.Mode, a.req.Steal, true)
+	if !blocked && (replaced || a.drain != nil) {
+		// The lock file was replaced since the last grant: holders of
+		// the old one are not excluded by our kernel lock. Wait for
+		// every conflicting granted ticket to go first.
+		if a.drain, err = a.oldHolders(st.epoch); err != nil {
+			return nil, err
+		}
+		blocked = a.drain != nil
+	}
+	if blocked || !a.tk.present() {
 		a.known = nil // look at the whole queue next time
 		a.tk.rec.Epoch, a.tk.rec.Granted = 0, time.Time{}
 		if a.tk.present() {
@@ -660,6 +729,11 @@ func (a *acquirer) grant(ctx context.Context) (*Leadership, error) {
 		// Waiters that saw our mark sleep on our beacon as a holder's:
 		// wake them, or they would wait for a release that never comes.
 		return nil, a.tk.renewBeacon()
+	}
+	if replaced {
+		if err := raiseFloor(ctx, a.dir, a.name, a.lockF, st.epoch); err != nil {
+			return nil, err
+		}
 	}
 	h := &holding{q: a.q, tk: a.tk, lockF: a.lockF, l: a.l, dir: a.dir, name: a.name}
 	lead, end := NewLeadership(Term{Name: a.name, Dir: a.l.path, Mode: a.req.Mode, Epoch: st.epoch, Since: now, Release: h.release})
@@ -675,3 +749,26 @@ func (a *acquirer) grant(ctx context.Context) (*Leadership, error) {
 	a.q, a.tk, a.lockF = nil, nil, nil // now the holding's
 	return lead, nil
 }
+
+// oldHolders returns the queue when a live granted ticket other than ours
+// conflicts with our mode (then the caller waits on the queue), else nil.
+func (a *acquirer) oldHolders(epoch uint64) ([]entry, error) {
+	queue, err := listQueue(a.q)
+	if err != nil {
+		return nil, err
+	}
+	for _, e := range queue {
+		if e.name == a.tk.e.name {
+			continue
+		}
+		r, err := readRecord(a.q, e.name)
+		if err != nil || r.Epoch == 0 || r.Epoch == epoch || a.req.Mode == Shared && r.Mode == Shared {
+			continue
+		}
+		if alive, err := probe(a.q, e); err == nil && alive {
+			return queue, nil
+		}
+	}
+	return nil, nil
+}
+

@@ -146,6 +146,7 @@ type chaos struct {
 	fifo   []string // ticket order violations
 	n      struct {
 		joins, leaves, kills, terms, stops, steals, abdications, stealKills int
+		abandoned, rmLocks                                                  int
 	}
 	stopped map[int]*time.Timer // suspended pids and their SIGCONT timers
 	pauses  [][2]int64          // [SIGSTOP, SIGCONT or exit] in unix ns
@@ -182,6 +183,11 @@ func (c *chaos) spawn(steal bool) *chaosProc {
 	env := []string{"T_DIR=" + c.dir, "T_RES=" + c.res, "T_NAME=" + c.name}
 	if steal {
 		env = append(env, "T_STEAL=1", "T_KILLAFTER=150ms")
+		if c.rng.IntN(3) == 0 {
+			// A steal that may give up before it is granted (often
+			// after deposing the holder): someone must still lead.
+			env = append(env, fmt.Sprintf("T_STEALFOR=%dms", 5+c.rng.IntN(100)))
+		}
 	}
 	cmd := roleCommand("chaos", env...)
 	stdin, stdout := startPiped(t, cmd, true)
@@ -253,6 +259,8 @@ func (c *chaos) line(p *chaosProc, line string) {
 		if !p.leaksOK {
 			p.err = line
 		}
+	case "abandoned":
+		c.n.abandoned++
 	case "error", "refused":
 		p.err = line
 	}
@@ -322,6 +330,13 @@ func (c *chaos) act(minLive, maxLive int) {
 			c.mu.Unlock()
 			io.WriteString(leader.stdin, "abdicate\n")
 		}
+	case r < 84:
+		// A cleaner or a user removes the lock file under everyone: no
+		// second leader, and someone leads on the file at the path.
+		c.mu.Lock()
+		c.n.rmLocks++
+		c.mu.Unlock()
+		os.Remove(filepath.Join(c.dir, c.name+lockSuffix))
 	case r < 88:
 		if len(live) < maxLive {
 			if leader != nil && c.rng.IntN(2) == 0 {
@@ -654,8 +669,8 @@ func (c *chaos) report() {
 	for _, tm := range c.terms {
 		records += tm.records
 	}
-	fig := fmt.Sprintf("chaos figures: %d processes, %d leaderships (%d fenced writes, 0 refused), %d joins, %d leaves, %d SIGKILL, %d SIGTERM, %d SIGSTOP/SIGCONT, %d steals (%d holders killed after KillAfter), %d abdications",
-		len(c.procs), len(c.terms), records, c.n.joins, c.n.leaves, c.n.kills, c.n.terms, c.n.stops, c.n.steals, c.n.stealKills, c.n.abdications)
+	fig := fmt.Sprintf("chaos figures: %d processes, %d leaderships (%d fenced writes, 0 refused), %d joins, %d leaves, %d SIGKILL, %d SIGTERM, %d SIGSTOP/SIGCONT, %d steals (%d holders killed after KillAfter, %d abandoned), %d abdications, %d lock files removed",
+		len(c.procs), len(c.terms), records, c.n.joins, c.n.leaves, c.n.kills, c.n.terms, c.n.stops, c.n.steals, c.n.stealKills, c.n.abandoned, c.n.abdications, c.n.rmLocks)
 	if len(fails) > 0 {
 		fig += fmt.Sprintf("; failover after a leader's SIGKILL/SIGTERM (%d, none suspended meanwhile): median %v, p99 %v, max %v",
 			len(fails), fails[len(fails)/2].Round(time.Microsecond), fails[len(fails)*99/100].Round(time.Microsecond), fails[len(fails)-1].Round(time.Microsecond))
@@ -845,7 +860,17 @@ func chaosRun(ctx context.Context, say func(string, ...any), abdicate chan struc
 	}
 	rng := rand.New(rand.NewPCG(uint64(os.Getpid()), uint64(time.Now().UnixNano())))
 	for {
-		lead, err := chaosAcquire(ctx, l, name, req, say)
+		actx, cancel := ctx, context.CancelFunc(func() {})
+		if d, err := time.ParseDuration(env("T_STEALFOR")); err == nil && req.Steal {
+			actx, cancel = context.WithTimeout(ctx, d)
+		}
+		lead, err := chaosAcquire(actx, l, name, req, say)
+		cancel()
+		if err != nil && ctx.Err() == nil && req.Steal && actx.Err() != nil {
+			say("abandoned %v", errors.Is(err, ErrStealAbandoned))
+			req.Steal, req.KillAfter = false, 0 // go on as an ordinary contender
+			continue
+		}
 		if err != nil {
 			if c := context.Cause(ctx); c != nil {
 				if c == errTerm {

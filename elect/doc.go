@@ -20,17 +20,36 @@
 //     goes ahead of everyone. A shared request behind a queued exclusive one
 //     waits for it, so writers do not starve; consecutive shared requests
 //     are granted together.
+//   - No stopped process stalls the line: a waiter stopped at the head of
+//     the line (SIGSTOP, Ctrl-Z, a debugger, a frozen cgroup) is passed once
+//     it has left the free lock untaken for [StallBound]; it keeps its place
+//     ahead of those who joined after it, and is served when it runs again.
+//     A running waiter is never passed.
 //   - Epochs only grow: every grant of a name draws an epoch strictly
-//     greater than all before it, across crashes, and across a reboot that
-//     wipes a tmpfs directory (the wall clock in microseconds is a floor).
-//   - Waiting costs nothing: a waiter sleeps on an inotify close event of
-//     the ticket just ahead of it (Linux), so one release wakes one waiter,
-//     and a cancelled or timed-out request leaves no ticket, descriptor or
-//     goroutine behind.
-//   - A steal ends the holders' terms at once (their contexts end with
+//     greater than all before it, across crashes, steals, and a state file
+//     removed or truncated (the lock file keeps the last epoch as a floor).
+//     When the whole directory is lost (a reboot wipes a tmpfs, an rm -rf),
+//     epochs continue from the wall clock in microseconds: they still grow
+//     unless the clock was set back since the last grant.
+//   - Waiting costs nothing and takes no scarce resource: a waiter sleeps
+//     in the Go runtime's poller until the beacon (a FIFO) of the ticket just
+//     ahead of it hangs up, which the kernel makes happen when its owner
+//     releases or dies; no inotify instance is used. One release wakes the
+//     next waiter and the one behind it. A cancelled or timed-out request
+//     leaves no ticket, descriptor or goroutine behind. Only when nothing
+//     can be slept on (a lock held by a process /proc/locks does not show)
+//     does a request poll (1ms to 100ms), and Query says so.
+//   - A steal deposes nobody until it is next in line (no steal ahead of
+//     it); then the holders' terms end at once (their contexts end with
 //     [ErrStolen]) but the kernel lock passes only when they release it or
 //     die; [Request.KillAfter] sends SIGKILL to a holder of the same user
-//     that does not let go in time.
+//     that does not let go in time. A steal that gives up after deposing
+//     returns [ErrStealAbandoned]; the lock then goes to the next in line.
+//   - A contender never leads on a lock file that is not the one at the
+//     path: a lock file removed or replaced under a holder makes newcomers
+//     take the new one, and they still wait in line behind the holder's
+//     ticket. A removed queue directory or state file is made again, and
+//     tickets are put back under their numbers, so FIFO goes on.
 //   - Query never disturbs anyone: it reads tickets and /proc/locks and
 //     takes no lock.
 //
@@ -52,10 +71,14 @@
 // # Files
 //
 // In the lock directory (default [DefaultDir], mode 0700) each name has
-// <name>.lock (never removed; flock(1) on it interoperates), <name>.state
-// (ticket counter and last epoch), and <name>.queue/ (one ticket file per
-// live request). These persist between uses; tickets of dead processes are
-// removed by the next process that meets them, or by [Locker.Prune].
+// <name>.lock (never removed; flock(1) on it interoperates; it holds a copy
+// of the last epoch), <name>.state (ticket counter and last epoch), and
+// <name>.queue/. There each live request has a ticket t<number> (its record,
+// flocked by its owner), its beacon t<number>.w and its inbox t<number>.m
+// (FIFOs its owner holds open: successors wait for the beacon to hang up,
+// stealers write into the inbox); .steal exists while a steal may be
+// queued. These persist between uses; what dead processes leave is removed
+// by the next process that meets it, or by [Locker.Prune].
 //
 // The default directory is <home>/.local/state/leaderrun, <home> being the
 // effective user's home in the user database, because it is the one place
@@ -99,7 +122,9 @@
 //
 // # Platform notes
 //
-// Close events come from inotify on Linux. Elsewhere (macOS, the BSDs) a
-// waiter polls with a back-off of at most 100ms, and Query judges liveness
-// by signal 0 instead of /proc/locks.
+// A beacon's hang-up wakes a waiter through epoll on Linux. Elsewhere
+// (macOS, the BSDs) the Go runtime does not poll FIFOs (kqueue does not
+// report a FIFO's last close everywhere), so a waiter polls with a back-off
+// of at most 100ms; Query judges liveness by signal 0 instead of
+// /proc/locks, and a stopped waiter is not told from a running one.
 package elect

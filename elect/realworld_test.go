@@ -174,6 +174,10 @@ func TestQueueRemovedUnderWaiters(t *testing.T) {
 	l, dir := testLocker(t)
 	ps := joinInOrder(t, l, dir, "rq", 3)
 	ps[0].expect("leader")
+	// A waiter takes its place (notes who is ahead) a moment after its
+	// ticket is linked; one whose queue is removed within that moment is
+	// put back in the order the waiters wake, which is not tested here.
+	ps[2].quiet(20 * time.Millisecond)
 	if err := os.RemoveAll(filepath.Join(dir, "rq.queue")); err != nil {
 		t.Fatal(err)
 	}

@@ -97,19 +97,47 @@ const floorFormat = "leaderrun-epoch %020d\n"
 
 // grantEpoch is nextEpoch above the floor kept in lockF, which it then
 // raises. It runs under the state file's lock, so floors are written in
-// the order epochs are drawn.
-func grantEpoch(lockF *os.File) func(*state) {
+// the order epochs are drawn. When the lock file does not hold the last
+// epoch drawn, it is not the file the last holder locked (it was removed
+// or replaced since): replaced is set, the floor is left for the caller to
+// raise once it has made sure no holder of the old file is left.
+func grantEpoch(lockF *os.File, replaced *bool) func(*state) {
 	return func(s *state) {
-		buf := make([]byte, len(fmt.Sprintf(floorFormat, 0)))
-		if n, _ := lockF.ReadAt(buf, 0); n == len(buf) {
-			var floor uint64
-			if _, err := fmt.Sscanf(string(buf), floorFormat, &floor); err == nil && floor < math.MaxUint64 {
-				s.epoch = max(s.epoch, floor)
-			}
-		}
+		floor, ok := readFloor(lockF)
+		*replaced = s.epoch != 0 && (!ok || floor != s.epoch)
+		s.epoch = max(s.epoch, floor)
 		nextEpoch(s)
-		lockF.WriteAt(fmt.Appendf(nil, floorFormat, s.epoch), 0)
+		if !*replaced {
+			writeFloor(lockF, s.epoch)
+		}
 	}
+}
+
+func readFloor(lockF *os.File) (uint64, bool) {
+	buf := make([]byte, len(fmt.Sprintf(floorFormat, 0)))
+	if n, _ := lockF.ReadAt(buf, 0); n == len(buf) {
+		var floor uint64
+		if _, err := fmt.Sscanf(string(buf), floorFormat, &floor); err == nil && floor < math.MaxUint64 {
+			return floor, true
+		}
+	}
+	return 0, false
+}
+
+func writeFloor(lockF *os.File, epoch uint64) {
+	lockF.WriteAt(fmt.Appendf(nil, floorFormat, epoch), 0)
+}
+
+// raiseFloor writes epoch into lockF unless a higher one is there, under
+// the state file's lock.
+func raiseFloor(ctx context.Context, d *oslock.Dir, name string, lockF *os.File, epoch uint64) error {
+	_, err := withState(ctx, d, name, func(*state) error { return nil }, func(state) error {
+		if floor, _ := readFloor(lockF); floor < epoch {
+			writeFloor(lockF, epoch)
+		}
+		return nil
+	})
+	return err
 }
 
 // lockWait takes f's flock. The state file's lock is held for the few

@@ -27,6 +27,7 @@ func (a *acquirer) depose(queue []entry) {
 		}
 		if err := a.q.SignalBeacon(e.name+inboxSuffix, []byte("S"+strconv.FormatUint(r.Epoch, 10)+"\n")); err == nil {
 			a.evicted = append(a.evicted, r.PID)
+			a.pids[e.name] = r.PID
 			if a.deposed == nil {
 				a.deposed = map[string]bool{}
 			}
@@ -41,20 +42,27 @@ func (a *acquirer) depose(queue []entry) {
 // directory) cannot be killed: that ends the steal with ErrForeignHolder
 // naming it, rather than a wait for a release that may never come.
 func (a *acquirer) killHolders() error {
-	if a.lockF == nil {
-		return nil
+	var table map[oslock.FileID][]oslock.LockHolder
+	var id oslock.FileID
+	known := false
+	if a.lockF != nil {
+		if i, err := oslock.IDOf(a.lockF); err == nil {
+			if t, err := oslock.LockTable(); err == nil {
+				table, id, known = t, i, true
+			}
+		}
 	}
-	id, err := oslock.IDOf(a.lockF)
-	if err != nil {
-		return nil
-	}
-	table, terr := oslock.LockTable()
-	for _, pid := range a.evicted {
+	for name := range a.deposed {
+		pid := a.pids[name]
 		if pid == os.Getpid() || pid <= 0 {
 			continue
 		}
-		if terr == nil && !holds(table[id], pid) {
-			continue
+		// Still in the way: it holds our lock file, or (a lock file
+		// replaced since) its granted ticket is still there.
+		if alive, err := probe(a.q, entry{name: name}); err != nil || !alive {
+			if !known || !holds(table[id], pid) {
+				continue
+			}
 		}
 		if uid, me := oslock.UIDOf(pid), os.Geteuid(); uid >= 0 && uid != me && me != 0 {
 			return fmt.Errorf("%w: holder pid %d of uid %d did not let go within KillAfter, and uid %d may not kill it; it must release the lock, or uid %d or root must end it",
