@@ -771,4 +771,3 @@ func (a *acquirer) oldHolders(epoch uint64) ([]entry, error) {
 	}
 	return nil, nil
 }
-
