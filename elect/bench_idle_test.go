@@ -27,6 +27,7 @@ func BenchmarkIdleWaiter(b *testing.B) {
 	if err != nil {
 		b.Logf("flock(1) not found; skipping it")
 	}
+	exhaustInotify(b)
 	dir := b.TempDir()
 	type idler struct {
 		tool   string

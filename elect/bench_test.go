@@ -2,6 +2,7 @@ package elect
 
 import (
 	"fmt"
+	"golang.org/x/sys/unix"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
@@ -105,7 +106,8 @@ func benchChain(b *testing.B, tool string, n int) {
 		limit = d
 	}
 	var totals, gaps []time.Duration
-	var inversions, cpu, sleeping float64
+	var inversions, cpu, sleeping, free float64
+	hog := exhaustInotify(b)
 	for range b.N {
 		deadline := time.Now().Add(limit)
 		dir, name := b.TempDir(), "chain"
@@ -129,6 +131,9 @@ func benchChain(b *testing.B, tool string, n int) {
 				pids[i] = p.pid
 			}
 			sleeping += float64(countInotify(pids))
+			if hog != nil && hog.spare() {
+				free++
+			}
 		}
 		t0 := monoNow()
 		release()
@@ -158,6 +163,9 @@ func benchChain(b *testing.B, tool string, n int) {
 	b.ReportMetric(inversions/ops, "inversions")
 	if tool == "leaderrun" {
 		b.ReportMetric(sleeping/ops, "inotify-waiters")
+		if hog != nil {
+			b.ReportMetric(free/ops, "inotify-spare-after-join")
+		}
 	}
 	b.ReportMetric(cpu/ops/1e6, "waiter-cpu-ms")
 	writeSamples(b, "", totals)
@@ -168,9 +176,50 @@ func benchChain(b *testing.B, tool string, n int) {
 	b.ReportMetric(float64(mean(totals)), "ns/op")
 }
 
-// countInotify counts the processes that hold an inotify instance: a
-// waiter without one (fs.inotify.max_user_instances reached) falls back to
-// oslock's bounded poll.
+// inotifyHog holds all but one of the user's inotify instances, as a
+// desktop full of editors and file managers does.
+type inotifyHog struct{ fds []int }
+
+// exhaustInotify takes the user's inotify instances, leaving one, when
+// LEADERRUN_BENCH_EXHAUST_INOTIFY is set; nil otherwise. They are given
+// back when b ends.
+func exhaustInotify(b *testing.B) *inotifyHog {
+	if os.Getenv("LEADERRUN_BENCH_EXHAUST_INOTIFY") == "" {
+		return nil
+	}
+	h := &inotifyHog{}
+	for {
+		fd, err := unix.InotifyInit1(unix.IN_CLOEXEC)
+		if err != nil {
+			break
+		}
+		h.fds = append(h.fds, fd)
+	}
+	if len(h.fds) == 0 {
+		b.Fatal("no inotify instance to be had at all")
+	}
+	unix.Close(h.fds[len(h.fds)-1]) // the one left for others
+	h.fds = h.fds[:len(h.fds)-1]
+	b.Cleanup(func() {
+		for _, fd := range h.fds {
+			unix.Close(fd)
+		}
+	})
+	return h
+}
+
+// spare reports whether the instance left is still there to be had.
+func (h *inotifyHog) spare() bool {
+	fd, err := unix.InotifyInit1(unix.IN_CLOEXEC)
+	if err != nil {
+		return false
+	}
+	unix.Close(fd)
+	return true
+}
+
+// countInotify counts the processes that hold an inotify instance: none
+// should (waiting sleeps on beacons).
 func countInotify(pids []int) int {
 	n := 0
 	for _, pid := range pids {

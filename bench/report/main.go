@@ -33,6 +33,7 @@ type config struct {
 	busTime                   string
 	out, docs                 string
 	only                      string
+	exhaust                   bool
 }
 
 func main() {
@@ -43,6 +44,7 @@ func main() {
 	flag.StringVar(&c.chain, "chain", "10,100,500", "handoff chain sizes")
 	flag.DurationVar(&c.chainLimit, "chain-limit", 2*time.Minute, "give up on one chain after this long")
 	flag.DurationVar(&c.idle, "idle", 10*time.Second, "idle waiter window")
+	flag.BoolVar(&c.exhaust, "exhaust-inotify", false, "hold all but one of the user's inotify instances during the chain and idle parts, as a loaded desktop does")
 	flag.StringVar(&c.busTime, "bus-benchtime", "1s", "-benchtime for the bus benchmarks")
 	flag.StringVar(&c.out, "out", "bench/out", "output directory")
 	flag.StringVar(&c.docs, "docs", "docs/latency.svg", "copy of the picture for the README (empty: none)")
