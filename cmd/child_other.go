@@ -33,10 +33,14 @@ func startChild(argv, env []string, stdout io.Writer) (*child, error) {
 
 func (c *child) signalGroup(sig os.Signal) { _ = c.cmd.Process.Signal(sig) }
 
-func (c *child) stop(grace time.Duration) {
+func (c *child) kill() { _ = c.cmd.Process.Kill() }
+
+func (c *child) stop(grace time.Duration, sigs <-chan os.Signal) {
 	if c.exited() {
 		return
 	}
 	_ = c.cmd.Process.Kill()
 	<-c.done
 }
+
+func isAncestor(int) bool { return false }

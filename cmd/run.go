@@ -132,6 +132,9 @@ func (o *runOptions) run(ctx context.Context) error {
 	if err != nil {
 		dir = lk.Dir()
 	}
+	if pid, ok := nestedIn(dir, o.name); ok {
+		return exitf(ExitUsage, "leaderrun: %s is already held by this command's own leaderrun (pid %d), so it would wait for itself for ever; run the inner command directly, or give it another --name", o.name, pid)
+	}
 
 	lead, err := o.acquire(ctx, lk, sigs)
 	if err != nil {
@@ -362,21 +365,38 @@ func (o *runOptions) restarts(status int) bool {
 }
 
 // supervise forwards signals to COMMAND until it exits or the term ends,
-// then stops whatever COMMAND left behind.
+// then stops whatever COMMAND left behind. The first terminating signal
+// (SIGINT, SIGTERM, SIGHUP, SIGQUIT) is forwarded as it is and gives
+// COMMAND --grace to finish; then its processes get SIGKILL. A second
+// terminating signal sends SIGKILL at once.
 func (o *runOptions) supervise(ch *child, lead *elect.Leadership, sigs <-chan os.Signal, finishing *bool) (int, error) {
+	var graceOver <-chan time.Time
 	for {
 		select {
 		case <-ch.done:
-			ch.stop(o.grace)
+			ch.stop(o.grace, sigs)
 			return ch.status(), nil
 		case s := <-sigs:
-			ch.signalGroup(s)
-			if terminating(s) {
+			switch {
+			case !terminating(s):
+				ch.signalGroup(s)
+			case *finishing:
+				o.logf("%v again; killing COMMAND (SIGKILL)", s)
+				ch.kill()
+			default:
 				*finishing = true
+				ch.signalGroup(s)
+				t := time.NewTimer(o.grace)
+				defer t.Stop()
+				graceOver = t.C
 			}
+		case <-graceOver:
+			graceOver = nil
+			o.logf("COMMAND still runs %s after it was told to stop; killing it (SIGKILL)", o.grace)
+			ch.kill()
 		case <-lead.Done():
 			o.logf("leadership of %s ended (%v); stopping COMMAND (grace %s)", o.name, lead.Err(), o.grace)
-			ch.stop(o.grace)
+			ch.stop(o.grace, sigs)
 			return 0, o.ended(lead)
 		}
 	}
