@@ -44,3 +44,5 @@ func (c *child) stop(grace time.Duration, sigs <-chan os.Signal) {
 }
 
 func isAncestor(int) bool { return false }
+
+func terminatingSignals() []os.Signal { return []os.Signal{os.Interrupt} }

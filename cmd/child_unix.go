@@ -111,3 +111,7 @@ func waitGone(c *child, d time.Duration, sigs <-chan os.Signal) bool {
 		}
 	}
 }
+
+func terminatingSignals() []os.Signal {
+	return []os.Signal{syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP, syscall.SIGQUIT}
+}

@@ -2,6 +2,7 @@ package cmd
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -45,28 +46,62 @@ func publishAction(c *cli.Context) error {
 	}
 	dir := lk.Dir()
 	lk.Close()
-	cl, err := bus.Dial(c.Context, dir, name, bus.PublishOnly())
-	if err != nil {
+	ctx, stop := signalContext(c.Context)
+	defer stop()
+	fail := func(err error) error {
+		if e := signalExit(ctx); e != nil {
+			return e
+		}
+		if h, ok := stoppedLeader(ctx, c, name); ok {
+			return exitf(ExitNoLeader, "%s", stoppedLine("publish", name, h))
+		}
 		return busError("publish", name, err)
+	}
+	cl, err := dialBus(ctx, dir, name, bus.PublishOnly())
+	if err != nil {
+		return fail(err)
 	}
 	defer cl.Close()
 	if c.NArg() > 1 {
-		if err := cl.Publish(c.Context, []byte(strings.Join(c.Args().Tail(), " "))); err != nil {
-			return busError("publish", name, err)
+		if err := cl.Publish(ctx, []byte(strings.Join(c.Args().Tail(), " "))); err != nil {
+			return fail(err)
 		}
 		return nil
 	}
-	sc := bufio.NewScanner(os.Stdin)
-	sc.Buffer(make([]byte, 64<<10), bus.DefaultMaxMessageSize)
-	for sc.Scan() {
-		if err := cl.Publish(c.Context, sc.Bytes()); err != nil {
-			return busError("publish", name, err)
+	// Lines are read on their own goroutine: a read of stdin cannot be
+	// cancelled, and a signal must end publish at once, also while it
+	// waits for input.
+	lines := make(chan []byte)
+	var readErr error
+	go func() {
+		defer close(lines)
+		sc := bufio.NewScanner(os.Stdin)
+		sc.Buffer(make([]byte, 64<<10), bus.DefaultMaxMessageSize)
+		for sc.Scan() {
+			select {
+			case lines <- bytes.Clone(sc.Bytes()):
+			case <-ctx.Done():
+				return
+			}
+		}
+		readErr = sc.Err()
+	}()
+	for {
+		select {
+		case <-ctx.Done():
+			return signalExit(ctx)
+		case line, ok := <-lines:
+			if !ok {
+				if readErr != nil {
+					return exitf(ExitSoftware, "leaderrun publish: reading stdin: %v", readErr)
+				}
+				return nil
+			}
+			if err := cl.Publish(ctx, line); err != nil {
+				return fail(err)
+			}
 		}
 	}
-	if err := sc.Err(); err != nil {
-		return exitf(ExitSoftware, "leaderrun publish: reading stdin: %v", err)
-	}
-	return nil
 }
 
 // busError explains a bus failure and what to do about it.
