@@ -20,7 +20,7 @@ func signalNumber(os.Signal) int { return 2 }
 func startChild(argv, env []string, stdout io.Writer) (*child, error) {
 	c := &child{cmd: newCmd(argv, env, stdout), done: make(chan struct{})}
 	if err := c.cmd.Start(); err != nil {
-		return nil, startError(argv[0], err)
+		return nil, startFailure(argv[0], err)
 	}
 	c.pgid = c.cmd.Process.Pid
 	c.started = time.Now()

@@ -29,7 +29,7 @@ func startChild(argv, env []string, stdout io.Writer) (*child, error) {
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	c := &child{cmd: cmd, done: make(chan struct{})}
 	if err := startAndWait(c); err != nil {
-		return nil, startError(argv[0], err)
+		return nil, startFailure(argv[0], err)
 	}
 	return c, nil
 }

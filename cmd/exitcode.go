@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
+	"syscall"
 
 	"github.com/leaderrun/leaderrun/elect"
 )
@@ -16,9 +17,11 @@ import (
 const (
 	ExitOK          = 0   // COMMAND succeeded; who: a leader exists
 	ExitNoLeader    = 1   // who: nobody leads the name
-	ExitUsage       = 64  // bad flag, bad name, no COMMAND (EX_USAGE)
+	ExitUsage       = 64  // bad flag, bad name, no COMMAND, a nested leaderrun of the same lock (EX_USAGE)
 	ExitUnavailable = 69  // the lock directory cannot be locked: unsupported or network filesystem (EX_UNAVAILABLE)
 	ExitSoftware    = 70  // leaderrun itself failed unexpectedly (EX_SOFTWARE)
+	ExitOSErr       = 71  // a system limit ran out: file descriptors, memory, processes at fork (EX_OSERR)
+	ExitCantCreate  = 73  // the lock directory's filesystem is read-only or full (EX_CANTCREAT, as flock(1))
 	ExitConflict    = 75  // default for -n and -w: another instance leads (EX_TEMPFAIL); see -E
 	ExitNoPerm      = 77  // insecure, missing or inaccessible lock directory (EX_NOPERM)
 	ExitStolen      = 79  // leadership was stolen (--steal) and COMMAND was stopped
@@ -32,11 +35,15 @@ const exitCodeHelp = `EXIT STATUS:
    N      COMMAND's own exit status, passed through
    128+N  COMMAND died of signal N (or leaderrun got signal N while waiting)
    1      who: nobody leads NAME
-   64     usage error: bad flag, bad name, no COMMAND
+   64     usage error: bad flag, bad name, no COMMAND; or COMMAND ran
+          leaderrun again for the lock it already holds
    69     the lock directory cannot be locked (unsupported or network filesystem)
    70     leaderrun itself failed unexpectedly
+   71     a system limit ran out (file descriptors, memory, processes)
+   73     the lock directory's filesystem is read-only or full
    75     -n/-w: another instance leads (change it with -E)
-   77     the lock directory is insecure, missing or inaccessible
+   77     the lock directory is insecure, missing, not a directory or
+          inaccessible
    79     leadership was stolen (--steal) and COMMAND was stopped
    126    COMMAND is not executable
    127    COMMAND was not found
@@ -94,6 +101,10 @@ func codeFor(err error) int {
 		return ExitConflict
 	case errors.Is(err, elect.ErrStolen):
 		return ExitStolen
+	case errors.Is(err, syscall.EROFS), errors.Is(err, syscall.ENOSPC), errors.Is(err, syscall.EDQUOT):
+		return ExitCantCreate
+	case errors.Is(err, syscall.EMFILE), errors.Is(err, syscall.ENFILE), errors.Is(err, syscall.ENOMEM):
+		return ExitOSErr
 	}
 	return ExitSoftware
 }

@@ -42,7 +42,7 @@ func publishAction(c *cli.Context) error {
 	name := c.Args().First()
 	lk, err := openLocker(c)
 	if err != nil {
-		return classify(err)
+		return explainCtx(c, err)
 	}
 	dir := lk.Dir()
 	lk.Close()

@@ -30,7 +30,7 @@ const (
 type runOptions struct {
 	argv     []string
 	name     string
-	dir      string
+	dir      string // --dir, LEADERRUN_DIR, or "" for the default
 	open     func() (locker, error)
 	req      elect.Request
 	wait     time.Duration
@@ -61,7 +61,7 @@ func runOptionsFrom(c *cli.Context) (*runOptions, error) {
 	o := &runOptions{
 		argv:     argv,
 		name:     c.String("name"),
-		dir:      c.String("dir"),
+		dir:      lockDir(c),
 		open:     func() (locker, error) { return openLocker(c) },
 		conflict: c.Int("conflict-exit-code"),
 		restart:  c.String("restart"),
@@ -125,7 +125,7 @@ func (o *runOptions) run(ctx context.Context) error {
 
 	lk, err := o.open()
 	if err != nil {
-		return classify(err)
+		return o.explain(err)
 	}
 	defer lk.Close()
 	dir, err := filepath.Abs(lk.Dir())
@@ -229,7 +229,15 @@ func (o *runOptions) acquire(ctx context.Context, lk locker, sigs <-chan os.Sign
 		o.logf("%s is still busy after %s: %s; giving up (-w), exit %d", o.name, o.wait, o.leaderLine(lk), o.conflict)
 		return nil, silentExit(o.conflict)
 	}
-	return nil, classify(err)
+	return nil, o.explain(err)
+}
+
+// explain is explainIn for the lock directory in use.
+func (o *runOptions) explain(err error) error {
+	if o.dir == "" {
+		return explainIn(elect.DefaultDir(), false, err)
+	}
+	return explainIn(o.dir, true, err)
 }
 
 // leaderLine describes who holds the lock, for messages.

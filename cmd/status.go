@@ -58,7 +58,7 @@ func statusAction(c *cli.Context) error {
 	}
 	lk, err := openLocker(c)
 	if err != nil {
-		return classify(err)
+		return explainCtx(c, err)
 	}
 	defer lk.Close()
 	query := func(ctx context.Context) (elect.Snapshot, error) {
@@ -71,7 +71,7 @@ func statusAction(c *cli.Context) error {
 	if !c.Bool("watch") {
 		snap, err := query(c.Context)
 		if err != nil {
-			return classify(err)
+			return explainCtx(c, err)
 		}
 		return printSnapshot(os.Stdout, snap, asJSON, lk.Dir())
 	}
@@ -154,6 +154,9 @@ func commandLine(argv []string) string {
 func watchStatus(ctx context.Context, lk locker, query func(context.Context) (elect.Snapshot, error), asJSON bool) error {
 	w, err := fsnotify.NewWatcher()
 	if err != nil {
+		if e := resourceError(err); e != nil {
+			return e
+		}
 		return exitf(ExitSoftware, "leaderrun status --watch: %v", err)
 	}
 	defer w.Close()
@@ -168,7 +171,7 @@ func watchStatus(ctx context.Context, lk locker, query func(context.Context) (el
 			if ctx.Err() != nil {
 				return nil
 			}
-			return classify(err)
+			return explainIn(lk.Dir(), true, err)
 		}
 		snap = normalize(snap)
 		if last == nil || !reflect.DeepEqual(snap, *last) {

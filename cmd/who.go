@@ -51,12 +51,12 @@ func whoAction(c *cli.Context) error {
 	}
 	lk, err := openLocker(c)
 	if err != nil {
-		return classify(err)
+		return explainCtx(c, err)
 	}
 	defer lk.Close()
 	snap, err := lk.Query(c.Context, name)
 	if err != nil {
-		return classify(err)
+		return explainCtx(c, err)
 	}
 	if len(snap.Held) == 0 {
 		fmt.Fprintf(os.Stderr, "leaderrun: nobody leads %s in %s\n", name, lk.Dir())
