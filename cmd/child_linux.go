@@ -36,8 +36,14 @@ func startAndWait(c *child) error {
 		}
 		c.pgid = c.cmd.Process.Pid
 		c.started = time.Now()
+		if c.tty {
+			go watchStops(c)
+		}
 		started <- nil
 		c.waitErr = c.cmd.Wait()
+		if c.tty {
+			restoreForeground(c.pgid)
+		}
 		close(c.done)
 	}()
 	return <-started

@@ -25,13 +25,26 @@ func signalNumber(sig os.Signal) int {
 }
 
 func startChild(argv, env []string, stdout io.Writer) (*child, error) {
-	cmd := newCmd(argv, env, stdout)
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	c := &child{cmd: cmd, done: make(chan struct{})}
-	if err := startAndWait(c); err != nil {
+	c, err := startIn(argv, env, stdout, foregroundTTY())
+	if err != nil && c.tty {
+		// The terminal could not be handed over (it changed under us):
+		// run COMMAND as a job without it, as before.
+		c, err = startIn(argv, env, stdout, false)
+	}
+	if err != nil {
 		return nil, startFailure(argv[0], err)
 	}
 	return c, nil
+}
+
+func startIn(argv, env []string, stdout io.Writer, tty bool) (*child, error) {
+	cmd := newCmd(argv, env, stdout)
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	c := &child{cmd: cmd, done: make(chan struct{}), stopped: make(chan struct{}, 1), tty: tty}
+	if tty {
+		cmd.SysProcAttr.Foreground, cmd.SysProcAttr.Ctty = true, 0
+	}
+	return c, startAndWait(c)
 }
 
 // signalGroup forwards sig to COMMAND's process group.

@@ -11,6 +11,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/leaderrun/leaderrun/bus"
@@ -119,8 +120,14 @@ func (o *runOptions) logf(format string, args ...any) {
 func (o *runOptions) run(ctx context.Context) error {
 	// Registered before anything else, so that a signal is never lost and
 	// never kills leaderrun while COMMAND runs.
+	// A signal ignored when leaderrun started (nohup's SIGHUP) stays
+	// ignored, for leaderrun and so for COMMAND.
 	sigs := make(chan os.Signal, 8)
-	signal.Notify(sigs, forwarded...)
+	for _, s := range forwarded {
+		if !signal.Ignored(s) {
+			signal.Notify(sigs, s)
+		}
+	}
 	defer signal.Stop(sigs)
 
 	lk, err := o.open()
@@ -330,12 +337,13 @@ func (o *runOptions) lead(lead *elect.Leadership, dir string, srv *bus.Server, s
 	}
 	backoff := backoffStart
 	finishing := false
+	hup := watchHangup()
 	for {
 		ch, err := startChild(o.argv, env, stdout)
 		if err != nil {
 			return err
 		}
-		status, err := o.supervise(ch, lead, sigs, &finishing)
+		status, err := o.supervise(ch, lead, sigs, hup, &finishing)
 		if err != nil {
 			return err
 		}
@@ -354,6 +362,9 @@ func (o *runOptions) lead(lead *elect.Leadership, dir string, srv *bus.Server, s
 			if terminating(s) {
 				return silentExit(ExitSignalBase + signalNumber(s))
 			}
+		case <-hup:
+			t.Stop()
+			return silentExit(ExitSignalBase + int(syscall.SIGHUP))
 		case <-lead.Done():
 			t.Stop()
 			return o.ended(lead)
@@ -374,29 +385,48 @@ func (o *runOptions) restarts(status int) bool {
 
 // supervise forwards signals to COMMAND until it exits or the term ends,
 // then stops whatever COMMAND left behind. The first terminating signal
-// (SIGINT, SIGTERM, SIGHUP, SIGQUIT) is forwarded as it is and gives
-// COMMAND --grace to finish; then its processes get SIGKILL. A second
-// terminating signal sends SIGKILL at once.
-func (o *runOptions) supervise(ch *child, lead *elect.Leadership, sigs <-chan os.Signal, finishing *bool) (int, error) {
+// (SIGINT, SIGTERM, SIGHUP, SIGQUIT), or the terminal hanging up (hup), is
+// forwarded and gives COMMAND --grace to finish; then its processes get
+// SIGKILL. A second terminating signal sends SIGKILL at once; the SIGHUP
+// that comes with a hang-up is not a second one.
+func (o *runOptions) supervise(ch *child, lead *elect.Leadership, sigs <-chan os.Signal, hup <-chan struct{}, finishing *bool) (int, error) {
 	var graceOver <-chan time.Time
+	hungUp := false
+	finish := func(s os.Signal) {
+		switch {
+		case *finishing && hungUp && s == syscall.SIGHUP:
+		case *finishing:
+			o.logf("%v again; killing COMMAND (SIGKILL)", s)
+			ch.kill()
+		default:
+			*finishing = true
+			ch.signalGroup(s)
+			t := time.NewTimer(o.grace)
+			graceOver = t.C
+		}
+	}
 	for {
 		select {
 		case <-ch.done:
 			ch.stop(o.grace, sigs)
 			return ch.status(), nil
 		case s := <-sigs:
-			switch {
-			case !terminating(s):
+			if terminating(s) {
+				finish(s)
+			} else {
 				ch.signalGroup(s)
-			case *finishing:
-				o.logf("%v again; killing COMMAND (SIGKILL)", s)
-				ch.kill()
-			default:
-				*finishing = true
-				ch.signalGroup(s)
-				t := time.NewTimer(o.grace)
-				defer t.Stop()
-				graceOver = t.C
+			}
+		case <-hup:
+			hup = nil
+			o.logf("the terminal hung up; stopping COMMAND (grace %s)", o.grace)
+			if !*finishing {
+				finish(syscall.SIGHUP)
+			}
+			hungUp = true
+		case <-ch.stopped:
+			if !*finishing {
+				o.logf("COMMAND was stopped; stopping too, until continued")
+				ch.suspend()
 			}
 		case <-graceOver:
 			graceOver = nil
