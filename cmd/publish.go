@@ -9,6 +9,7 @@ import (
 	"os"
 	"strings"
 	"syscall"
+	"time"
 
 	"github.com/leaderrun/leaderrun/bus"
 	"github.com/leaderrun/leaderrun/elect"
@@ -52,6 +53,11 @@ func publishAction(c *cli.Context) error {
 		if e := signalExit(ctx); e != nil {
 			return e
 		}
+		var stopped errLeaderStopped
+		if errors.As(err, &stopped) {
+			h := stopped.h
+			return exitf(ExitNoLeader, "leaderrun publish: the leader of %s (pid %d) was stopped (SIGSTOP, Ctrl-Z or a debugger) with the message, which it may still deliver when it runs again; resume it with kill -CONT %d, or take over with leaderrun --steal --name %s -- COMMAND", name, h.PID, h.PID, name)
+		}
 		if h, ok := stoppedLeader(ctx, c, name); ok {
 			return exitf(ExitNoLeader, "%s", stoppedLine("publish", name, h))
 		}
@@ -62,11 +68,14 @@ func publishAction(c *cli.Context) error {
 		return fail(err)
 	}
 	defer cl.Close()
-	if c.NArg() > 1 {
-		if err := cl.Publish(ctx, []byte(strings.Join(c.Args().Tail(), " "))); err != nil {
+	publish := func(data []byte) error {
+		if err := publishChecked(ctx, c, cl, name, data); err != nil {
 			return fail(err)
 		}
 		return nil
+	}
+	if c.NArg() > 1 {
+		return publish([]byte(strings.Join(c.Args().Tail(), " ")))
 	}
 	// Lines are read on their own goroutine: a read of stdin cannot be
 	// cancelled, and a signal must end publish at once, also while it
@@ -97,11 +106,52 @@ func publishAction(c *cli.Context) error {
 				}
 				return nil
 			}
-			if err := cl.Publish(ctx, line); err != nil {
-				return fail(err)
+			if err := publish(line); err != nil {
+				return err
 			}
 		}
 	}
+}
+
+// stoppedCheck is how long a publish waits for the leader's answer
+// before it asks whether the leader is stopped, and how often it asks
+// again: bus.Publish itself waits for as long as its ctx lets it.
+const stoppedCheck = 5 * time.Second
+
+// errLeaderStopped ends a publish whose leader was stopped after it
+// connected.
+type errLeaderStopped struct{ h elect.Holder }
+
+func (e errLeaderStopped) Error() string { return "the leader is stopped" }
+
+// publishChecked is cl.Publish, ended with errLeaderStopped when the
+// leader turns out to be stopped while it waits for the answer.
+func publishChecked(ctx context.Context, c *cli.Context, cl *bus.Client, name string, data []byte) error {
+	pctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	done := make(chan struct{})
+	defer close(done)
+	go func() {
+		tick := time.NewTicker(stoppedCheck)
+		defer tick.Stop()
+		for {
+			select {
+			case <-done:
+				return
+			case <-tick.C:
+				if h, ok := stoppedLeader(pctx, c, name); ok {
+					cancel(errLeaderStopped{h})
+					return
+				}
+			}
+		}
+	}()
+	err := cl.Publish(pctx, data)
+	var stopped errLeaderStopped
+	if err != nil && errors.As(context.Cause(pctx), &stopped) {
+		return stopped
+	}
+	return err
 }
 
 // busError explains a bus failure and what to do about it.
