@@ -6,6 +6,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"os"
 	"strings"
 	"syscall"
@@ -166,5 +167,26 @@ func busError(cmd, name string, err error) error {
 	case errors.Is(err, context.Canceled):
 		return silentExit(ExitSignalBase + int(syscall.SIGINT))
 	}
+	if e := resourceError(err); e != nil {
+		return e
+	}
+	// A socket error names the socket by the descriptor-relative path the
+	// bus dials (/proc/self/fd/N/NAME.sock), which means nothing to the
+	// user: say what failed instead.
+	var op *net.OpError
+	if errors.As(err, &op) && op.Err != nil {
+		return exitf(ExitSoftware, "leaderrun %s: cannot talk to the leader of %s: %v; see who leads with leaderrun status %s", cmd, name, rootCause(op.Err), name)
+	}
 	return classify(fmt.Errorf("%s: %w", cmd, err))
+}
+
+// rootCause is the innermost error that err wraps.
+func rootCause(err error) error {
+	for {
+		next := errors.Unwrap(err)
+		if next == nil {
+			return err
+		}
+		err = next
+	}
 }
