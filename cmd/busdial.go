@@ -2,51 +2,13 @@ package cmd
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	"os"
-	"os/signal"
 	"time"
 
 	"github.com/leaderrun/leaderrun/bus"
 	"github.com/leaderrun/leaderrun/elect"
 	"github.com/urfave/cli/v2"
 )
-
-// stopSignals end publish and subscribe at once, with 128+N.
-var stopSignals = terminatingSignals()
-
-// signalContext is a context cancelled, with cause signalled{sig}, by the
-// first of stopSignals. It does not follow ctx's cancellation, which main
-// ties to SIGINT and SIGTERM too: whichever saw the signal first would
-// decide the cause, and the exit code must name the signal.
-func signalContext(ctx context.Context) (context.Context, context.CancelFunc) {
-	sctx, cancel := context.WithCancelCause(context.WithoutCancel(ctx))
-	sigs := make(chan os.Signal, 1)
-	signal.Notify(sigs, stopSignals...)
-	done := make(chan struct{})
-	go func() {
-		select {
-		case s := <-sigs:
-			cancel(signalled{s})
-		case <-done:
-		}
-	}()
-	return sctx, func() {
-		signal.Stop(sigs)
-		close(done)
-		cancel(context.Canceled)
-	}
-}
-
-// signalExit is the exit for a ctx ended by a signal (128+N), or nil.
-func signalExit(ctx context.Context) error {
-	var s signalled
-	if errors.As(context.Cause(ctx), &s) {
-		return silentExit(ExitSignalBase + signalNumber(s.sig))
-	}
-	return nil
-}
 
 // dialBus is bus.Dial, returning as soon as ctx ends: bus.Dial bounds its
 // handshake with its own timeout (5s) rather than ctx, so a stopped

@@ -18,6 +18,7 @@ const (
 	ExitOK          = 0   // COMMAND succeeded; who: a leader exists
 	ExitNoLeader    = 1   // who: nobody leads the name
 	ExitUsage       = 64  // bad flag, bad name, no COMMAND, a nested leaderrun of the same lock (EX_USAGE)
+	ExitDataErr     = 65  // a file of the lock directory holds what leaderrun did not write: elect.ErrCorrupt (EX_DATAERR)
 	ExitUnavailable = 69  // the lock directory cannot be locked: unsupported or network filesystem (EX_UNAVAILABLE)
 	ExitSoftware    = 70  // leaderrun itself failed unexpectedly (EX_SOFTWARE)
 	ExitOSErr       = 71  // a system limit ran out: file descriptors, memory, processes at fork (EX_OSERR)
@@ -37,6 +38,7 @@ const exitCodeHelp = `EXIT STATUS:
    1      who: nobody leads NAME
    64     usage error: bad flag, bad name, no COMMAND; or COMMAND ran
           leaderrun again for the lock it already holds
+   65     a file in the lock directory is corrupt (the message names it)
    69     the lock directory cannot be locked (unsupported or network filesystem)
    70     leaderrun itself failed unexpectedly
    71     a system limit ran out (file descriptors, memory, processes)
@@ -93,6 +95,8 @@ func codeFor(err error) int {
 	switch {
 	case errors.Is(err, elect.ErrInvalidName), errors.Is(err, elect.ErrInvalidRequest):
 		return ExitUsage
+	case errors.Is(err, elect.ErrCorrupt):
+		return ExitDataErr
 	case errors.Is(err, elect.ErrUnsupported):
 		return ExitUnavailable
 	case errors.Is(err, elect.ErrInsecureDir), errors.Is(err, fs.ErrNotExist), errors.Is(err, fs.ErrPermission):

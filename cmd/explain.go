@@ -25,7 +25,7 @@ func explainIn(dir string, explicit bool, err error) error {
 		return err
 	}
 	switch codeFor(err) {
-	case ExitUsage, ExitUnavailable, ExitConflict, ExitStolen:
+	case ExitUsage, ExitDataErr, ExitUnavailable, ExitConflict, ExitStolen:
 		return classify(err)
 	}
 	if e := resourceError(err); e != nil {

@@ -62,20 +62,27 @@ func statusAction(c *cli.Context) error {
 	}
 	defer lk.Close()
 	query := func(ctx context.Context) (elect.Snapshot, error) {
-		if name == "" {
-			return lk.QueryAll(ctx)
-		}
-		return lk.Query(ctx, name)
+		return queryUntil(ctx, func(ctx context.Context) (elect.Snapshot, error) {
+			if name == "" {
+				return lk.QueryAll(ctx)
+			}
+			return lk.Query(ctx, name)
+		})
 	}
+	ctx, stop := signalContext(c.Context)
+	defer stop()
 	asJSON := c.Bool("json")
 	if !c.Bool("watch") {
-		snap, err := query(c.Context)
+		snap, err := query(ctx)
 		if err != nil {
+			if e := signalExit(ctx); e != nil {
+				return e
+			}
 			return explainCtx(c, err)
 		}
 		return printSnapshot(os.Stdout, snap, asJSON, lk.Dir())
 	}
-	return watchStatus(c.Context, lk, query, asJSON)
+	return watchStatus(ctx, lk, query, asJSON)
 }
 
 func normalize(s elect.Snapshot) elect.Snapshot {

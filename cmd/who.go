@@ -1,6 +1,7 @@
 package cmd
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"os"
@@ -54,8 +55,13 @@ func whoAction(c *cli.Context) error {
 		return explainCtx(c, err)
 	}
 	defer lk.Close()
-	snap, err := lk.Query(c.Context, name)
+	ctx, stop := signalContext(c.Context)
+	defer stop()
+	snap, err := queryUntil(ctx, func(ctx context.Context) (elect.Snapshot, error) { return lk.Query(ctx, name) })
 	if err != nil {
+		if e := signalExit(ctx); e != nil {
+			return e
+		}
 		return explainCtx(c, err)
 	}
 	if len(snap.Held) == 0 {
