@@ -27,6 +27,10 @@ const (
 	resetAfter   = 10 * time.Second
 )
 
+// stuckAcquire is how long a request told to stop by a signal may take to
+// end before leaderrun exits without it.
+const stuckAcquire = 2 * time.Second
+
 // runOptions is the validated command line of the default action.
 type runOptions struct {
 	argv     []string
@@ -198,10 +202,12 @@ func (o *runOptions) acquire(ctx context.Context, lk locker, sigs <-chan os.Sign
 	var wg sync.WaitGroup
 	var got os.Signal
 	done := make(chan struct{})
+	gotSig := make(chan struct{})
 	wg.Go(func() {
 		select {
 		case got = <-sigs:
 			cancel(signalled{got})
+			close(gotSig)
 		case <-done:
 		}
 	})
@@ -216,7 +222,36 @@ func (o *runOptions) acquire(ctx context.Context, lk locker, sigs <-chan os.Sign
 			stop()
 		})
 	}
-	lead, err := lk.Acquire(actx, o.name, o.req)
+	type acquired struct {
+		lead *elect.Leadership
+		err  error
+	}
+	res := make(chan acquired, 1)
+	go func() {
+		lead, err := lk.Acquire(actx, o.name, o.req)
+		res <- acquired{lead, err}
+	}()
+	var a acquired
+	select {
+	case a = <-res:
+	case <-gotSig:
+		// Acquire returns at once when its ctx ends, unless it is stuck
+		// in a system call no context reaches (a FIFO planted in the lock
+		// directory, a hung filesystem). Then leaderrun leaves it behind:
+		// it holds no lock that its exit would not drop, and has started
+		// nothing.
+		t := time.NewTimer(stuckAcquire)
+		select {
+		case a = <-res:
+			t.Stop()
+		case <-t.C:
+			close(done)
+			wg.Wait()
+			o.logf("%v while waiting for %s; giving up (the request did not end: its system call is stuck)", got, o.name)
+			return nil, silentExit(ExitSignalBase + signalNumber(got))
+		}
+	}
+	lead, err := a.lead, a.err
 	close(done)
 	wg.Wait()
 	if got != nil {
