@@ -5,6 +5,7 @@ import (
 	"runtime"
 	"syscall"
 
+	"github.com/leaderrun/leaderrun/oslock"
 	"golang.org/x/sys/unix"
 )
 
@@ -82,7 +83,13 @@ func watchStops(c *child) {
 // its job stopped and prints its prompt. When the shell continues it (fg,
 // bg), COMMAND's group is continued too, and gets the terminal back if
 // leaderrun is in the foreground again (fg).
+//
+// A report is acted on only while COMMAND is still stopped: one that
+// arrives after leaderrun itself continued COMMAND is stale.
 func (c *child) suspend() {
+	if oslock.StateOf(c.pgid) != oslock.ProcStopped {
+		return
+	}
 	restoreForeground(c.pgid)
 	_ = syscall.Kill(os.Getpid(), syscall.SIGSTOP)
 	if fg, err := unix.IoctlGetInt(0, unix.TIOCGPGRP); err == nil && fg == unix.Getpgrp() {
