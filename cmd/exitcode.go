@@ -16,7 +16,7 @@ import (
 // passed through unchanged, so a command may also exit with any of these.
 const (
 	ExitOK          = 0   // COMMAND succeeded; who: a leader exists
-	ExitNoLeader    = 1   // who: nobody leads the name
+	ExitNoLeader    = 1   // who: nobody leads the name; publish: nobody serves its bus, or its leader is stopped
 	ExitUsage       = 64  // bad flag, bad name, no COMMAND, a nested leaderrun of the same lock (EX_USAGE)
 	ExitDataErr     = 65  // a file of the lock directory holds what leaderrun did not write: elect.ErrCorrupt (EX_DATAERR)
 	ExitUnavailable = 69  // the lock directory cannot be locked: unsupported or network filesystem (EX_UNAVAILABLE)
@@ -24,7 +24,7 @@ const (
 	ExitOSErr       = 71  // a system limit ran out: file descriptors, memory, processes at fork (EX_OSERR)
 	ExitCantCreate  = 73  // the lock directory's filesystem is read-only or full (EX_CANTCREAT, as flock(1))
 	ExitConflict    = 75  // default for -n and -w: another instance leads (EX_TEMPFAIL); see -E
-	ExitNoPerm      = 77  // insecure, missing or inaccessible lock directory (EX_NOPERM)
+	ExitNoPerm      = 77  // insecure, missing, not a directory, or inaccessible lock directory (EX_NOPERM)
 	ExitStolen      = 79  // leadership was stolen (--steal) and COMMAND was stopped
 	ExitNoExec      = 126 // COMMAND exists but cannot be executed
 	ExitNotFound    = 127 // COMMAND was not found
@@ -35,7 +35,8 @@ const (
 const exitCodeHelp = `EXIT STATUS:
    N      COMMAND's own exit status, passed through
    128+N  COMMAND died of signal N (or leaderrun got signal N while waiting)
-   1      who: nobody leads NAME
+   1      who: nobody leads NAME; publish: nobody serves NAME's bus, or
+          its leader is stopped
    64     usage error: bad flag, bad name, no COMMAND; or COMMAND ran
           leaderrun again for the lock it already holds
    65     a file in the lock directory is corrupt (the message names it)
