@@ -156,7 +156,10 @@ func dialSubscriber(ctx context.Context, c *cli.Context, dir, name string) (*bus
 			select {
 			case <-ctx.Done():
 				t.Stop()
-				return nil, signalExit(ctx)
+				if e := signalExit(ctx); e != nil {
+					return nil, e
+				}
+				return nil, context.Cause(ctx)
 			case <-t.C:
 			}
 			var now elect.Holder
