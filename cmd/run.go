@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"os/signal"
 	"path/filepath"
@@ -476,6 +477,17 @@ func (o *runOptions) supervise(ch *child, lead *elect.Leadership, sigs <-chan os
 }
 
 func (o *runOptions) ended(lead *elect.Leadership) error {
+	// A lock directory removed under the holder (a cleaner, logout, rm
+	// -rf) is no steal, whatever the election layer took it for.
+	if dir := lead.Dir(); dir != "" {
+		if _, err := os.Lstat(dir); errors.Is(err, fs.ErrNotExist) {
+			fix := "create it again (mkdir -m 700 " + dir + ") and keep cleaners away from it"
+			if o.dir == "" {
+				fix = "run leaderrun again to create it"
+			}
+			return exitf(ExitNoPerm, "leaderrun: the lock directory %s was removed while this leaderrun led %s (epoch %d); COMMAND was stopped; %s", dir, o.name, lead.Epoch(), fix)
+		}
+	}
 	if err := lead.Err(); errors.Is(err, elect.ErrStolen) {
 		return exitf(ExitStolen, "leaderrun: leadership of %s (epoch %d) was stolen; COMMAND was stopped", o.name, lead.Epoch())
 	} else {
