@@ -55,7 +55,10 @@ func onUsageError(c *cli.Context, err error, isSubcommand bool) error {
 // RunContext runs the command line in args (os.Args) and prints the error,
 // if any, once. Map the error to an exit status with ExitCode.
 func (a *App) RunContext(ctx context.Context, args []string) error {
-	err := a.App.RunContext(ctx, hoistFlags(protectDashDash(args, a.Flags), a.Flags, a.Commands))
+	err := startPoller()
+	if err == nil {
+		err = a.App.RunContext(ctx, hoistFlags(protectDashDash(args, a.Flags), a.Flags, a.Commands))
+	}
 	if err != nil {
 		if _, ok := err.(*exitError); !ok {
 			err = classify(err)

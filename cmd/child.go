@@ -19,6 +19,8 @@ type child struct {
 	started time.Time
 	done    chan struct{} // closed once Wait has returned
 	waitErr error
+	tty     bool          // COMMAND's group was given the terminal (tty_linux.go)
+	stopped chan struct{} // COMMAND's main process was stopped; only with tty
 }
 
 // newCmd prepares COMMAND. Lock descriptors are O_CLOEXEC and are not

@@ -36,8 +36,14 @@ func startAndWait(c *child) error {
 		}
 		c.pgid = c.cmd.Process.Pid
 		c.started = time.Now()
+		if c.tty {
+			go watchStops(c)
+		}
 		started <- nil
 		c.waitErr = c.cmd.Wait()
+		if c.tty {
+			restoreForeground(c.pgid)
+		}
 		close(c.done)
 	}()
 	return <-started
@@ -81,3 +87,34 @@ func descendants() []int {
 // isZombie reports whether pid is gone: reaped, or a zombie whose threads
 // have all exited (see oslock.StateOf).
 func isZombie(pid int) bool { return oslock.StateOf(pid) == oslock.ProcGone }
+
+// isAncestor reports whether pid is a living ancestor of this process,
+// walking the parent chain in /proc/PID/stat.
+func isAncestor(pid int) bool {
+	for p, hops := os.Getppid(), 0; p > 1 && hops < 4096; hops++ {
+		if p == pid {
+			return !isZombie(pid)
+		}
+		p = parentOf(p)
+	}
+	return false
+}
+
+// parentOf is the ppid field of /proc/PID/stat, or 0.
+func parentOf(pid int) int {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return 0
+	}
+	// The command name, in parentheses, may hold spaces and parentheses.
+	i := strings.LastIndexByte(string(b), ')')
+	if i < 0 {
+		return 0
+	}
+	f := strings.Fields(string(b[i+1:]))
+	if len(f) < 2 {
+		return 0
+	}
+	ppid, _ := strconv.Atoi(f[1])
+	return ppid
+}

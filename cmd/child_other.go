@@ -20,7 +20,7 @@ func signalNumber(os.Signal) int { return 2 }
 func startChild(argv, env []string, stdout io.Writer) (*child, error) {
 	c := &child{cmd: newCmd(argv, env, stdout), done: make(chan struct{})}
 	if err := c.cmd.Start(); err != nil {
-		return nil, startError(argv[0], err)
+		return nil, startFailure(argv[0], err)
 	}
 	c.pgid = c.cmd.Process.Pid
 	c.started = time.Now()
@@ -33,10 +33,16 @@ func startChild(argv, env []string, stdout io.Writer) (*child, error) {
 
 func (c *child) signalGroup(sig os.Signal) { _ = c.cmd.Process.Signal(sig) }
 
-func (c *child) stop(grace time.Duration) {
+func (c *child) kill() { _ = c.cmd.Process.Kill() }
+
+func (c *child) stop(grace time.Duration, sigs <-chan os.Signal) {
 	if c.exited() {
 		return
 	}
 	_ = c.cmd.Process.Kill()
 	<-c.done
 }
+
+func isAncestor(int) bool { return false }
+
+func terminatingSignals() []os.Signal { return []os.Signal{os.Interrupt} }

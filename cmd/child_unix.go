@@ -25,13 +25,26 @@ func signalNumber(sig os.Signal) int {
 }
 
 func startChild(argv, env []string, stdout io.Writer) (*child, error) {
-	cmd := newCmd(argv, env, stdout)
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	c := &child{cmd: cmd, done: make(chan struct{})}
-	if err := startAndWait(c); err != nil {
-		return nil, startError(argv[0], err)
+	c, err := startIn(argv, env, stdout, foregroundTTY())
+	if err != nil && c.tty {
+		// The terminal could not be handed over (it changed under us):
+		// run COMMAND as a job without it, as before.
+		c, err = startIn(argv, env, stdout, false)
+	}
+	if err != nil {
+		return nil, startFailure(argv[0], err)
 	}
 	return c, nil
+}
+
+func startIn(argv, env []string, stdout io.Writer, tty bool) (*child, error) {
+	cmd := newCmd(argv, env, stdout)
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	c := &child{cmd: cmd, done: make(chan struct{}), stopped: make(chan struct{}, 1), tty: tty}
+	if tty {
+		cmd.SysProcAttr.Foreground, cmd.SysProcAttr.Ctty = true, 0
+	}
+	return c, startAndWait(c)
 }
 
 // signalGroup forwards sig to COMMAND's process group.
@@ -63,39 +76,55 @@ func (c *child) alive() bool {
 	return len(descendants()) > 0
 }
 
+// kill sends SIGKILL to every process of COMMAND.
+func (c *child) kill() { c.signal(syscall.SIGKILL) }
+
 // stop ends every process of COMMAND: SIGTERM (and SIGCONT, so that a
-// stopped process can act on it), then SIGKILL after grace. It returns once
+// stopped process can act on it), then SIGKILL after grace, or at once
+// when a terminating signal arrives on sigs meanwhile. It returns once
 // they are all gone, or after a bounded wait for processes that ignore even
 // SIGKILL (uninterruptible sleep).
-func (c *child) stop(grace time.Duration) {
+func (c *child) stop(grace time.Duration, sigs <-chan os.Signal) {
 	if !c.alive() {
 		return
 	}
 	c.signal(syscall.SIGTERM)
 	c.signal(syscall.SIGCONT)
-	if waitGone(c, grace) {
+	if waitGone(c, grace, sigs) {
 		return
 	}
-	c.signal(syscall.SIGKILL)
-	waitGone(c, 5*time.Second)
+	c.kill()
+	waitGone(c, 5*time.Second, nil)
 }
 
-func waitGone(c *child, d time.Duration) bool {
+// waitGone waits until every process of COMMAND is gone (true), or d
+// passes or a terminating signal arrives on sigs (false).
+func waitGone(c *child, d time.Duration, sigs <-chan os.Signal) bool {
 	deadline := time.NewTimer(d)
 	defer deadline.Stop()
-	select {
-	case <-c.done:
-	case <-deadline.C:
-		return false
-	}
 	tick := time.NewTicker(10 * time.Millisecond)
 	defer tick.Stop()
-	for c.alive() {
+	for {
+		done, wake := c.done, (<-chan time.Time)(nil)
+		if c.exited() {
+			if !c.alive() {
+				return true
+			}
+			done, wake = nil, tick.C
+		}
 		select {
-		case <-tick.C:
+		case <-done:
+		case <-wake:
 		case <-deadline.C:
 			return false
+		case s := <-sigs:
+			if terminating(s) {
+				return false
+			}
 		}
 	}
-	return true
+}
+
+func terminatingSignals() []os.Signal {
+	return []os.Signal{syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP, syscall.SIGQUIT}
 }

@@ -28,8 +28,16 @@
 //     SIGKILL: its COMMAND is gone before the next one starts" hold.
 //   - SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGUSR1 and SIGUSR2 are forwarded to
 //     COMMAND's process group. After one of the first four, COMMAND is not
-//     restarted. While waiting in line, any of them makes leaderrun give up
-//     and exit 128+N.
+//     restarted, and it gets SIGKILL after --grace if it has not exited (at
+//     once on a second one): a stop always stops. While waiting in line,
+//     any of them makes leaderrun give up and exit 128+N.
+//   - In a terminal (Linux; stdin and stdout the terminal, leaderrun in its
+//     foreground group), COMMAND's group is the foreground group while it
+//     runs, and leaderrun's gets the terminal back afterwards (tty_linux.go).
+//     Ctrl-C reaches COMMAND, Ctrl-Z stops COMMAND and then leaderrun, and a
+//     hang-up ends the term.
+//   - A COMMAND that runs leaderrun again for the same name and directory
+//     gets exit 64 and one line, not a wait for ever (nested.go).
 //   - The exit status is COMMAND's, 128+N when it died of signal N, or one
 //     of the documented codes.
 //
@@ -43,9 +51,10 @@
 //     macOS), a COMMAND whose leaderrun is killed with SIGKILL keeps
 //     running while the next leader starts. Stopping leaderrun with any
 //     catchable signal stops COMMAND first everywhere.
-//   - COMMAND runs in its own process group, which is not the terminal's
-//     foreground group: an interactive COMMAND that reads the terminal
-//     gets SIGTTIN. leaderrun is for jobs, not for editors.
+//   - Outside Linux, or when stdout is not the terminal (a pipeline, whose
+//     other commands share leaderrun's group and keep the terminal),
+//     COMMAND's process group is not the terminal's foreground group: a
+//     COMMAND that reads the terminal gets SIGTTIN.
 //
 // # Failure modes
 //

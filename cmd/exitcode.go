@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
+	"syscall"
 
 	"github.com/leaderrun/leaderrun/elect"
 )
@@ -15,12 +16,15 @@ import (
 // passed through unchanged, so a command may also exit with any of these.
 const (
 	ExitOK          = 0   // COMMAND succeeded; who: a leader exists
-	ExitNoLeader    = 1   // who: nobody leads the name
-	ExitUsage       = 64  // bad flag, bad name, no COMMAND (EX_USAGE)
+	ExitNoLeader    = 1   // who: nobody leads the name; publish: nobody serves its bus, or its leader is stopped
+	ExitUsage       = 64  // bad flag, bad name, no COMMAND, a nested leaderrun of the same lock (EX_USAGE)
+	ExitDataErr     = 65  // a file of the lock directory holds what leaderrun did not write: elect.ErrCorrupt (EX_DATAERR)
 	ExitUnavailable = 69  // the lock directory cannot be locked: unsupported or network filesystem (EX_UNAVAILABLE)
 	ExitSoftware    = 70  // leaderrun itself failed unexpectedly (EX_SOFTWARE)
+	ExitOSErr       = 71  // a system limit ran out: file descriptors, memory, processes at fork (EX_OSERR)
+	ExitCantCreate  = 73  // the lock directory's filesystem is read-only or full (EX_CANTCREAT, as flock(1))
 	ExitConflict    = 75  // default for -n and -w: another instance leads (EX_TEMPFAIL); see -E
-	ExitNoPerm      = 77  // insecure, missing or inaccessible lock directory (EX_NOPERM)
+	ExitNoPerm      = 77  // insecure, missing, not a directory, or inaccessible lock directory (EX_NOPERM)
 	ExitStolen      = 79  // leadership was stolen (--steal) and COMMAND was stopped
 	ExitNoExec      = 126 // COMMAND exists but cannot be executed
 	ExitNotFound    = 127 // COMMAND was not found
@@ -31,12 +35,18 @@ const (
 const exitCodeHelp = `EXIT STATUS:
    N      COMMAND's own exit status, passed through
    128+N  COMMAND died of signal N (or leaderrun got signal N while waiting)
-   1      who: nobody leads NAME
-   64     usage error: bad flag, bad name, no COMMAND
+   1      who: nobody leads NAME; publish: nobody serves NAME's bus, or
+          its leader is stopped
+   64     usage error: bad flag, bad name, no COMMAND; or COMMAND ran
+          leaderrun again for the lock it already holds
+   65     a file in the lock directory is corrupt (the message names it)
    69     the lock directory cannot be locked (unsupported or network filesystem)
    70     leaderrun itself failed unexpectedly
+   71     a system limit ran out (file descriptors, memory, processes)
+   73     the lock directory's filesystem is read-only or full
    75     -n/-w: another instance leads (change it with -E)
-   77     the lock directory is insecure, missing or inaccessible
+   77     the lock directory is insecure, missing, not a directory or
+          inaccessible
    79     leadership was stolen (--steal) and COMMAND was stopped
    126    COMMAND is not executable
    127    COMMAND was not found
@@ -86,6 +96,8 @@ func codeFor(err error) int {
 	switch {
 	case errors.Is(err, elect.ErrInvalidName), errors.Is(err, elect.ErrInvalidRequest):
 		return ExitUsage
+	case errors.Is(err, elect.ErrCorrupt):
+		return ExitDataErr
 	case errors.Is(err, elect.ErrUnsupported):
 		return ExitUnavailable
 	case errors.Is(err, elect.ErrInsecureDir), errors.Is(err, fs.ErrNotExist), errors.Is(err, fs.ErrPermission):
@@ -94,6 +106,10 @@ func codeFor(err error) int {
 		return ExitConflict
 	case errors.Is(err, elect.ErrStolen):
 		return ExitStolen
+	case errors.Is(err, syscall.EROFS), errors.Is(err, syscall.ENOSPC), errors.Is(err, syscall.EDQUOT):
+		return ExitCantCreate
+	case errors.Is(err, syscall.EMFILE), errors.Is(err, syscall.ENFILE), errors.Is(err, syscall.ENOMEM):
+		return ExitOSErr
 	}
 	return ExitSoftware
 }

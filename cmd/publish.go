@@ -2,12 +2,15 @@ package cmd
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"os"
 	"strings"
 	"syscall"
+	"time"
 
 	"github.com/leaderrun/leaderrun/bus"
 	"github.com/leaderrun/leaderrun/elect"
@@ -41,32 +44,115 @@ func publishAction(c *cli.Context) error {
 	name := c.Args().First()
 	lk, err := openLocker(c)
 	if err != nil {
-		return classify(err)
+		return explainCtx(c, err)
 	}
 	dir := lk.Dir()
 	lk.Close()
-	cl, err := bus.Dial(c.Context, dir, name, bus.PublishOnly())
-	if err != nil {
+	ctx, stop := signalContext(c.Context)
+	defer stop()
+	fail := func(err error) error {
+		if e := signalExit(ctx); e != nil {
+			return e
+		}
+		var stopped errLeaderStopped
+		if errors.As(err, &stopped) {
+			h := stopped.h
+			return exitf(ExitNoLeader, "leaderrun publish: the leader of %s (pid %d) was stopped (SIGSTOP, Ctrl-Z or a debugger) with the message, which it may still deliver when it runs again; resume it with kill -CONT %d, or take over with leaderrun --steal --name %s -- COMMAND", name, h.PID, h.PID, name)
+		}
+		if h, ok := stoppedLeader(ctx, c, name); ok {
+			return exitf(ExitNoLeader, "%s", stoppedLine("publish", name, h))
+		}
 		return busError("publish", name, err)
 	}
+	cl, err := dialBus(ctx, dir, name, bus.PublishOnly())
+	if err != nil {
+		return fail(err)
+	}
 	defer cl.Close()
-	if c.NArg() > 1 {
-		if err := cl.Publish(c.Context, []byte(strings.Join(c.Args().Tail(), " "))); err != nil {
-			return busError("publish", name, err)
+	publish := func(data []byte) error {
+		if err := publishChecked(ctx, c, cl, name, data); err != nil {
+			return fail(err)
 		}
 		return nil
 	}
-	sc := bufio.NewScanner(os.Stdin)
-	sc.Buffer(make([]byte, 64<<10), bus.DefaultMaxMessageSize)
-	for sc.Scan() {
-		if err := cl.Publish(c.Context, sc.Bytes()); err != nil {
-			return busError("publish", name, err)
+	if c.NArg() > 1 {
+		return publish([]byte(strings.Join(c.Args().Tail(), " ")))
+	}
+	// Lines are read on their own goroutine: a read of stdin cannot be
+	// cancelled, and a signal must end publish at once, also while it
+	// waits for input.
+	lines := make(chan []byte)
+	var readErr error
+	go func() {
+		defer close(lines)
+		sc := bufio.NewScanner(os.Stdin)
+		sc.Buffer(make([]byte, 64<<10), bus.DefaultMaxMessageSize)
+		for sc.Scan() {
+			select {
+			case lines <- bytes.Clone(sc.Bytes()):
+			case <-ctx.Done():
+				return
+			}
+		}
+		readErr = sc.Err()
+	}()
+	for {
+		select {
+		case <-ctx.Done():
+			return signalExit(ctx)
+		case line, ok := <-lines:
+			if !ok {
+				if readErr != nil {
+					return exitf(ExitSoftware, "leaderrun publish: reading stdin: %v", readErr)
+				}
+				return nil
+			}
+			if err := publish(line); err != nil {
+				return err
+			}
 		}
 	}
-	if err := sc.Err(); err != nil {
-		return exitf(ExitSoftware, "leaderrun publish: reading stdin: %v", err)
+}
+
+// stoppedCheck is how long a publish waits for the leader's answer
+// before it asks whether the leader is stopped, and how often it asks
+// again: bus.Publish itself waits for as long as its ctx lets it.
+const stoppedCheck = 5 * time.Second
+
+// errLeaderStopped ends a publish whose leader was stopped after it
+// connected.
+type errLeaderStopped struct{ h elect.Holder }
+
+func (e errLeaderStopped) Error() string { return "the leader is stopped" }
+
+// publishChecked is cl.Publish, ended with errLeaderStopped when the
+// leader turns out to be stopped while it waits for the answer.
+func publishChecked(ctx context.Context, c *cli.Context, cl *bus.Client, name string, data []byte) error {
+	pctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	done := make(chan struct{})
+	defer close(done)
+	go func() {
+		tick := time.NewTicker(stoppedCheck)
+		defer tick.Stop()
+		for {
+			select {
+			case <-done:
+				return
+			case <-tick.C:
+				if h, ok := stoppedLeader(pctx, c, name); ok {
+					cancel(errLeaderStopped{h})
+					return
+				}
+			}
+		}
+	}()
+	err := cl.Publish(pctx, data)
+	var stopped errLeaderStopped
+	if err != nil && errors.As(context.Cause(pctx), &stopped) {
+		return stopped
 	}
-	return nil
+	return err
 }
 
 // busError explains a bus failure and what to do about it.
@@ -81,5 +167,26 @@ func busError(cmd, name string, err error) error {
 	case errors.Is(err, context.Canceled):
 		return silentExit(ExitSignalBase + int(syscall.SIGINT))
 	}
+	if e := resourceError(err); e != nil {
+		return e
+	}
+	// A socket error names the socket by the descriptor-relative path the
+	// bus dials (/proc/self/fd/N/NAME.sock), which means nothing to the
+	// user: say what failed instead.
+	var op *net.OpError
+	if errors.As(err, &op) && op.Err != nil {
+		return exitf(ExitSoftware, "leaderrun %s: cannot talk to the leader of %s: %v; see who leads with leaderrun status %s", cmd, name, rootCause(op.Err), name)
+	}
 	return classify(fmt.Errorf("%s: %w", cmd, err))
+}
+
+// rootCause is the innermost error that err wraps.
+func rootCause(err error) error {
+	for {
+		next := errors.Unwrap(err)
+		if next == nil {
+			return err
+		}
+		err = next
+	}
 }

@@ -5,12 +5,14 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"os/signal"
 	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/leaderrun/leaderrun/bus"
@@ -26,11 +28,15 @@ const (
 	resetAfter   = 10 * time.Second
 )
 
+// stuckAcquire is how long a request told to stop by a signal may take to
+// end before leaderrun exits without it.
+const stuckAcquire = 2 * time.Second
+
 // runOptions is the validated command line of the default action.
 type runOptions struct {
 	argv     []string
 	name     string
-	dir      string
+	dir      string // --dir, LEADERRUN_DIR, or "" for the default
 	open     func() (locker, error)
 	req      elect.Request
 	wait     time.Duration
@@ -61,7 +67,7 @@ func runOptionsFrom(c *cli.Context) (*runOptions, error) {
 	o := &runOptions{
 		argv:     argv,
 		name:     c.String("name"),
-		dir:      c.String("dir"),
+		dir:      lockDir(c),
 		open:     func() (locker, error) { return openLocker(c) },
 		conflict: c.Int("conflict-exit-code"),
 		restart:  c.String("restart"),
@@ -119,18 +125,27 @@ func (o *runOptions) logf(format string, args ...any) {
 func (o *runOptions) run(ctx context.Context) error {
 	// Registered before anything else, so that a signal is never lost and
 	// never kills leaderrun while COMMAND runs.
+	// A signal ignored when leaderrun started (nohup's SIGHUP) stays
+	// ignored, for leaderrun and so for COMMAND.
 	sigs := make(chan os.Signal, 8)
-	signal.Notify(sigs, forwarded...)
+	for _, s := range forwarded {
+		if !signal.Ignored(s) {
+			signal.Notify(sigs, s)
+		}
+	}
 	defer signal.Stop(sigs)
 
 	lk, err := o.open()
 	if err != nil {
-		return classify(err)
+		return o.explain(err)
 	}
 	defer lk.Close()
 	dir, err := filepath.Abs(lk.Dir())
 	if err != nil {
 		dir = lk.Dir()
+	}
+	if pid, ok := nestedIn(dir, o.name); ok {
+		return exitf(ExitUsage, "leaderrun: %s is already held by this command's own leaderrun (pid %d), so it would wait for itself for ever; run the inner command directly, or give it another --name", o.name, pid)
 	}
 
 	lead, err := o.acquire(ctx, lk, sigs)
@@ -188,10 +203,12 @@ func (o *runOptions) acquire(ctx context.Context, lk locker, sigs <-chan os.Sign
 	var wg sync.WaitGroup
 	var got os.Signal
 	done := make(chan struct{})
+	gotSig := make(chan struct{})
 	wg.Go(func() {
 		select {
 		case got = <-sigs:
 			cancel(signalled{got})
+			close(gotSig)
 		case <-done:
 		}
 	})
@@ -206,7 +223,36 @@ func (o *runOptions) acquire(ctx context.Context, lk locker, sigs <-chan os.Sign
 			stop()
 		})
 	}
-	lead, err := lk.Acquire(actx, o.name, o.req)
+	type acquired struct {
+		lead *elect.Leadership
+		err  error
+	}
+	res := make(chan acquired, 1)
+	go func() {
+		lead, err := lk.Acquire(actx, o.name, o.req)
+		res <- acquired{lead, err}
+	}()
+	var a acquired
+	select {
+	case a = <-res:
+	case <-gotSig:
+		// Acquire returns at once when its ctx ends, unless it is stuck
+		// in a system call no context reaches (a FIFO planted in the lock
+		// directory, a hung filesystem). Then leaderrun leaves it behind:
+		// it holds no lock that its exit would not drop, and has started
+		// nothing.
+		t := time.NewTimer(stuckAcquire)
+		select {
+		case a = <-res:
+			t.Stop()
+		case <-t.C:
+			close(done)
+			wg.Wait()
+			o.logf("%v while waiting for %s; giving up (the request did not end: its system call is stuck)", got, o.name)
+			return nil, silentExit(ExitSignalBase + signalNumber(got))
+		}
+	}
+	lead, err := a.lead, a.err
 	close(done)
 	wg.Wait()
 	if got != nil {
@@ -226,7 +272,15 @@ func (o *runOptions) acquire(ctx context.Context, lk locker, sigs <-chan os.Sign
 		o.logf("%s is still busy after %s: %s; giving up (-w), exit %d", o.name, o.wait, o.leaderLine(lk), o.conflict)
 		return nil, silentExit(o.conflict)
 	}
-	return nil, classify(err)
+	return nil, o.explain(err)
+}
+
+// explain is explainIn for the lock directory in use.
+func (o *runOptions) explain(err error) error {
+	if o.dir == "" {
+		return explainIn(elect.DefaultDir(), false, err)
+	}
+	return explainIn(o.dir, true, err)
 }
 
 // leaderLine describes who holds the lock, for messages.
@@ -319,12 +373,13 @@ func (o *runOptions) lead(lead *elect.Leadership, dir string, srv *bus.Server, s
 	}
 	backoff := backoffStart
 	finishing := false
+	hup := watchHangup()
 	for {
 		ch, err := startChild(o.argv, env, stdout)
 		if err != nil {
 			return err
 		}
-		status, err := o.supervise(ch, lead, sigs, &finishing)
+		status, err := o.supervise(ch, lead, sigs, hup, &finishing)
 		if err != nil {
 			return err
 		}
@@ -343,6 +398,9 @@ func (o *runOptions) lead(lead *elect.Leadership, dir string, srv *bus.Server, s
 			if terminating(s) {
 				return silentExit(ExitSignalBase + signalNumber(s))
 			}
+		case <-hup:
+			t.Stop()
+			return silentExit(ExitSignalBase + int(syscall.SIGHUP))
 		case <-lead.Done():
 			t.Stop()
 			return o.ended(lead)
@@ -362,27 +420,74 @@ func (o *runOptions) restarts(status int) bool {
 }
 
 // supervise forwards signals to COMMAND until it exits or the term ends,
-// then stops whatever COMMAND left behind.
-func (o *runOptions) supervise(ch *child, lead *elect.Leadership, sigs <-chan os.Signal, finishing *bool) (int, error) {
+// then stops whatever COMMAND left behind. The first terminating signal
+// (SIGINT, SIGTERM, SIGHUP, SIGQUIT), or the terminal hanging up (hup), is
+// forwarded and gives COMMAND --grace to finish; then its processes get
+// SIGKILL. A second terminating signal sends SIGKILL at once; the SIGHUP
+// that comes with a hang-up is not a second one.
+func (o *runOptions) supervise(ch *child, lead *elect.Leadership, sigs <-chan os.Signal, hup <-chan struct{}, finishing *bool) (int, error) {
+	var graceOver <-chan time.Time
+	hungUp := false
+	finish := func(s os.Signal) {
+		switch {
+		case *finishing && hungUp && s == syscall.SIGHUP:
+		case *finishing:
+			o.logf("%v again; killing COMMAND (SIGKILL)", s)
+			ch.kill()
+		default:
+			*finishing = true
+			ch.signalGroup(s)
+			t := time.NewTimer(o.grace)
+			graceOver = t.C
+		}
+	}
 	for {
 		select {
 		case <-ch.done:
-			ch.stop(o.grace)
+			ch.stop(o.grace, sigs)
 			return ch.status(), nil
 		case s := <-sigs:
-			ch.signalGroup(s)
 			if terminating(s) {
-				*finishing = true
+				finish(s)
+			} else {
+				ch.signalGroup(s)
 			}
+		case <-hup:
+			hup = nil
+			o.logf("the terminal hung up; stopping COMMAND (grace %s)", o.grace)
+			if !*finishing {
+				finish(syscall.SIGHUP)
+			}
+			hungUp = true
+		case <-ch.stopped:
+			if !*finishing {
+				o.logf("COMMAND was stopped; stopping too, until continued")
+				ch.suspend()
+			}
+		case <-graceOver:
+			graceOver = nil
+			o.logf("COMMAND still runs %s after it was told to stop; killing it (SIGKILL)", o.grace)
+			ch.kill()
 		case <-lead.Done():
 			o.logf("leadership of %s ended (%v); stopping COMMAND (grace %s)", o.name, lead.Err(), o.grace)
-			ch.stop(o.grace)
+			ch.stop(o.grace, sigs)
 			return 0, o.ended(lead)
 		}
 	}
 }
 
 func (o *runOptions) ended(lead *elect.Leadership) error {
+	// A lock directory removed under the holder (a cleaner, logout, rm
+	// -rf) is no steal, whatever the election layer took it for.
+	if dir := lead.Dir(); dir != "" {
+		if _, err := os.Lstat(dir); errors.Is(err, fs.ErrNotExist) {
+			fix := "create it again (mkdir -m 700 " + dir + ") and keep cleaners away from it"
+			if o.dir == "" {
+				fix = "run leaderrun again to create it"
+			}
+			return exitf(ExitNoPerm, "leaderrun: the lock directory %s was removed while this leaderrun led %s (epoch %d); COMMAND was stopped; %s", dir, o.name, lead.Epoch(), fix)
+		}
+	}
 	if err := lead.Err(); errors.Is(err, elect.ErrStolen) {
 		return exitf(ExitStolen, "leaderrun: leadership of %s (epoch %d) was stolen; COMMAND was stopped", o.name, lead.Epoch())
 	} else {

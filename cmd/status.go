@@ -58,24 +58,31 @@ func statusAction(c *cli.Context) error {
 	}
 	lk, err := openLocker(c)
 	if err != nil {
-		return classify(err)
+		return explainCtx(c, err)
 	}
 	defer lk.Close()
 	query := func(ctx context.Context) (elect.Snapshot, error) {
-		if name == "" {
-			return lk.QueryAll(ctx)
-		}
-		return lk.Query(ctx, name)
+		return queryUntil(ctx, func(ctx context.Context) (elect.Snapshot, error) {
+			if name == "" {
+				return lk.QueryAll(ctx)
+			}
+			return lk.Query(ctx, name)
+		})
 	}
+	ctx, stop := signalContext(c.Context)
+	defer stop()
 	asJSON := c.Bool("json")
 	if !c.Bool("watch") {
-		snap, err := query(c.Context)
+		snap, err := query(ctx)
 		if err != nil {
-			return classify(err)
+			if e := signalExit(ctx); e != nil {
+				return e
+			}
+			return explainCtx(c, err)
 		}
 		return printSnapshot(os.Stdout, snap, asJSON, lk.Dir())
 	}
-	return watchStatus(c.Context, lk, query, asJSON)
+	return watchStatus(ctx, lk, query, asJSON)
 }
 
 func normalize(s elect.Snapshot) elect.Snapshot {
@@ -154,6 +161,9 @@ func commandLine(argv []string) string {
 func watchStatus(ctx context.Context, lk locker, query func(context.Context) (elect.Snapshot, error), asJSON bool) error {
 	w, err := fsnotify.NewWatcher()
 	if err != nil {
+		if e := resourceError(err); e != nil {
+			return e
+		}
 		return exitf(ExitSoftware, "leaderrun status --watch: %v", err)
 	}
 	defer w.Close()
@@ -168,7 +178,7 @@ func watchStatus(ctx context.Context, lk locker, query func(context.Context) (el
 			if ctx.Err() != nil {
 				return nil
 			}
-			return classify(err)
+			return explainIn(lk.Dir(), true, err)
 		}
 		snap = normalize(snap)
 		if last == nil || !reflect.DeepEqual(snap, *last) {

@@ -1,7 +1,9 @@
 package cmd
 
 import (
+	"context"
 	"encoding/json"
+	"fmt"
 	"os"
 	"time"
 
@@ -53,16 +55,15 @@ func subscribeAction(c *cli.Context) error {
 	name := c.Args().First()
 	lk, err := openLocker(c)
 	if err != nil {
-		return classify(err)
+		return explainCtx(c, err)
 	}
 	dir := lk.Dir()
 	lk.Close()
-	cl, err := bus.Dial(c.Context, dir, name, bus.WaitForLeader())
+	ctx, stop := signalContext(c.Context)
+	defer stop()
+	cl, err := dialSubscriber(ctx, c, dir, name)
 	if err != nil {
-		if c.Context.Err() != nil {
-			return nil
-		}
-		return busError("subscribe", name, err)
+		return err
 	}
 	defer cl.Close()
 	asJSON, count, n := c.Bool("json"), c.Int("count"), 0
@@ -71,8 +72,8 @@ func subscribeAction(c *cli.Context) error {
 		var ev bus.Event
 		var ok bool
 		select {
-		case <-c.Context.Done():
-			return nil
+		case <-ctx.Done():
+			return signalExit(ctx)
 		case ev, ok = <-cl.Events():
 			if !ok {
 				return nil
@@ -126,4 +127,45 @@ type eventJSON struct {
 	Mode   string     `json:"mode,omitempty"`
 	Gap    *bool      `json:"gap,omitempty"`
 	Reason string     `json:"reason,omitempty"`
+}
+
+// dialSubscriber connects to the leader of name, waiting for one. A
+// leader that is stopped cannot answer: subscribe says so once and waits
+// until it runs again or another leads. That wait polls Query; only a
+// stopped leader costs it.
+func dialSubscriber(ctx context.Context, c *cli.Context, dir, name string) (*bus.Client, error) {
+	told := false
+	for {
+		cl, err := dialBus(ctx, dir, name, bus.WaitForLeader())
+		if err == nil {
+			return cl, nil
+		}
+		if e := signalExit(ctx); e != nil {
+			return nil, e
+		}
+		h, ok := stoppedLeader(ctx, c, name)
+		if !ok {
+			return nil, busError("subscribe", name, err)
+		}
+		if !told {
+			fmt.Fprintln(os.Stderr, stoppedLine("subscribe", name, h)+"; waiting until it runs again or another leads")
+			told = true
+		}
+		t := time.NewTicker(200 * time.Millisecond)
+		for ok {
+			select {
+			case <-ctx.Done():
+				t.Stop()
+				if e := signalExit(ctx); e != nil {
+					return nil, e
+				}
+				return nil, context.Cause(ctx)
+			case <-t.C:
+			}
+			var now elect.Holder
+			now, ok = stoppedLeader(ctx, c, name)
+			ok = ok && now.PID == h.PID
+		}
+		t.Stop()
+	}
 }

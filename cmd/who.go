@@ -1,6 +1,7 @@
 package cmd
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"os"
@@ -51,12 +52,17 @@ func whoAction(c *cli.Context) error {
 	}
 	lk, err := openLocker(c)
 	if err != nil {
-		return classify(err)
+		return explainCtx(c, err)
 	}
 	defer lk.Close()
-	snap, err := lk.Query(c.Context, name)
+	ctx, stop := signalContext(c.Context)
+	defer stop()
+	snap, err := queryUntil(ctx, func(ctx context.Context) (elect.Snapshot, error) { return lk.Query(ctx, name) })
 	if err != nil {
-		return classify(err)
+		if e := signalExit(ctx); e != nil {
+			return e
+		}
+		return explainCtx(c, err)
 	}
 	if len(snap.Held) == 0 {
 		fmt.Fprintf(os.Stderr, "leaderrun: nobody leads %s in %s\n", name, lk.Dir())

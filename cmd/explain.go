@@ -1,0 +1,101 @@
+package cmd
+
+import (
+	"errors"
+	"io/fs"
+	"os"
+	"syscall"
+
+	"github.com/leaderrun/leaderrun/elect"
+	"github.com/urfave/cli/v2"
+)
+
+// explainIn is classify for an error met while using the lock directory
+// dir (explicit: named by --dir or LEADERRUN_DIR, not the default). What
+// the directory is now says more than the syscall that tripped on it: a
+// directory that is gone or is not a directory, a read-only or full
+// filesystem, or a process out of descriptors each get their code and one
+// line that says what to do, instead of 70 and a bare syscall message.
+func explainIn(dir string, explicit bool, err error) error {
+	if err == nil {
+		return nil
+	}
+	var ee *exitError
+	if errors.As(err, &ee) {
+		return err
+	}
+	switch codeFor(err) {
+	case ExitUsage, ExitDataErr, ExitUnavailable, ExitConflict, ExitStolen:
+		return classify(err)
+	}
+	if e := resourceError(err); e != nil {
+		return e
+	}
+	if dir != "" {
+		fi, lerr := os.Lstat(dir)
+		switch {
+		case errors.Is(lerr, syscall.ENOTDIR), lerr == nil && fi.Mode()&fs.ModeSymlink == 0 && !fi.IsDir():
+			return exitf(ExitNoPerm, "leaderrun: the lock directory %s is not a directory (or a parent of it is not); give a directory (mkdir -m 700 DIR) with --dir or LEADERRUN_DIR", dir)
+		case errors.Is(lerr, fs.ErrNotExist) && explicit:
+			return exitf(ExitNoPerm, "leaderrun: the lock directory %s does not exist (or was removed while in use); create it with mkdir -m 700 %s, or leave --dir and LEADERRUN_DIR unset to use the private default", dir, dir)
+		case errors.Is(lerr, fs.ErrNotExist):
+			return exitf(ExitNoPerm, "leaderrun: the lock directory %s does not exist (removed while in use?); run leaderrun again to create it, or give one with --dir", dir)
+		}
+	}
+	var errno syscall.Errno
+	if errors.As(err, &errno) {
+		switch errno {
+		case syscall.EROFS:
+			return exitf(ExitCantCreate, "leaderrun: cannot write in the lock directory %s: its filesystem is read-only; give a writable directory with --dir or LEADERRUN_DIR", dir)
+		case syscall.ENOSPC, syscall.EDQUOT:
+			return exitf(ExitCantCreate, "leaderrun: cannot write in the lock directory %s: its filesystem is full (%s); free some space, or give another directory with --dir or LEADERRUN_DIR", dir, errno)
+		}
+	}
+	return classify(err)
+}
+
+// explainCtx is explainIn for the lock directory c names, or the default.
+func explainCtx(c *cli.Context, err error) error {
+	dir := lockDir(c)
+	if dir == "" {
+		return explainIn(elect.DefaultDir(), false, err)
+	}
+	return explainIn(dir, true, err)
+}
+
+// resourceError explains a process or system limit that ran out (EMFILE,
+// ENFILE, ENOMEM): 71, EX_OSERR, which sysexits(3) reserves for "cannot
+// fork", "cannot create pipe" and the like. Not 75 (EX_TEMPFAIL), which
+// scripts read as "another instance leads" and skip, nor 126, which says
+// COMMAND cannot be executed. Nil for other errors.
+func resourceError(err error) error {
+	if msg := resourceMsg(err); msg != "" {
+		return exitf(ExitOSErr, "leaderrun: %s", msg)
+	}
+	return nil
+}
+
+// startFailure maps a failed start of COMMAND: a limit that ran out is
+// 71, as in resourceError, and so is EAGAIN from fork (too many processes
+// for ulimit -u or the cgroup's pids.max); else 126 or 127 (startError).
+func startFailure(name string, err error) error {
+	if msg := resourceMsg(err); msg != "" {
+		return exitf(ExitOSErr, "leaderrun: cannot start %s: %s", name, msg)
+	}
+	if errors.Is(err, syscall.EAGAIN) {
+		return exitf(ExitOSErr, "leaderrun: cannot start %s: too many processes (EAGAIN: ulimit -u, or the cgroup's pids.max); try again later, or raise the limit", name)
+	}
+	return startError(name, err)
+}
+
+func resourceMsg(err error) string {
+	switch {
+	case errors.Is(err, syscall.EMFILE):
+		return "out of file descriptors (EMFILE: this process's limit, ulimit -n); raise ulimit -n and try again"
+	case errors.Is(err, syscall.ENFILE):
+		return "the system is out of file descriptors (ENFILE: fs.file-max); close some programs or raise fs.file-max, and try again"
+	case errors.Is(err, syscall.ENOMEM):
+		return "out of memory (ENOMEM); free some memory and try again"
+	}
+	return ""
+}

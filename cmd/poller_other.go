@@ -1,0 +1,5 @@
+//go:build !unix
+
+package cmd
+
+func startPoller() error { return nil }
