@@ -26,6 +26,7 @@ const (
 	ExitConflict    = 75  // default for -n and -w: another instance leads (EX_TEMPFAIL); see -E
 	ExitNoPerm      = 77  // insecure, missing, not a directory, or inaccessible lock directory (EX_NOPERM)
 	ExitStolen      = 79  // leadership was stolen (--steal) and COMMAND was stopped
+	ExitLockLost    = 80  // the lock file was removed or replaced under the leader and COMMAND was stopped
 	ExitNoExec      = 126 // COMMAND exists but cannot be executed
 	ExitNotFound    = 127 // COMMAND was not found
 	ExitSignalBase  = 128 // 128+N: COMMAND (or leaderrun while waiting) died of signal N
@@ -48,6 +49,8 @@ const exitCodeHelp = `EXIT STATUS:
    77     the lock directory is insecure, missing, not a directory or
           inaccessible
    79     leadership was stolen (--steal) and COMMAND was stopped
+   80     the lock file was removed or replaced while this instance led;
+          COMMAND was stopped
    126    COMMAND is not executable
    127    COMMAND was not found
 `
@@ -100,12 +103,14 @@ func codeFor(err error) int {
 		return ExitDataErr
 	case errors.Is(err, elect.ErrUnsupported):
 		return ExitUnavailable
-	case errors.Is(err, elect.ErrInsecureDir), errors.Is(err, fs.ErrNotExist), errors.Is(err, fs.ErrPermission):
+	case errors.Is(err, elect.ErrInsecureDir), errors.Is(err, fs.ErrNotExist), errors.Is(err, fs.ErrPermission), errors.Is(err, elect.ErrForeignHolder):
 		return ExitNoPerm
 	case errors.Is(err, elect.ErrBusy), errors.Is(err, context.DeadlineExceeded):
 		return ExitConflict
 	case errors.Is(err, elect.ErrStolen):
 		return ExitStolen
+	case errors.Is(err, elect.ErrLockLost):
+		return ExitLockLost
 	case errors.Is(err, syscall.EROFS), errors.Is(err, syscall.ENOSPC), errors.Is(err, syscall.EDQUOT):
 		return ExitCantCreate
 	case errors.Is(err, syscall.EMFILE), errors.Is(err, syscall.ENFILE), errors.Is(err, syscall.ENOMEM):

@@ -490,6 +490,8 @@ func (o *runOptions) ended(lead *elect.Leadership) error {
 	}
 	if err := lead.Err(); errors.Is(err, elect.ErrStolen) {
 		return exitf(ExitStolen, "leaderrun: leadership of %s (epoch %d) was stolen; COMMAND was stopped", o.name, lead.Epoch())
+	} else if errors.Is(err, elect.ErrLockLost) {
+		return exitf(ExitLockLost, "leaderrun: the lock file %s was removed or replaced while this leaderrun led %s (epoch %d); COMMAND was stopped; keep cleaners away from the lock directory", filepath.Join(lead.Dir(), o.name+".lock"), o.name, lead.Epoch())
 	} else {
 		return exitf(ExitSoftware, "leaderrun: leadership of %s (epoch %d) ended: %v; COMMAND was stopped", o.name, lead.Epoch(), err)
 	}

@@ -742,6 +742,7 @@ func (a *acquirer) grant(ctx context.Context) (*Leadership, error) {
 		return nil, err
 	}
 	h.watch(end)
+	h.watchPath(end)
 	if a.req.Steal {
 		unmarkSteal(a.dir, a.name, a.q)
 	}

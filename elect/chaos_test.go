@@ -775,9 +775,19 @@ func chaosContender() int {
 		r.Close()
 		w.Close()
 	}
-	// So does oslock's cache of one idle inotify instance.
+	// So does oslock's cache of one idle inotify instance, and the
+	// process's one instance that holders watch their lock files with.
 	if w, err := oslock.NewWatcher(); err == nil {
 		w.Close()
+	}
+	before := countFDs()
+	if w, err := oslock.WatchPath(os.TempDir()); err == nil {
+		w.Stop()
+		// The spare instance it probed with is closed in the
+		// background.
+		for deadline := time.Now().Add(2 * time.Second); countFDs() > before+1 && time.Now().Before(deadline); {
+			time.Sleep(time.Millisecond)
+		}
 	}
 	fdBase := countFDs()
 

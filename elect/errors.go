@@ -22,6 +22,12 @@ var (
 	// kill(2) allows no process to end another user's. The message names
 	// the pid and uid.
 	ErrForeignHolder = errors.New("elect: the holder belongs to another user")
+	// ErrLockLost ends a leadership whose lock file is no longer the one
+	// at the path (removed or replaced, or its directory moved or
+	// removed): newcomers would lock another file, and flock(1) on the
+	// path would not be excluded. The holder still holds the old file's
+	// lock until it releases; newcomers wait for that.
+	ErrLockLost = errors.New("elect: lock file was removed or replaced")
 	// ErrClosed: the Locker was closed; waiting requests end with it.
 	ErrClosed = errors.New("elect: locker is closed")
 	// ErrReleased ends a leadership that its holder released.

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"os"
+	"path/filepath"
 	"strconv"
 	"sync"
 
@@ -24,6 +25,10 @@ type holding struct {
 
 	mu   sync.Mutex // guards tk.rec against the reader
 	done chan struct{}
+
+	watches []*oslock.Watch // the lock file's name and the directory's
+	unwatch chan struct{}
+	watched chan struct{}
 }
 
 // watch starts the goroutine that reads the inbox until it is closed.
@@ -76,10 +81,68 @@ func (h *holding) deposedBy(line []byte) bool {
 	return true
 }
 
+// watchPath ends the term with ErrLockLost as soon as the lock file at the
+// Locker's path is no longer the one we hold (removed, replaced, or its
+// directory moved or removed): from then on a newcomer would lock another
+// file, and flock(1) on the path is no longer excluded. It uses the
+// process's one inotify instance; where none can be had, the loss is
+// noticed only by newcomers, which still wait for this holder's ticket.
+// The lock file's descriptor is moved above the instance's, so that a
+// dying holder's lock is dropped before the instance's slow teardown.
+func (h *holding) watchPath(end func(error)) {
+	lockPath := filepath.Join(h.l.path, h.name+lockSuffix)
+	for _, p := range []string{lockPath, h.l.path} {
+		w, err := oslock.WatchPath(p)
+		if err != nil {
+			break
+		}
+		h.watches = append(h.watches, w)
+	}
+	if len(h.watches) == 0 {
+		return
+	}
+	if f, err := oslock.AboveWatches(h.lockF); err == nil {
+		h.lockF = f
+	}
+	h.unwatch, h.watched = make(chan struct{}), make(chan struct{})
+	lost := func() bool {
+		id, err := oslock.IDOf(h.lockF)
+		if err != nil {
+			return false
+		}
+		cur, _, err := oslock.LstatPath(lockPath)
+		return err != nil || cur != id
+	}
+	var c1, c2 <-chan struct{}
+	c1 = h.watches[0].C
+	if len(h.watches) > 1 {
+		c2 = h.watches[1].C
+	}
+	go func() {
+		defer close(h.watched)
+		for !lost() {
+			select {
+			case <-h.unwatch:
+				return
+			case <-c1:
+			case <-c2:
+			}
+		}
+		end(ErrLockLost)
+	}()
+}
+
 // release gives the lock up: the kernel lock first, then the ticket, and
 // the beacon last, so that the successor, woken by the beacon's hang-up,
 // finds the lock free.
 func (h *holding) release() error {
+	if h.unwatch != nil {
+		close(h.unwatch)
+		<-h.watched
+	}
+	for _, w := range h.watches {
+		w.Stop()
+	}
 	errs := []error{h.lockF.Close()}
 	h.mu.Lock()
 	h.tk.unpublish()

@@ -70,15 +70,20 @@ func stateOf(t *testing.T, l *Locker, name string, pid int) string {
 	return ""
 }
 
-// Waiting and holding take no inotify instance: the per-user limit (128 by
+// Waiting takes no inotify instance, and holding at most one per process
+// (to learn at once of a removed lock file): the per-user limit (128 by
 // default) is shared with the user's editors and file managers.
 func TestNoInotifyInstance(t *testing.T) {
 	l, dir := testLocker(t)
 	ps := joinInOrder(t, l, dir, "ino", 4)
 	ps[0].expect("leader")
-	for _, p := range ps {
-		if n := inotifyFDs(t, p.pid); n != 0 {
-			t.Errorf("pid %d holds %d inotify instances", p.pid, n)
+	for i, p := range ps {
+		most := 0 // a waiter
+		if i == 0 {
+			most = 1 // the holder
+		}
+		if n := inotifyFDs(t, p.pid); n > most {
+			t.Errorf("pid %d (%d in line) holds %d inotify instances", p.pid, i, n)
 		}
 	}
 	for i, p := range ps {
@@ -146,14 +151,16 @@ func TestQueuedStealDeposesNobody(t *testing.T) {
 // holder's ticket, and leads once the holder is done.
 func TestLockFileRemovedUnderHolder(t *testing.T) {
 	_, dir := testLocker(t)
-	h := spawn(t, dir, "rm")
+	h := spawn(t, dir, "rm", "T_HOLD=1") // keeps the old file's lock after its term ends
 	h.expect("leader")
 	if err := os.Remove(filepath.Join(dir, "rm.lock")); err != nil {
 		t.Fatal(err)
 	}
+	h.expect("lost " + ErrLockLost.Error())
 	c := spawn(t, dir, "rm")
 	c.quiet(150 * time.Millisecond)
-	h.say("release")
+	h.signal(syscall.SIGKILL)
+	h.wait()
 	c.expect("leader")
 	// c leads on the file at the path, so flock(1) on it is excluded.
 	f, err := os.Open(filepath.Join(dir, "rm.lock"))
@@ -313,4 +320,41 @@ func TestStateRemovedUnderQueue(t *testing.T) {
 	ps[1].say("release")
 	c.expect("leader")
 	c.say("release")
+}
+
+// A holder learns at once that its lock file is no longer the one at the
+// path (removed, or its directory moved away): its term ends with
+// ErrLockLost, and a newcomer leads on the file at the path once the old
+// holder has let go.
+func TestHolderLearnsLockLost(t *testing.T) {
+	for _, how := range []string{"remove file", "move directory"} {
+		t.Run(how, func(t *testing.T) {
+			base := t.TempDir()
+			dir := filepath.Join(base, "locks")
+			if err := os.Mkdir(dir, 0o700); err != nil {
+				t.Fatal(err)
+			}
+			h := spawn(t, dir, "lost")
+			h.expect("leader")
+			if how == "remove file" {
+				if err := os.Remove(filepath.Join(dir, "lost.lock")); err != nil {
+					t.Fatal(err)
+				}
+			} else {
+				if err := os.Rename(dir, dir+".old"); err != nil {
+					t.Fatal(err)
+				}
+				if err := os.Mkdir(dir, 0o700); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if line := h.expect("lost"); !strings.Contains(line, ErrLockLost.Error()) {
+				t.Fatalf("holder said %q", line)
+			}
+			h.expect("released")
+			c := spawn(t, dir, "lost")
+			c.expect("leader")
+			c.say("release")
+		})
+	}
 }

@@ -47,3 +47,36 @@ func WaitHangup(ctx context.Context, f *os.File) error { return waitHangup(ctx, 
 // HungUp reports, without blocking, whether every writer of the FIFO f
 // (opened read-only by [Dir.OpenBeacon]) has closed it.
 func HungUp(f *os.File) bool { return hungUp(f) }
+
+// A Watch tells when a file may have lost its name: unlinked, renamed, or
+// its directory moved. C receives a value (coalesced) at each such event;
+// the receiver checks what happened. On Linux every Watch of a process
+// shares one inotify instance, made on first use; elsewhere WatchPath
+// reports [ErrUnsupported].
+type Watch struct {
+	wd int32
+	C  chan struct{}
+}
+
+// WatchPath starts a Watch of path (not following a final link).
+func WatchPath(path string) (*Watch, error) { return watchPath(path) }
+
+// Stop ends the watch. C is not closed.
+func (w *Watch) Stop() {
+	if w != nil {
+		w.stop()
+	}
+}
+
+func (w *Watch) poke() {
+	select {
+	case w.C <- struct{}{}:
+	default:
+	}
+}
+
+// AboveWatches returns f, or f's descriptor moved above the process's
+// inotify instance (f is then closed and a new *os.File returned), so that
+// when the process dies its lock on f is dropped before the instance's
+// slow teardown.
+func AboveWatches(f *os.File) (*os.File, error) { return above(f, sentinelFD()) }

@@ -1,0 +1,150 @@
+package oslock
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"os"
+	"sync"
+
+	"golang.org/x/sys/unix"
+)
+
+// sentinel is the process's one inotify instance, made on first use and
+// shared by every watch: a thousand names held cost one instance.
+var sentinel struct {
+	sync.Mutex
+	f       *os.File
+	err     error
+	watches map[int32][]*Watch // by watch descriptor
+}
+
+func startSentinel() error {
+	if sentinel.f != nil || sentinel.err != nil {
+		return sentinel.err
+	}
+	fd, err := unix.InotifyInit1(unix.IN_CLOEXEC | unix.IN_NONBLOCK)
+	if err != nil {
+		sentinel.err = fmt.Errorf("oslock: inotify_init1: %w", err)
+		return sentinel.err
+	}
+	// Never the user's last instance: their next editor or file watcher
+	// would fail. A second one must be to be had too; it is given back
+	// at once (off this path: closing an instance waits for an RCU grace
+	// period).
+	spare, err := unix.InotifyInit1(unix.IN_CLOEXEC)
+	if err != nil {
+		unix.Close(fd)
+		sentinel.err = fmt.Errorf("oslock: leaving the user's last inotify instances (fs.inotify.max_user_instances) to others: %w", err)
+		return sentinel.err
+	}
+	go unix.Close(spare)
+	sentinel.f = os.NewFile(uintptr(fd), "inotify")
+	sentinel.watches = map[int32][]*Watch{}
+	go readSentinel(sentinel.f)
+	return nil
+}
+
+func readSentinel(f *os.File) {
+	buf := make([]byte, 16<<10)
+	for {
+		n, err := f.Read(buf)
+		if err != nil {
+			return
+		}
+		var fire []*Watch
+		overflow := false
+		sentinel.Lock()
+		for b := buf[:n]; len(b) >= unix.SizeofInotifyEvent; {
+			wd := int32(binary.NativeEndian.Uint32(b[0:]))
+			mask := binary.NativeEndian.Uint32(b[4:])
+			size := unix.SizeofInotifyEvent + int(binary.NativeEndian.Uint32(b[12:]))
+			if mask&unix.IN_Q_OVERFLOW != 0 {
+				overflow = true
+			}
+			fire = append(fire, sentinel.watches[wd]...)
+			if size > len(b) {
+				break
+			}
+			b = b[size:]
+		}
+		if overflow {
+			for _, ws := range sentinel.watches {
+				fire = append(fire, ws...)
+			}
+		}
+		sentinel.Unlock()
+		for _, w := range fire {
+			w.poke()
+		}
+	}
+}
+
+func watchPath(path string) (*Watch, error) {
+	sentinel.Lock()
+	defer sentinel.Unlock()
+	if err := startSentinel(); err != nil {
+		return nil, err
+	}
+	rc, err := sentinel.f.SyscallConn()
+	if err != nil {
+		return nil, err
+	}
+	var wd int
+	var werr error
+	rc.Control(func(fd uintptr) {
+		wd, werr = unix.InotifyAddWatch(int(fd), path, unix.IN_DONT_FOLLOW|unix.IN_MASK_ADD|unix.IN_ATTRIB|unix.IN_DELETE_SELF|unix.IN_MOVE_SELF)
+	})
+	if werr != nil {
+		return nil, fmt.Errorf("oslock: inotify_add_watch %s: %w", path, werr)
+	}
+	w := &Watch{wd: int32(wd), C: make(chan struct{}, 1)}
+	sentinel.watches[w.wd] = append(sentinel.watches[w.wd], w)
+	return w, nil
+}
+
+func (w *Watch) stop() {
+	sentinel.Lock()
+	defer sentinel.Unlock()
+	ws := sentinel.watches[w.wd]
+	for i, x := range ws {
+		if x == w {
+			ws = append(ws[:i], ws[i+1:]...)
+			break
+		}
+	}
+	if len(ws) > 0 {
+		sentinel.watches[w.wd] = ws
+		return
+	}
+	delete(sentinel.watches, w.wd)
+	if rc, err := sentinel.f.SyscallConn(); err == nil {
+		rc.Control(func(fd uintptr) { unix.InotifyRmWatch(int(fd), uint32(w.wd)) })
+	}
+}
+
+func sentinelFD() int {
+	sentinel.Lock()
+	defer sentinel.Unlock()
+	if sentinel.f == nil {
+		return -1
+	}
+	return int(sentinel.f.Fd())
+}
+
+// above returns f, or a duplicate of it numbered above min (f is then
+// closed): the kernel tears down a dying process's descriptors from the
+// highest number down, so a lock above the inotify instance is dropped
+// before the instance's slow teardown (an RCU grace period) begins.
+func above(f *os.File, min int) (*os.File, error) {
+	if min < 0 || int(f.Fd()) > min {
+		return f, nil
+	}
+	fd, err := unix.FcntlInt(f.Fd(), unix.F_DUPFD_CLOEXEC, min+1)
+	if err != nil {
+		return f, errors.Join(errors.New("oslock: dup above the inotify instance"), err)
+	}
+	g := os.NewFile(uintptr(fd), f.Name())
+	f.Close()
+	return g, nil
+}
