@@ -5,6 +5,7 @@ package cmd
 import (
 	"io"
 	"os"
+	"os/exec"
 	"syscall"
 	"time"
 )
@@ -24,9 +25,12 @@ func signalNumber(sig os.Signal) int {
 	return 0
 }
 
-func startChild(argv, env []string, stdout io.Writer) (*child, error) {
+func startChild(argv, env []string, stdout io.Writer, prepare ...func(*exec.Cmd)) (*child, error) {
 	cmd := newCmd(argv, env, stdout)
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	for _, p := range prepare {
+		p(cmd)
+	}
 	c := &child{cmd: cmd, done: make(chan struct{})}
 	if err := startAndWait(c); err != nil {
 		return nil, startError(argv[0], err)

@@ -6,81 +6,204 @@ import (
 	"os"
 	"strconv"
 	"syscall"
-	"time"
 
 	"github.com/leaderrun/leaderrun/oslock"
+	"golang.org/x/sys/unix"
 )
 
-// fenceOrphans kills what an earlier term of the same lock left running
-// because its leaderrun died without stopping it (SIGKILL, OOM killer). The
-// kernel drops a dead process's flock before it delivers Pdeathsig to its
-// child, and Pdeathsig reaches only the direct child, so without this a new
-// COMMAND could start while the old one, or its grandchildren, still run.
+const fenceSupported = true
+
+// fenceTerm kills what the dead term r left running because its leaderrun
+// died without stopping it (SIGKILL, OOM killer). The kernel drops a dead
+// process's flock before it delivers Pdeathsig to its child, and Pdeathsig
+// reaches only the direct child, so without this a new COMMAND could start
+// while the old one, or its grandchildren, still run.
 //
-// A process belongs to a term of name in dir when its environment, as the
-// kernel recorded it at exec, carries LEADERRUN_DIR, LEADERRUN_NAME and the
-// LEADERRUN_PID of its leaderrun. As exclusive leader every such process of
-// another leaderrun is a leftover; as a shared holder only those whose
-// leaderrun is gone are. A process that scrubbed its environment escapes
-// this fence; it can never pin the lock, though.
+// With a cgroup of its own, the term is one cgroup.kill and a wait for
+// cgroup.events to say "populated 0": O(1), and it catches processes that
+// left the process group (setsid) or keep forking. Without one, COMMAND
+// (checked by its start time, through a pidfd) and its process group are
+// killed at once, and /proc is scanned for processes carrying the term id
+// (fenceOrphans), which also finds those that left the group.
 //
-// It returns once the leftovers are gone, or after a bounded wait.
-func fenceOrphans(dir, name string, exclusive bool) {
+// It reports whether the term is over: nothing of it is left.
+func fenceTerm(ctx context.Context, r *termRecord) bool {
+	inCgroup := r.cgroup != "" && validCgroup(r.cgroup, r.id)
+	if inCgroup {
+		cgroupKill(r.cgroup)
+	}
+	wait := killCommand(r)
+	gone := true
+	if inCgroup {
+		gone = cgroupRemove(ctx, r.cgroup)
+	}
+	if wait != nil {
+		if oslock.WaitGone(ctx, r.cpid) != nil {
+			gone = false
+		}
+		wait.Close()
+	}
+	if !inCgroup || !gone {
+		gone = fenceOrphans(ctx, r.id, r.pgid) && gone
+	}
+	return gone
+}
+
+// killCommand sends SIGKILL to the term's COMMAND and its process group,
+// and returns a pidfd of COMMAND to wait on, or nil if it is gone.
+//
+// A process group is named by its leader's pid, and that number is not
+// reused while any member lives. So the group is killed only when its
+// leader is the recorded COMMAND (same start time: a pidfd opened first
+// pins the process, so the check cannot be raced by a new one), or when no
+// process has that pid at all (a leaderless group: only the term's
+// processes can be in it, or nobody is). A pid that now names another
+// process means the old group is long empty: nothing is sent.
+func killCommand(r *termRecord) *os.File {
+	if !r.commandStarted {
+		return nil
+	}
+	fd, err := unix.PidfdOpen(r.cpid, 0)
+	if err != nil {
+		if err == unix.ESRCH {
+			killGroup(r.pgid)
+		}
+		return nil
+	}
+	pidfd := os.NewFile(uintptr(fd), "pidfd")
+	if start, ok := procStart(r.cpid); !ok || start != r.cstart {
+		pidfd.Close()
+		if !ok {
+			killGroup(r.pgid)
+		}
+		return nil
+	}
+	_ = unix.PidfdSendSignal(fd, unix.SIGKILL, nil, 0)
+	if r.pgid == r.cpid {
+		killGroup(r.pgid)
+	}
+	return pidfd
+}
+
+func killGroup(pgid int) {
+	if pgid > 1 {
+		_ = unix.Kill(-pgid, unix.SIGKILL)
+	}
+}
+
+// wrapperAlive reports whether the leaderrun that wrote r still runs: its
+// pid names a process that started when the record says and is not gone.
+func wrapperAlive(r *termRecord) bool {
+	start, ok := procStart(r.wpid)
+	return ok && start == r.wstart && oslock.StateOf(r.wpid) != oslock.ProcGone
+}
+
+// procStart returns the start time of pid in clock ticks after boot
+// (proc(5), /proc/PID/stat field 22).
+func procStart(pid int) (uint64, bool) {
+	var buf [512]byte
+	st, err := readSmall("/proc/"+strconv.Itoa(pid)+"/stat", buf[:])
+	if err != nil {
+		return 0, false
+	}
+	// Fields after the command name, which is in parentheses and may
+	// itself contain ") ": state is field 3, starttime field 22.
+	i := bytes.LastIndexByte(st, ')')
+	if i < 0 {
+		return 0, false
+	}
+	f := bytes.Fields(st[i+1:])
+	if len(f) < 20 {
+		return 0, false
+	}
+	n, err := strconv.ParseUint(string(f[19]), 10, 64)
+	return n, err == nil
+}
+
+var selfStartTime, _ = procStart(os.Getpid())
+
+func selfStart() uint64 { return selfStartTime }
+
+// fenceOrphans kills, in rounds, every process of this user whose
+// environment, as the kernel recorded it at exec, carries
+// LEADERRUN_TERM=id, and the process group pgid when it has no leader,
+// until a round finds none: a leftover that forks while it is killed
+// leaves children for the next round, and a killed process forks no more.
+// The id is random per term, so a process of another directory or another
+// term never matches, however the directories are spelled. A process that
+// scrubbed its environment escapes this scan; it can never pin the lock,
+// though.
+//
+// It reports whether no such process was left, or false after ctx ends.
+func fenceOrphans(ctx context.Context, id string, pgid int) bool {
+	want := []byte(termEnv + "=" + id)
+	buf := make([]byte, 256<<10)
+	for ctx.Err() == nil {
+		victims := scanTerm(want, buf)
+		if len(victims) == 0 {
+			return true
+		}
+		for _, pid := range victims {
+			_ = syscall.Kill(pid, syscall.SIGKILL)
+		}
+		if pgid > 0 {
+			if _, ok := procStart(pgid); !ok {
+				killGroup(pgid)
+			}
+		}
+		for _, pid := range victims {
+			oslock.WaitGone(ctx, pid)
+		}
+	}
+	return false
+}
+
+// scanTerm lists the living processes of this user, other than this one,
+// whose environment has the entry want.
+func scanTerm(want, buf []byte) []int {
 	self := os.Getpid()
 	uid := os.Getuid()
 	entries, err := os.ReadDir("/proc")
 	if err != nil {
-		return
+		return nil
 	}
-	wantDir := []byte("LEADERRUN_DIR=" + dir)
-	wantName := []byte("LEADERRUN_NAME=" + name)
 	var victims []int
-	buf := make([]byte, 256<<10)
 	for _, e := range entries {
 		pid, err := strconv.Atoi(e.Name())
 		if err != nil || pid == self {
 			continue
 		}
 		env, err := readEnviron(e.Name(), buf)
-		if err != nil || !bytes.Contains(env, []byte("LEADERRUN_PID=")) {
-			continue
-		}
-		var owner int
-		var okDir, okName bool
-		for _, kv := range bytes.Split(env, []byte{0}) {
-			switch {
-			case bytes.Equal(kv, wantDir):
-				okDir = true
-			case bytes.Equal(kv, wantName):
-				okName = true
-			case bytes.HasPrefix(kv, []byte("LEADERRUN_PID=")):
-				owner, _ = strconv.Atoi(string(kv[len("LEADERRUN_PID="):]))
-			}
-		}
-		if !okDir || !okName || owner == self || owner == 0 {
-			continue
-		}
-		if !exclusive && !isZombie(owner) {
+		if err != nil || !hasEntry(env, want) {
 			continue
 		}
 		// Only the user's own processes: root must not kill another
-		// user's process that copied these variables.
+		// user's process that copied the variable.
 		if info, err := e.Info(); err != nil || int(info.Sys().(*syscall.Stat_t).Uid) != uid {
+			continue
+		}
+		if oslock.StateOf(pid) == oslock.ProcGone {
 			continue
 		}
 		victims = append(victims, pid)
 	}
-	if len(victims) == 0 {
-		return
+	return victims
+}
+
+// hasEntry reports whether the NUL-separated environment env has the
+// entry want, whole.
+func hasEntry(env, want []byte) bool {
+	for len(env) > 0 {
+		i := bytes.IndexByte(env, 0)
+		if i < 0 {
+			i = len(env)
+		}
+		if bytes.Equal(env[:i], want) {
+			return true
+		}
+		env = env[min(i+1, len(env)):]
 	}
-	for _, pid := range victims {
-		_ = syscall.Kill(pid, syscall.SIGKILL)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	for _, pid := range victims {
-		oslock.WaitGone(ctx, pid)
-	}
+	return false
 }
 
 // readEnviron reads the environment of process pid. Once the leader
