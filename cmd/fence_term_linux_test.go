@@ -416,21 +416,24 @@ func TestWatchdogCleanEnd(t *testing.T) {
 	}
 }
 
-// watchdogOf returns the pid of the watchdog that leaderrun pid started.
+// watchdogOf waits until leaderrun pid has started its watchdog (after
+// watchdogDelay) and returns the watchdog's pid.
 func watchdogOf(t *testing.T, pid int) int {
 	t.Helper()
-	tasks, _ := os.ReadDir("/proc/" + strconv.Itoa(pid) + "/task")
-	for _, task := range tasks {
-		b, _ := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/task/" + task.Name() + "/children")
-		for _, f := range strings.Fields(string(b)) {
-			k, _ := strconv.Atoi(f)
-			if cl := oslock.Cmdline(k); len(cl) > 0 && cl[0] == "leaderrun-watchdog" {
-				endProcess(t, k)
-				return k
+	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(5 * time.Millisecond) {
+		tasks, _ := os.ReadDir("/proc/" + strconv.Itoa(pid) + "/task")
+		for _, task := range tasks {
+			b, _ := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/task/" + task.Name() + "/children")
+			for _, f := range strings.Fields(string(b)) {
+				k, _ := strconv.Atoi(f)
+				if cl := oslock.Cmdline(k); len(cl) > 0 && cl[0] == "leaderrun-watchdog" {
+					endProcess(t, k)
+					return k
+				}
 			}
 		}
 	}
-	t.Fatalf("leaderrun %d has no watchdog", pid)
+	t.Fatalf("leaderrun %d started no watchdog within 10s", pid)
 	return 0
 }
 

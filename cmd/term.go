@@ -10,6 +10,7 @@ import (
 	"io"
 	"os"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/leaderrun/leaderrun/oslock"
@@ -148,9 +149,19 @@ type term struct {
 	f      *os.File
 	rec    termRecord
 	cg     *termCgroup
-	wd     *watchdog
 	failed bool // COMMAND could not start in the cgroup: never try again
+
+	mu      sync.Mutex // guards rec, wd, wdTimer and ended against the timer
+	wd      *watchdog
+	wdTimer *time.Timer
+	ended   bool
 }
+
+// watchdogDelay is how long COMMAND runs before its watchdog is started:
+// a COMMAND that is over sooner (leaderrun -- true) does not pay for
+// starting a process, and one that leaderrun dies sooner than that with is
+// left to the next holder's fence.
+const watchdogDelay = 20 * time.Millisecond
 
 // beginTerm fences off what earlier terms of name left running, then marks
 // this term; end undoes the mark once COMMAND has been stopped. It returns
@@ -274,6 +285,8 @@ func (t *term) start(argv, env []string, stdout io.Writer) (*child, error) {
 			return nil, err
 		}
 	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
 	t.rec.cpid, t.rec.pgid = ch.cmd.Process.Pid, ch.pgid
 	t.rec.cstart, _ = procStart(t.rec.cpid)
 	t.rec.commandStarted = true
@@ -281,11 +294,23 @@ func (t *term) start(argv, env []string, stdout io.Writer) (*child, error) {
 		t.rec.cgroup = ""
 	}
 	t.write()
-	if t.wd == nil {
-		t.wd = startWatchdog(t)
+	switch {
+	case t.wd != nil:
+		t.wd.command(&t.rec)
+	case t.wdTimer == nil:
+		t.wdTimer = time.AfterFunc(watchdogDelay, t.startWatchdog)
 	}
-	t.wd.command(&t.rec)
 	return ch, nil
+}
+
+func (t *term) startWatchdog() {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.ended {
+		return
+	}
+	t.wd = startWatchdog(t)
+	t.wd.command(&t.rec)
 }
 
 // end removes the mark once COMMAND has been stopped, and tells the
@@ -296,6 +321,12 @@ func (t *term) end() {
 		return
 	}
 	defer t.d.Close()
+	t.mu.Lock()
+	t.ended = true
+	if t.wdTimer != nil {
+		t.wdTimer.Stop()
+	}
+	t.mu.Unlock()
 	t.f.Close()
 	if t.cg != nil {
 		ctx, cancel := context.WithTimeout(context.Background(), fenceBudget)
