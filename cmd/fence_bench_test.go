@@ -59,7 +59,7 @@ func BenchmarkFence(b *testing.B) {
 				b.StopTimer()
 				crashedTerm(b, d, "x", dead, mode == "cgroup")
 				b.StartTimer()
-				fenceDir(ctx, d, "x")
+				fenceDir(ctx, d, "x", true)
 			}
 		})
 	}
@@ -70,7 +70,7 @@ func BenchmarkFence(b *testing.B) {
 		}
 		defer d.Close()
 		for b.Loop() {
-			fenceDir(context.Background(), d, "x")
+			fenceDir(context.Background(), d, "x", true)
 		}
 	})
 }

@@ -98,6 +98,24 @@ func wrapperAlive(r *termRecord) bool {
 	return ok && start == r.wstart && oslock.StateOf(r.wpid) != oslock.ProcGone
 }
 
+// lockHolders returns the pids holding a flock of file in d, or nil if the
+// kernel's lock table cannot be read.
+func lockHolders(d *oslock.Dir, file string) map[int]bool {
+	id, _, err := d.Lstat(file)
+	if err != nil {
+		return nil
+	}
+	table, err := oslock.LockTable()
+	if err != nil || len(table) == 0 {
+		return nil // unreadable, or a sandbox that shows it empty
+	}
+	out := map[int]bool{}
+	for _, h := range table[id] {
+		out[h.PID] = true
+	}
+	return out
+}
+
 // procStart returns the start time of pid in clock ticks after boot
 // (proc(5), /proc/PID/stat field 22).
 func procStart(pid int) (uint64, bool) {

@@ -5,6 +5,8 @@ package cmd
 import (
 	"context"
 	"os/exec"
+
+	"github.com/leaderrun/leaderrun/oslock"
 )
 
 // The fence needs /proc, pidfds and cgroups; elsewhere no term is marked

@@ -103,7 +103,7 @@ type wrapper struct {
 
 // startWrapper runs leaderrun (flags, then the leftover COMMAND with kids)
 // on name in dir and waits until COMMAND has started its kids. env is
-// added to the helper's environment (LEADERRUN_TEST_FENCE).
+// added to the helper's environment (TEST_LEADERRUN_FENCE).
 func startWrapper(t *testing.T, dir, name, kids string, env []string, flags ...string) *wrapper {
 	t.Helper()
 	pids := filepath.Join(t.TempDir(), "pids")
@@ -203,9 +203,9 @@ func termLockDir(t *testing.T) string {
 
 // succeed is the next leader's fence: beginTerm, as run calls it, and the
 // end of that term.
-func succeed(t *testing.T, dir, name string) {
+func succeed(t *testing.T, dir, name string, exclusive bool) {
 	t.Helper()
-	tm := beginTerm(t.Context(), dir, name)
+	tm := beginTerm(t.Context(), dir, name, exclusive)
 	if tm == nil {
 		t.Fatal("beginTerm could not mark the term")
 	}
@@ -219,10 +219,10 @@ func fenceModes(t *testing.T, f func(t *testing.T, env []string)) {
 		if newTermCgroupProbe() == "" {
 			t.Skip("no writable cgroup v2 with cgroup.kill here")
 		}
-		f(t, []string{"LEADERRUN_TEST_FENCE=nowatchdog"})
+		f(t, []string{"TEST_LEADERRUN_FENCE=nowatchdog"})
 	})
 	t.Run("nocgroup", func(t *testing.T) {
-		f(t, []string{"LEADERRUN_TEST_FENCE=nowatchdog,nocgroup"})
+		f(t, []string{"TEST_LEADERRUN_FENCE=nowatchdog,nocgroup"})
 	})
 }
 
@@ -247,7 +247,7 @@ func TestFenceCrashedLeader(t *testing.T) {
 		dir := termLockDir(t)
 		w := startWrapper(t, dir, "job", "group,setsid", env)
 		w.crash(t)
-		succeed(t, dir, "job")
+		succeed(t, dir, "job", true)
 		for kind, pid := range w.pids {
 			if running(pid) {
 				t.Errorf("%s %d still runs after the next leader's fence", kind, pid)
@@ -266,7 +266,7 @@ func TestFenceSharedLeftover(t *testing.T) {
 		dir := termLockDir(t)
 		w := startWrapper(t, dir, "job", "group,setsid", env, "--shared")
 		w.crash(t)
-		succeed(t, dir, "job")
+		succeed(t, dir, "job", true)
 		for kind, pid := range w.pids {
 			if running(pid) {
 				t.Errorf("%s %d of the crashed shared term still runs", kind, pid)
@@ -284,7 +284,7 @@ func TestFenceLiveSharedTerm(t *testing.T) {
 		dead := startWrapper(t, dir, "job", "group,setsid", env, "--shared")
 		live := startWrapper(t, dir, "job", "group,setsid", env, "--shared")
 		dead.crash(t)
-		succeed(t, dir, "job")
+		succeed(t, dir, "job", false)
 		for kind, pid := range dead.pids {
 			if running(pid) {
 				t.Errorf("%s %d of the crashed shared term still runs", kind, pid)
@@ -308,7 +308,7 @@ func TestFenceForkingLeftover(t *testing.T) {
 		// Let it fork a while, so that its children are in flight.
 		time.Sleep(50 * time.Millisecond)
 		w.crash(t)
-		succeed(t, dir, "job")
+		succeed(t, dir, "job", true)
 		if left := termProcesses(t, w.id); len(left) > 0 {
 			t.Errorf("processes of the crashed term still run after the fence: %v", left)
 		}
@@ -349,7 +349,7 @@ func TestFenceOtherDirectory(t *testing.T) {
 			other.Wait()
 		})
 		w.crash(t)
-		succeed(t, dir, "job")
+		succeed(t, dir, "job", true)
 		for kind, pid := range w.pids {
 			if running(pid) {
 				t.Errorf("%s %d of the term begun through a symlink still runs", kind, pid)
@@ -361,6 +361,71 @@ func TestFenceOtherDirectory(t *testing.T) {
 	})
 }
 
+// TestFenceDyingWrapper: the kernel drops a killed leaderrun's flock
+// before the process is gone, so the next holder often finds the marker of
+// a leaderrun that still runs (here a stand-in that holds no lock): it is
+// fenced, by an exclusive and by a shared successor alike, while a shared
+// holder's term is spared only as long as it holds the lock
+// (TestFenceLiveSharedTerm).
+func TestFenceDyingWrapper(t *testing.T) {
+	for _, exclusive := range []bool{true, false} {
+		t.Run(fmt.Sprintf("exclusive=%v", exclusive), func(t *testing.T) {
+			dir := termLockDir(t)
+			if err := os.WriteFile(filepath.Join(dir, "job.lock"), nil, 0o600); err != nil {
+				t.Fatal(err)
+			}
+			// A lock of our own, so that /proc/locks is not empty.
+			other, err := os.Create(filepath.Join(t.TempDir(), "other"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer other.Close()
+			if err := syscall.Flock(int(other.Fd()), syscall.LOCK_EX); err != nil {
+				t.Fatal(err)
+			}
+			start := func(env ...string) *exec.Cmd {
+				c := helperCmd("sleeper")
+				c.Env = append(c.Env, append(env, "T_HELPER=1")...)
+				c.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+				if err := c.Start(); err != nil {
+					t.Fatal(err)
+				}
+				t.Cleanup(func() {
+					c.Process.Kill()
+					c.Wait()
+				})
+				return c
+			}
+			id := strings.Repeat("5a", termIDLen/2)
+			wrapper := start()
+			command := start(termEnv + "=" + id)
+			r := &termRecord{id: id, wpid: wrapper.Process.Pid, commandStarted: true, cpid: command.Process.Pid, pgid: command.Process.Pid}
+			if !waitStarted(r) {
+				t.Fatal("no start time in /proc for a process just started")
+			}
+			if err := os.WriteFile(filepath.Join(dir, "job"+termSuffix+id), []byte(r.String()), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			succeed(t, dir, "job", exclusive)
+			if running(command.Process.Pid) {
+				t.Error("the COMMAND of a term whose leaderrun holds no lock still runs after the fence")
+			}
+			if !running(wrapper.Process.Pid) {
+				t.Error("the fence killed the (stand-in) leaderrun itself")
+			}
+		})
+	}
+}
+
+// waitStarted fills in the start times of r's processes and reports
+// whether /proc had them.
+func waitStarted(r *termRecord) bool {
+	var ok1, ok2 bool
+	r.wstart, ok1 = procStart(r.wpid)
+	r.cstart, ok2 = procStart(r.cpid)
+	return ok1 && ok2
+}
+
 // TestWatchdogNoSuccessor: leaderrun SIGKILLed with nobody waiting; its
 // watchdog ends COMMAND's kids, in its group and in a session of their
 // own, and removes the marker.
@@ -370,7 +435,7 @@ func TestWatchdogNoSuccessor(t *testing.T) {
 			if mode == "cgroup" && newTermCgroupProbe() == "" {
 				t.Skip("no writable cgroup v2 with cgroup.kill here")
 			}
-			env := []string{"LEADERRUN_TEST_FENCE=" + strings.TrimPrefix(mode, "cgroup")}
+			env := []string{"TEST_LEADERRUN_FENCE=" + strings.TrimPrefix(mode, "cgroup")}
 			dir := termLockDir(t)
 			w := startWrapper(t, dir, "job", "group,setsid", env)
 			wd := watchdogOf(t, w.cmd.Process.Pid)

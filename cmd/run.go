@@ -143,7 +143,7 @@ func (o *runOptions) run(ctx context.Context) error {
 	o.logf("leading %s (epoch %d, %s)", o.name, lead.Epoch(), lead.Mode())
 	// Deferred after lead.Release, so it runs before it: the marker goes
 	// only once COMMAND has been stopped.
-	tm := beginTerm(ctx, dir, o.name)
+	tm := beginTerm(ctx, dir, o.name, lead.Mode() == elect.Exclusive)
 	defer tm.end()
 
 	// An exclusive leader serves NAME's bus, for publish, subscribe and

@@ -44,10 +44,10 @@ const (
 	fenceBudget = 5 * time.Second
 )
 
-// testFence, from LEADERRUN_TEST_FENCE, lets tests switch parts of the
+// testFence, from TEST_LEADERRUN_FENCE, lets tests switch parts of the
 // fence off to exercise the others alone: "nocgroup" (the fallback on the
 // process group and the term id), "nowatchdog" (the successor's fence).
-var testFence = os.Getenv("LEADERRUN_TEST_FENCE")
+var testFence = os.Getenv("TEST_LEADERRUN_FENCE")
 
 // termRecord is what a marker says about its term.
 type termRecord struct {
@@ -168,7 +168,7 @@ const watchdogDelay = 20 * time.Millisecond
 // once every leftover it found is gone, or after a bounded wait, also when
 // ctx is cancelled: a fence cut short would let the new COMMAND overlap
 // the old one.
-func beginTerm(ctx context.Context, dir, name string) *term {
+func beginTerm(ctx context.Context, dir, name string, exclusive bool) *term {
 	if !fenceSupported {
 		return nil
 	}
@@ -178,7 +178,7 @@ func beginTerm(ctx context.Context, dir, name string) *term {
 	if err != nil {
 		return nil
 	}
-	fenceDir(ctx, d, name)
+	fenceDir(ctx, d, name, exclusive)
 	t := &term{d: d, name: name}
 	var id [termIDLen / 2]byte
 	rand.Read(id[:])
@@ -195,13 +195,26 @@ func beginTerm(ctx context.Context, dir, name string) *term {
 	return t
 }
 
-// fenceDir fences every term of name whose leaderrun is gone. Terms whose
-// leaderrun still runs are never touched: another shared holder, or a
-// holder on its way out.
-func fenceDir(ctx context.Context, d *oslock.Dir, name string) {
+// fenceDir fences every term of name that is over but was not ended
+// cleanly. As exclusive holder, that is every term but this one: the
+// kernel drops a killed leaderrun's flock before the process is gone, so
+// its successor often finds it still running. A shared holder spares the
+// terms of other shared holders: those whose leaderrun still runs and
+// still holds the lock (proc(5) /proc/locks).
+func fenceDir(ctx context.Context, d *oslock.Dir, name string, exclusive bool) {
 	names, err := d.Names()
 	if err != nil {
 		return
+	}
+	var holders map[int]bool
+	live := func(r *termRecord) bool {
+		if exclusive || !wrapperAlive(r) {
+			return false
+		}
+		if holders == nil {
+			holders = lockHolders(d, name+".lock")
+		}
+		return holders == nil || holders[r.wpid]
 	}
 	for _, file := range names {
 		if file == name+".cmd" {
@@ -218,7 +231,7 @@ func fenceDir(ctx context.Context, d *oslock.Dir, name string) {
 		if err != nil || r.id != id {
 			continue // being written, or not ours to judge
 		}
-		if wrapperAlive(r) {
+		if live(r) {
 			continue
 		}
 		if fenceTerm(ctx, r) {
