@@ -121,14 +121,17 @@ func (c *termCgroup) remove(ctx context.Context) bool {
 	return cgroupRemove(ctx, c.path)
 }
 
-// cgroupKill sends SIGKILL to every process in the cgroup at path.
-func cgroupKill(path string) {
+// cgroupKill sends SIGKILL to every process in the cgroup at path. It
+// reports whether it could, or the cgroup is gone; not for another user's
+// cgroup (a group-shared directory).
+func cgroupKill(path string) bool {
 	fd, err := unix.Open(filepath.Join(path, "cgroup.kill"), unix.O_WRONLY|unix.O_CLOEXEC, 0)
 	if err != nil {
-		return
+		return err == unix.ENOENT
 	}
-	unix.Write(fd, []byte("1"))
-	unix.Close(fd)
+	defer unix.Close(fd)
+	_, err = unix.Write(fd, []byte("1"))
+	return err == nil
 }
 
 // cgroupRemove waits until the cgroup at path has no process left (its

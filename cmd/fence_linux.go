@@ -28,10 +28,7 @@ const fenceSupported = true
 //
 // It reports whether the term is over: nothing of it is left.
 func fenceTerm(ctx context.Context, r *termRecord) bool {
-	inCgroup := r.cgroup != "" && validCgroup(r.cgroup, r.id)
-	if inCgroup {
-		cgroupKill(r.cgroup)
-	}
+	inCgroup := r.cgroup != "" && validCgroup(r.cgroup, r.id) && cgroupKill(r.cgroup)
 	wait := killCommand(r)
 	gone := true
 	if inCgroup {
