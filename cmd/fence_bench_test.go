@@ -1,3 +1,5 @@
+//go:build linux
+
 package cmd
 
 import (
@@ -124,7 +126,7 @@ func oldFenceOrphans(dir, name string, exclusive bool) {
 		if err != nil || pid == self {
 			continue
 		}
-		env, err := readEnviron(e.Name(), buf)
+		env, err := oldReadEnviron(e.Name(), buf)
 		if err != nil || !bytes.Contains(env, []byte("LEADERRUN_PID=")) {
 			continue
 		}
@@ -164,4 +166,38 @@ func oldFenceOrphans(dir, name string, exclusive bool) {
 	for _, pid := range victims {
 		oslock.WaitGone(ctx, pid)
 	}
+}
+
+// oldReadEnviron reads the environment of process pid. Once the leader
+// thread has exited, /proc/PID/environ fails with ESRCH, which happens
+// first when a process is killed: its other threads, still holding what it
+// held, are then asked instead. (Kernel threads read empty: no fallback.)
+func oldReadEnviron(pid string, buf []byte) ([]byte, error) {
+	env, err := readSmall("/proc/"+pid+"/environ", buf)
+	if err != syscall.ESRCH || !oldZombieLeader(pid, buf) {
+		// Kernel threads give ESRCH too (they have no memory map);
+		// only a zombie leader may still have threads to ask.
+		return env, err
+	}
+	tasks, _ := os.ReadDir("/proc/" + pid + "/task")
+	for _, t := range tasks {
+		if t.Name() == pid {
+			continue
+		}
+		if env, err := readSmall("/proc/"+pid+"/task/"+t.Name()+"/environ", buf); err == nil && len(env) > 0 {
+			return env, nil
+		}
+	}
+	return env, err
+}
+
+// oldZombieLeader reports whether the leader thread of pid has exited ("Z"
+// in /proc/PID/stat) while the process may still have other threads.
+func oldZombieLeader(pid string, buf []byte) bool {
+	st, err := readSmall("/proc/"+pid+"/stat", buf)
+	if err != nil {
+		return false
+	}
+	i := bytes.LastIndexByte(st, ')')
+	return i >= 0 && i+2 < len(st) && st[i+2] == 'Z'
 }

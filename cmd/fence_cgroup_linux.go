@@ -59,7 +59,12 @@ func newTermCgroup(id string) *termCgroup {
 }
 
 // ownCgroup returns the directory of this process's cgroup v2 if this
-// process may create cgroups in it, or "".
+// process may create cgroups in it and nobody else manages what is below
+// it, or "". systemd owns the cgroups of its units unless it delegated
+// them (Delegate=yes; https://systemd.io/CGROUP_DELEGATION): a delegated
+// cgroup is owned by the user it was delegated to, or carries the
+// trusted.delegate (or user.delegate) extended attribute. The root of a
+// cgroup namespace (a container's) is taken as this process's own.
 func ownCgroup() string {
 	var buf [4096]byte
 	b, err := readSmall("/proc/self/cgroup", buf[:])
@@ -81,12 +86,26 @@ func ownCgroup() string {
 			continue
 		}
 		dir := filepath.Join(root, rel)
-		if unix.Access(dir, unix.W_OK|unix.X_OK) != nil {
+		if unix.Access(dir, unix.W_OK|unix.X_OK) != nil || (rel != "/" && !delegated(dir)) {
 			return ""
 		}
 		return dir
 	}
 	return ""
+}
+
+func delegated(dir string) bool {
+	var st unix.Stat_t
+	if unix.Stat(dir, &st) == nil && int(st.Uid) == os.Geteuid() && st.Uid != 0 {
+		return true
+	}
+	for _, attr := range []string{"trusted.delegate", "user.delegate"} {
+		var v [8]byte
+		if n, err := unix.Getxattr(dir, attr, v[:]); err == nil && string(v[:n]) == "1" {
+			return true
+		}
+	}
+	return false
 }
 
 // validCgroup reports whether path, read from a marker, can be the cgroup

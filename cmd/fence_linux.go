@@ -57,7 +57,7 @@ func fenceTerm(ctx context.Context, r *termRecord) bool {
 // processes can be in it, or nobody is). A pid that now names another
 // process means the old group is long empty: nothing is sent.
 func killCommand(r *termRecord) *os.File {
-	if !r.commandStarted {
+	if !r.commandStarted || foreignPids(r) {
 		return nil
 	}
 	fd, err := unix.PidfdOpen(r.cpid, 0)
@@ -137,6 +137,15 @@ func procStart(pid int) (uint64, bool) {
 
 var selfStartTime, _ = procStart(os.Getpid())
 
+// selfPidNS is the inode of this process's pid namespace.
+var selfPidNS = func() uint64 {
+	var st unix.Stat_t
+	if unix.Stat("/proc/self/ns/pid", &st) != nil {
+		return 0
+	}
+	return st.Ino
+}()
+
 func selfStart() uint64 { return selfStartTime }
 
 // fenceOrphans kills, in rounds, every process of this user whose
@@ -149,13 +158,19 @@ func selfStart() uint64 { return selfStartTime }
 // scrubbed its environment escapes this scan; it can never pin the lock,
 // though.
 //
+// A process already on its way out (killed through its group, or by a
+// watchdog) has released its memory, and so its environment, before it
+// closes its descriptors: which term it belongs to can no longer be read
+// while it still holds what it held. Every such process of this user is
+// waited for, not killed.
+//
 // It reports whether no such process was left, or false after ctx ends.
 func fenceOrphans(ctx context.Context, id string, pgid int) bool {
 	want := []byte(termEnv + "=" + id)
 	buf := make([]byte, 256<<10)
 	for ctx.Err() == nil {
-		victims := scanTerm(want, buf)
-		if len(victims) == 0 {
+		victims, exiting := scanTerm(want, buf)
+		if len(victims) == 0 && len(exiting) == 0 {
 			return true
 		}
 		for _, pid := range victims {
@@ -166,7 +181,7 @@ func fenceOrphans(ctx context.Context, id string, pgid int) bool {
 				killGroup(pgid)
 			}
 		}
-		for _, pid := range victims {
+		for _, pid := range append(victims, exiting...) {
 			oslock.WaitGone(ctx, pid)
 		}
 	}
@@ -174,22 +189,22 @@ func fenceOrphans(ctx context.Context, id string, pgid int) bool {
 }
 
 // scanTerm lists the living processes of this user, other than this one,
-// whose environment has the entry want.
-func scanTerm(want, buf []byte) []int {
+// whose environment has the entry want (victims), and those that are
+// exiting, whose environment cannot be read any more.
+func scanTerm(want, buf []byte) (victims, exiting []int) {
 	self := os.Getpid()
 	uid := os.Getuid()
 	entries, err := os.ReadDir("/proc")
 	if err != nil {
-		return nil
+		return nil, nil
 	}
-	var victims []int
 	for _, e := range entries {
 		pid, err := strconv.Atoi(e.Name())
 		if err != nil || pid == self {
 			continue
 		}
-		env, err := readEnviron(e.Name(), buf)
-		if err != nil || !hasEntry(env, want) {
+		env, out := readEnviron(e.Name(), buf)
+		if !out && !hasEntry(env, want) {
 			continue
 		}
 		// Only the user's own processes: root must not kill another
@@ -200,9 +215,13 @@ func scanTerm(want, buf []byte) []int {
 		if oslock.StateOf(pid) == oslock.ProcGone {
 			continue
 		}
-		victims = append(victims, pid)
+		if out {
+			exiting = append(exiting, pid)
+		} else {
+			victims = append(victims, pid)
+		}
 	}
-	return victims
+	return victims, exiting
 }
 
 // hasEntry reports whether the NUL-separated environment env has the
@@ -221,38 +240,53 @@ func hasEntry(env, want []byte) bool {
 	return false
 }
 
-// readEnviron reads the environment of process pid. Once the leader
-// thread has exited, /proc/PID/environ fails with ESRCH, which happens
-// first when a process is killed: its other threads, still holding what it
-// held, are then asked instead. (Kernel threads read empty: no fallback.)
-func readEnviron(pid string, buf []byte) ([]byte, error) {
-	env, err := readSmall("/proc/"+pid+"/environ", buf)
-	if err != syscall.ESRCH || !zombieLeader(pid, buf) {
-		// Kernel threads give ESRCH too (they have no memory map);
-		// only a zombie leader may still have threads to ask.
-		return env, err
-	}
-	tasks, _ := os.ReadDir("/proc/" + pid + "/task")
-	for _, t := range tasks {
-		if t.Name() == pid {
-			continue
-		}
-		if env, err := readSmall("/proc/"+pid+"/task/"+t.Name()+"/environ", buf); err == nil && len(env) > 0 {
-			return env, nil
-		}
-	}
-	return env, err
-}
+// Process flags, proc(5) /proc/PID/stat field 9 (include/linux/sched.h).
+const (
+	pfExiting = 0x00000004
+	pfKthread = 0x00200000
+)
 
-// zombieLeader reports whether the leader thread of pid has exited ("Z"
-// in /proc/PID/stat) while the process may still have other threads.
-func zombieLeader(pid string, buf []byte) bool {
+// readEnviron reads the environment of process pid, or reports that it is
+// exiting (out) and its environment is gone. Once the leader thread has
+// exited, /proc/PID/environ fails with ESRCH, which happens first when a
+// process is killed: its other threads, still holding what it held, are
+// then asked instead. Kernel threads read empty, and so does a process
+// started with an empty environment (env -i): neither is exiting.
+func readEnviron(pid string, buf []byte) (env []byte, out bool) {
+	env, err := readSmall("/proc/"+pid+"/environ", buf)
+	if err == nil && len(env) > 0 {
+		return env, false
+	}
 	st, err := readSmall("/proc/"+pid+"/stat", buf)
 	if err != nil {
-		return false
+		return nil, false // reaped meanwhile
 	}
 	i := bytes.LastIndexByte(st, ')')
-	return i >= 0 && i+2 < len(st) && st[i+2] == 'Z'
+	if i < 0 {
+		return nil, false
+	}
+	f := bytes.Fields(st[i+1:])
+	if len(f) < 7 {
+		return nil, false
+	}
+	flags, _ := strconv.ParseUint(string(f[6]), 10, 32)
+	if flags&pfKthread != 0 {
+		return nil, false
+	}
+	if len(f[0]) == 1 && f[0][0] == 'Z' {
+		// The leader has exited; another thread may still run.
+		tasks, _ := os.ReadDir("/proc/" + pid + "/task")
+		for _, t := range tasks {
+			if t.Name() == pid {
+				continue
+			}
+			if env, err := readSmall("/proc/"+pid+"/task/"+t.Name()+"/environ", buf); err == nil && len(env) > 0 {
+				return env, false
+			}
+		}
+		return nil, true
+	}
+	return nil, flags&pfExiting != 0
 }
 
 // readSmall reads a /proc file with one read(2) into buf: environ is

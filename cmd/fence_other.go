@@ -19,6 +19,10 @@ func wrapperAlive(*termRecord) bool               { return false }
 func procStart(int) (uint64, bool)                { return 0, false }
 func selfStart() uint64                           { return 0 }
 
+const selfPidNS = 0
+
+func lockHolders(*oslock.Dir, string) map[int]bool { return nil }
+
 type termCgroup struct{ path string }
 
 func newTermCgroup(string) *termCgroup                { return nil }

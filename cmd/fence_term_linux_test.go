@@ -318,7 +318,7 @@ func TestFenceForkingLeftover(t *testing.T) {
 // termProcesses lists the living processes that carry the term id, and
 // ends them at cleanup.
 func termProcesses(t *testing.T, id string) []int {
-	pids := scanTerm([]byte(termEnv+"="+id), make([]byte, 256<<10))
+	pids, _ := scanTerm([]byte(termEnv+"="+id), make([]byte, 256<<10))
 	for _, pid := range pids {
 		endProcess(t, pid)
 	}
@@ -399,7 +399,7 @@ func TestFenceDyingWrapper(t *testing.T) {
 			id := strings.Repeat("5a", termIDLen/2)
 			wrapper := start()
 			command := start(termEnv + "=" + id)
-			r := &termRecord{id: id, wpid: wrapper.Process.Pid, commandStarted: true, cpid: command.Process.Pid, pgid: command.Process.Pid}
+			r := &termRecord{id: id, wpid: wrapper.Process.Pid, pidns: selfPidNS, commandStarted: true, cpid: command.Process.Pid, pgid: command.Process.Pid}
 			if !waitStarted(r) {
 				t.Fatal("no start time in /proc for a process just started")
 			}
@@ -414,6 +414,35 @@ func TestFenceDyingWrapper(t *testing.T) {
 				t.Error("the fence killed the (stand-in) leaderrun itself")
 			}
 		})
+	}
+}
+
+// TestFenceForeignPidNamespace: the pids of a marker written in another
+// pid namespace (a container sharing the directory) name other processes
+// here: nothing is sent to them.
+func TestFenceForeignPidNamespace(t *testing.T) {
+	c := helperCmd("sleeper")
+	c.Env = append(c.Env, "T_HELPER=1")
+	c.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if err := c.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		c.Process.Kill()
+		c.Wait()
+	})
+	r := &termRecord{id: strings.Repeat("6b", termIDLen/2), wpid: c.Process.Pid, pidns: selfPidNS + 1,
+		commandStarted: true, cpid: c.Process.Pid, pgid: c.Process.Pid}
+	var ok bool
+	if r.cstart, ok = procStart(r.cpid); !ok {
+		t.Fatal("no start time in /proc for a process just started")
+	}
+	r.wstart = r.cstart
+	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+	defer cancel()
+	fenceTerm(ctx, r)
+	if !running(c.Process.Pid) {
+		t.Error("the fence killed a process by a pid recorded in another pid namespace")
 	}
 }
 

@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -30,12 +31,15 @@ import (
 //	leaderrun-term 1
 //	id <id>
 //	wrapper <pid> <start>           leaderrun itself
+//	pidns <inode>                   the pid namespace the pids are in
 //	cgroup <path>                   if COMMAND runs in a cgroup of its own
 //	command <pid> <start> <pgid>    the latest COMMAND, once started
 //	.
 //
 // where start is the process's start time (proc(5) /proc/PID/stat field
-// 22), so that a recycled pid is never mistaken for the recorded one.
+// 22), so that a recycled pid is never mistaken for the recorded one, and
+// pids of another pid namespace (a container sharing the directory) are
+// never signalled. Unknown lines are skipped.
 const (
 	termSuffix  = ".cmd."
 	termHeader  = "leaderrun-term 1"
@@ -54,6 +58,7 @@ type termRecord struct {
 	id             string
 	wpid           int
 	wstart         uint64
+	pidns          uint64
 	cgroup         string
 	cpid, pgid     int
 	cstart         uint64
@@ -63,6 +68,9 @@ type termRecord struct {
 func (r *termRecord) String() string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "%s\nid %s\nwrapper %d %d\n", termHeader, r.id, r.wpid, r.wstart)
+	if r.pidns != 0 {
+		fmt.Fprintf(&b, "pidns %d\n", r.pidns)
+	}
 	if r.cgroup != "" {
 		fmt.Fprintf(&b, "cgroup %s\n", r.cgroup)
 	}
@@ -88,6 +96,11 @@ func parseCommand(val string, r *termRecord) bool {
 
 var errBadMarker = errors.New("not a term marker leaderrun writes")
 
+// foreignPids reports whether r's pids are of another pid namespace.
+func foreignPids(r *termRecord) bool {
+	return r.pidns != 0 && selfPidNS != 0 && r.pidns != selfPidNS
+}
+
 // parseTermRecord reads a marker. A record is complete only up to its "."
 // line: what follows is the tail of a longer earlier version.
 func parseTermRecord(b []byte) (*termRecord, error) {
@@ -109,6 +122,8 @@ func parseTermRecord(b []byte) (*termRecord, error) {
 			r.id = val
 		case "wrapper":
 			_, err = fmt.Sscanf(val, "%d %d", &r.wpid, &r.wstart)
+		case "pidns":
+			r.pidns, err = strconv.ParseUint(val, 10, 64)
 		case "cgroup":
 			r.cgroup = val
 		case "command":
@@ -182,7 +197,7 @@ func beginTerm(ctx context.Context, dir, name string, exclusive bool) *term {
 	t := &term{d: d, name: name}
 	var id [termIDLen / 2]byte
 	rand.Read(id[:])
-	t.rec = termRecord{id: hex.EncodeToString(id[:]), wpid: os.Getpid(), wstart: selfStart()}
+	t.rec = termRecord{id: hex.EncodeToString(id[:]), wpid: os.Getpid(), wstart: selfStart(), pidns: selfPidNS}
 	t.file = name + termSuffix + t.rec.id
 	if t.f, err = d.OpenFile(t.file, os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o600); err != nil {
 		d.Close()
@@ -208,7 +223,12 @@ func fenceDir(ctx context.Context, d *oslock.Dir, name string, exclusive bool) {
 	}
 	var holders map[int]bool
 	live := func(r *termRecord) bool {
-		if exclusive || !wrapperAlive(r) {
+		switch {
+		case exclusive:
+			return false
+		case foreignPids(r):
+			return true // its pids mean nothing here: spare it
+		case !wrapperAlive(r):
 			return false
 		}
 		if holders == nil {
@@ -229,7 +249,12 @@ func fenceDir(ctx context.Context, d *oslock.Dir, name string, exclusive bool) {
 		}
 		r, err := readMarker(d, file)
 		if err != nil || r.id != id {
-			continue // being written, or not ours to judge
+			if exclusive {
+				// Its leaderrun died between creating and writing
+				// it, before COMMAND could start.
+				d.Remove(file)
+			}
+			continue // a shared holder may be writing it
 		}
 		if live(r) {
 			continue
