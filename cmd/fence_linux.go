@@ -121,18 +121,33 @@ func procStart(pid int) (uint64, bool) {
 	if err != nil {
 		return 0, false
 	}
-	// Fields after the command name, which is in parentheses and may
-	// itself contain ") ": state is field 3, starttime field 22.
-	i := bytes.LastIndexByte(st, ')')
-	if i < 0 {
-		return 0, false
-	}
-	f := bytes.Fields(st[i+1:])
-	if len(f) < 20 {
-		return 0, false
-	}
-	n, err := strconv.ParseUint(string(f[19]), 10, 64)
+	n, err := strconv.ParseUint(string(statField(st, 22)), 10, 64)
 	return n, err == nil
+}
+
+// statField returns field n (from 1, as proc(5) counts) of a
+// /proc/PID/stat line, or nil. Fields from 3 on follow the command name,
+// which is in parentheses and may itself contain ") ".
+func statField(st []byte, n int) []byte {
+	i := bytes.LastIndexByte(st, ')')
+	if i < 0 || n < 3 {
+		return nil
+	}
+	st = st[i+1:]
+	for k := 3; ; k++ {
+		st = bytes.TrimLeft(st, " ")
+		j := bytes.IndexAny(st, " \n")
+		if j < 0 {
+			j = len(st)
+		}
+		if k == n {
+			return st[:j]
+		}
+		if j == len(st) {
+			return nil
+		}
+		st = st[j:]
+	}
 }
 
 var selfStartTime, _ = procStart(os.Getpid())
@@ -227,6 +242,9 @@ func scanTerm(want, buf []byte) (victims, exiting []int) {
 // hasEntry reports whether the NUL-separated environment env has the
 // entry want, whole.
 func hasEntry(env, want []byte) bool {
+	if !bytes.Contains(env, want) {
+		return false
+	}
 	for len(env) > 0 {
 		i := bytes.IndexByte(env, 0)
 		if i < 0 {
@@ -261,19 +279,11 @@ func readEnviron(pid string, buf []byte) (env []byte, out bool) {
 	if err != nil {
 		return nil, false // reaped meanwhile
 	}
-	i := bytes.LastIndexByte(st, ')')
-	if i < 0 {
-		return nil, false
-	}
-	f := bytes.Fields(st[i+1:])
-	if len(f) < 7 {
-		return nil, false
-	}
-	flags, _ := strconv.ParseUint(string(f[6]), 10, 32)
+	flags, _ := strconv.ParseUint(string(statField(st, 9)), 10, 32)
 	if flags&pfKthread != 0 {
 		return nil, false
 	}
-	if len(f[0]) == 1 && f[0][0] == 'Z' {
+	if state := statField(st, 3); len(state) == 1 && state[0] == 'Z' {
 		// The leader has exited; another thread may still run.
 		tasks, _ := os.ReadDir("/proc/" + pid + "/task")
 		for _, t := range tasks {

@@ -549,3 +549,18 @@ func TestParseTermRecord(t *testing.T) {
 		}
 	}
 }
+
+func TestStatField(t *testing.T) {
+	st := []byte("42 (a) b) c) S 1 42 42 0 -1 4194560 0 0 0 0 0 0 0 0 20 0 1 0 12345 0 0\n")
+	for n, want := range map[int]string{3: "S", 4: "1", 9: "4194560", 22: "12345", 24: "0", 25: ""} {
+		if got := string(statField(st, n)); got != want {
+			t.Errorf("statField(%d) = %q, want %q", n, got, want)
+		}
+	}
+	if pid, ok := procStart(os.Getpid()); !ok || pid == 0 {
+		t.Errorf("procStart(self) = %d, %v", pid, ok)
+	}
+	if !hasEntry([]byte("A=1\x00"+termEnv+"=x\x00B=2"), []byte(termEnv+"=x")) || hasEntry([]byte("XX"+termEnv+"=xy\x00"), []byte(termEnv+"=x")) {
+		t.Error("hasEntry matches part of an entry, or misses a whole one")
+	}
+}
