@@ -29,6 +29,8 @@ import (
 //	new-scan      the fallback scan alone, matching LEADERRUN_TERM
 //	new-clean     the term before ended cleanly: the lock directory is
 //	              listed and holds no marker
+//	term-*        what a term pays besides the fence: beginTerm and end
+//	              on a clean directory, with and without a cgroup
 //
 // The scans are linear in the number of processes (logged).
 func BenchmarkFence(b *testing.B) {
@@ -62,6 +64,21 @@ func BenchmarkFence(b *testing.B) {
 				crashedTerm(b, d, "x", dead, mode == "cgroup")
 				b.StartTimer()
 				fenceDir(ctx, d, "x", true)
+			}
+		})
+	}
+	// What every term pays at its start and end, fence aside: the
+	// marker, and the cgroup where there is one.
+	for _, mode := range []string{"cgroup", "nocgroup"} {
+		b.Run("term-"+mode, func(b *testing.B) {
+			if mode == "cgroup" && newTermCgroupProbe() == "" {
+				b.Skip("no writable cgroup v2 with cgroup.kill here")
+			}
+			defer func(v bool) { noCgroup = v }(noCgroup)
+			noCgroup = mode == "nocgroup"
+			dir := b.TempDir()
+			for b.Loop() {
+				beginTerm(context.Background(), dir, "x", true).end()
 			}
 		})
 	}
