@@ -43,7 +43,7 @@ func BenchmarkFence(b *testing.B) {
 	})
 	b.Run("new-scan", func(b *testing.B) {
 		for b.Loop() {
-			fenceOrphans(context.Background(), "0123456789abcdef0123456789abcdef", 0)
+			fenceOrphans(context.Background(), &termRecord{id: "0123456789abcdef0123456789abcdef"})
 		}
 	})
 	dead := deadPID(b)

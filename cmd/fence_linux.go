@@ -41,7 +41,7 @@ func fenceTerm(ctx context.Context, r *termRecord) bool {
 		wait.Close()
 	}
 	if !inCgroup || !gone {
-		gone = fenceOrphans(ctx, r.id, r.pgid) && gone
+		gone = fenceOrphans(ctx, r) && gone
 	}
 	return gone
 }
@@ -164,9 +164,9 @@ var selfPidNS = func() uint64 {
 func selfStart() uint64 { return selfStartTime }
 
 // fenceOrphans kills, in rounds, every process of this user whose
-// environment, as the kernel recorded it at exec, carries
-// LEADERRUN_TERM=id, and the process group pgid when it has no leader,
-// until a round finds none: a leftover that forks while it is killed
+// environment, as the kernel recorded it at exec, carries the term id
+// (LEADERRUN_TERM), and the term's process group (as killCommand checks
+// it), until a round finds none: a leftover that forks while it is killed
 // leaves children for the next round, and a killed process forks no more.
 // The id is random per term, so a process of another directory or another
 // term never matches, however the directories are spelled. A process that
@@ -180,8 +180,8 @@ func selfStart() uint64 { return selfStartTime }
 // waited for, not killed.
 //
 // It reports whether no such process was left, or false after ctx ends.
-func fenceOrphans(ctx context.Context, id string, pgid int) bool {
-	want := []byte(termEnv + "=" + id)
+func fenceOrphans(ctx context.Context, r *termRecord) bool {
+	want := []byte(termEnv + "=" + r.id)
 	buf := make([]byte, 256<<10)
 	for ctx.Err() == nil {
 		victims, exiting := scanTerm(want, buf)
@@ -191,9 +191,9 @@ func fenceOrphans(ctx context.Context, id string, pgid int) bool {
 		for _, pid := range victims {
 			_ = syscall.Kill(pid, syscall.SIGKILL)
 		}
-		if pgid > 0 {
-			if _, ok := procStart(pgid); !ok {
-				killGroup(pgid)
+		if r.commandStarted && !foreignPids(r) {
+			if start, ok := procStart(r.pgid); !ok || (r.pgid == r.cpid && start == r.cstart) {
+				killGroup(r.pgid)
 			}
 		}
 		for _, pid := range append(victims, exiting...) {

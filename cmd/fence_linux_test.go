@@ -131,7 +131,7 @@ func TestFenceZombieLeader(t *testing.T) {
 	startZombieLeader(t, lock, termEnv+"="+id)
 	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
 	defer cancel()
-	fenceOrphans(ctx, id, 0)
+	fenceOrphans(ctx, &termRecord{id: id})
 	if !lockFree(t, lock) {
 		t.Error("the fence returned while a leftover of an earlier term still held its flock")
 	}
