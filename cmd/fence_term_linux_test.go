@@ -3,6 +3,7 @@ package cmd
 import (
 	"context"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -562,5 +563,44 @@ func TestStatField(t *testing.T) {
 	}
 	if !hasEntry([]byte("A=1\x00"+termEnv+"=x\x00B=2"), []byte(termEnv+"=x")) || hasEntry([]byte("XX"+termEnv+"=xy\x00"), []byte(termEnv+"=x")) {
 		t.Error("hasEntry matches part of an entry, or misses a whole one")
+	}
+}
+
+// TestTermStartOutsideCgroup: where COMMAND cannot be started in the
+// term's cgroup after all (here: a descriptor that is no cgroup), it is
+// started without, and the marker no longer names the cgroup.
+func TestTermStartOutsideCgroup(t *testing.T) {
+	if newTermCgroupProbe() == "" {
+		t.Skip("no writable cgroup v2 with cgroup.kill here")
+	}
+	dir := termLockDir(t)
+	tm := beginTerm(t.Context(), dir, "job", true)
+	if tm == nil || tm.cg == nil {
+		t.Fatal("no term, or no cgroup for it")
+	}
+	defer tm.end()
+	real := tm.cg.dir
+	notCgroup, err := os.Open(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	tm.cg.dir = notCgroup
+	ch, err := tm.start([]string{"true"}, os.Environ(), io.Discard)
+	tm.cg.dir = real
+	notCgroup.Close()
+	if err != nil {
+		t.Fatalf("COMMAND did not start without the cgroup: %v", err)
+	}
+	select {
+	case <-ch.done:
+	case <-time.After(10 * time.Second):
+		t.Fatal("true did not exit within 10s")
+	}
+	r, err := readMarker(tm.d, tm.file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.cgroup != "" || !r.commandStarted {
+		t.Errorf("marker after a start outside the cgroup: %+v", r)
 	}
 }
