@@ -35,7 +35,7 @@ func fenceTerm(ctx context.Context, r *termRecord) bool {
 		gone = cgroupRemove(ctx, r.cgroup)
 	}
 	if wait != nil {
-		if oslock.WaitGone(ctx, r.cpid) != nil {
+		if oslock.WaitPidfd(ctx, wait) != nil {
 			gone = false
 		}
 		wait.Close()
@@ -60,14 +60,13 @@ func killCommand(r *termRecord) *os.File {
 	if !r.commandStarted || foreignPids(r) {
 		return nil
 	}
-	fd, err := unix.PidfdOpen(r.cpid, 0)
+	pidfd, err := oslock.OpenPidfd(r.cpid)
 	if err != nil {
 		if err == unix.ESRCH {
 			killGroup(r.pgid)
 		}
 		return nil
 	}
-	pidfd := os.NewFile(uintptr(fd), "pidfd")
 	if start, ok := procStart(r.cpid); !ok || start != r.cstart {
 		pidfd.Close()
 		if !ok {
@@ -75,7 +74,9 @@ func killCommand(r *termRecord) *os.File {
 		}
 		return nil
 	}
-	_ = unix.PidfdSendSignal(fd, unix.SIGKILL, nil, 0)
+	if rc, err := pidfd.SyscallConn(); err == nil {
+		rc.Control(func(fd uintptr) { _ = unix.PidfdSendSignal(int(fd), unix.SIGKILL, nil, 0) })
+	}
 	if r.pgid == r.cpid {
 		killGroup(r.pgid)
 	}
