@@ -568,7 +568,8 @@ func TestStatField(t *testing.T) {
 
 // TestTermStartOutsideCgroup: where COMMAND cannot be started in the
 // term's cgroup after all (here: a descriptor that is no cgroup), it is
-// started without, and the marker no longer names the cgroup.
+// started without, the cgroup is removed and the marker no longer names
+// it.
 func TestTermStartOutsideCgroup(t *testing.T) {
 	if newTermCgroupProbe() == "" {
 		t.Skip("no writable cgroup v2 with cgroup.kill here")
@@ -579,17 +580,23 @@ func TestTermStartOutsideCgroup(t *testing.T) {
 		t.Fatal("no term, or no cgroup for it")
 	}
 	defer tm.end()
-	real := tm.cg.dir
+	cg := tm.cg
+	real := cg.dir
+	defer real.Close()
 	notCgroup, err := os.Open(t.TempDir())
 	if err != nil {
 		t.Fatal(err)
 	}
-	tm.cg.dir = notCgroup
+	cg.dir = notCgroup // closed by the fallback
 	ch, err := tm.start([]string{"true"}, os.Environ(), io.Discard)
-	tm.cg.dir = real
-	notCgroup.Close()
 	if err != nil {
 		t.Fatalf("COMMAND did not start without the cgroup: %v", err)
+	}
+	if tm.cg != nil {
+		t.Error("the term still has a cgroup COMMAND could not start in")
+	}
+	if _, err := os.Stat(cg.path); !os.IsNotExist(err) {
+		t.Errorf("the unusable cgroup %s was not removed: %v", cg.path, err)
 	}
 	select {
 	case <-ch.done:

@@ -164,7 +164,6 @@ type term struct {
 	f      *os.File
 	rec    termRecord
 	cg     *termCgroup
-	failed bool // COMMAND could not start in the cgroup: never try again
 
 	mu      sync.Mutex // guards rec, wd, wdTimer and ended against the timer
 	wd      *watchdog
@@ -310,12 +309,15 @@ func (t *term) start(argv, env []string, stdout io.Writer) (*child, error) {
 	}
 	var ch *child
 	var err error
-	if t.cg != nil && !t.failed {
-		ch, err = startChild(argv, env, stdout, t.cg.prepare)
-		if err != nil {
+	if t.cg != nil {
+		if ch, err = startChild(argv, env, stdout, t.cg.prepare); err != nil {
 			// Not allowed to move a process there after all (a
-			// cgroup we may create but not populate): without it.
-			t.failed = true
+			// cgroup we may create but not populate, or no clone3):
+			// without it, for the rest of the term.
+			t.cg.remove(context.Background())
+			t.mu.Lock()
+			t.cg, t.rec.cgroup = nil, ""
+			t.mu.Unlock()
 		}
 	}
 	if ch == nil {
@@ -328,9 +330,6 @@ func (t *term) start(argv, env []string, stdout io.Writer) (*child, error) {
 	t.rec.cpid, t.rec.pgid = ch.cmd.Process.Pid, ch.pgid
 	t.rec.cstart, _ = procStart(t.rec.cpid)
 	t.rec.commandStarted = true
-	if t.failed {
-		t.rec.cgroup = ""
-	}
 	t.write()
 	switch {
 	case t.wd != nil:
