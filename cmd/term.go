@@ -158,12 +158,12 @@ func markerID(file, name string) string {
 // term is this leaderrun's term: its marker, its cgroup and its watchdog.
 // A nil *term (no fence on this platform) does nothing.
 type term struct {
-	d      *oslock.Dir
-	name   string
-	file   string // the marker's name in d
-	f      *os.File
-	rec    termRecord
-	cg     *termCgroup
+	d    *oslock.Dir
+	name string
+	file string // the marker's name in d
+	f    *os.File
+	rec  termRecord
+	cg   *termCgroup
 
 	mu      sync.Mutex // guards rec, wd, wdTimer and ended against the timer
 	wd      *watchdog
