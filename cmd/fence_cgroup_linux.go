@@ -141,12 +141,15 @@ func (c *termCgroup) remove(ctx context.Context) bool {
 }
 
 // cgroupKill sends SIGKILL to every process in the cgroup at path. It
-// reports whether it could, or the cgroup is gone; not for another user's
-// cgroup (a group-shared directory).
+// reports whether it could: not for another user's cgroup (a group-shared
+// directory), nor for one this process cannot see at that path (another
+// cgroup or mount namespace wrote the marker, or a concurrent fence has
+// just removed it): the fence then falls back to the process group and
+// the term id.
 func cgroupKill(path string) bool {
 	fd, err := unix.Open(filepath.Join(path, "cgroup.kill"), unix.O_WRONLY|unix.O_CLOEXEC, 0)
 	if err != nil {
-		return err == unix.ENOENT
+		return false
 	}
 	defer unix.Close(fd)
 	_, err = unix.Write(fd, []byte("1"))

@@ -611,3 +611,29 @@ func TestTermStartOutsideCgroup(t *testing.T) {
 		t.Errorf("marker after a start outside the cgroup: %+v", r)
 	}
 }
+
+// TestFenceCgroupNotHere: a marker whose cgroup this process cannot see
+// (written in another cgroup or mount namespace) is fenced through the
+// process group and the term id instead.
+func TestFenceCgroupNotHere(t *testing.T) {
+	id := strings.Repeat("7c", termIDLen/2)
+	c := helperCmd("sleeper")
+	c.Env = append(c.Env, "T_HELPER=1", termEnv+"="+id)
+	c.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
+	if err := c.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		c.Process.Kill()
+		c.Wait()
+	})
+	r := &termRecord{id: id, wpid: c.Process.Pid, pidns: selfPidNS, cgroup: "/sys/fs/cgroup/elsewhere/leaderrun-" + id}
+	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+	defer cancel()
+	if !fenceTerm(ctx, r) {
+		t.Error("fenceTerm reported leftovers")
+	}
+	if running(c.Process.Pid) {
+		t.Error("a leftover of a term whose cgroup is not visible here survived the fence")
+	}
+}
