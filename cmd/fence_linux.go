@@ -34,14 +34,16 @@ func fenceTerm(ctx context.Context, r *termRecord) bool {
 	if inCgroup {
 		gone = cgroupRemove(ctx, r.cgroup)
 	}
+	if !inCgroup || !gone {
+		// COMMAND is among what the scan waits for, unless it left
+		// the term's environment behind (exec with another one).
+		gone = fenceOrphans(ctx, r) && gone
+	}
 	if wait != nil {
 		if oslock.WaitPidfd(ctx, wait) != nil {
 			gone = false
 		}
 		wait.Close()
-	}
-	if !inCgroup || !gone {
-		gone = fenceOrphans(ctx, r) && gone
 	}
 	return gone
 }
