@@ -81,6 +81,7 @@ func startWatchdog(t *term) *watchdog {
 			watchdogDir + "=" + t.d.Path(),
 			watchdogName + "=" + t.name,
 		},
+		Dir:   "/", // not to keep the user's working directory busy
 		Files: []*os.File{null, null, null, r},
 		Sys:   &syscall.SysProcAttr{Setpgid: true},
 	})
