@@ -120,6 +120,14 @@ func startWrapper(t *testing.T, dir, name, kids string, env []string, flags ...s
 	t.Cleanup(func() {
 		c.Process.Kill()
 		c.Wait()
+		// What the test left of the term (its cgroup, with the
+		// watchdog switched off) goes as a successor would end it.
+		if d, err := oslock.OpenDir(dir, oslock.DirOptions{}); err == nil {
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			fenceDir(ctx, d, name, true)
+			cancel()
+			d.Close()
+		}
 	})
 	deadline := time.Now().Add(20 * time.Second)
 	for {
