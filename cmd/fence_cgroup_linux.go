@@ -27,6 +27,9 @@ var cgroupRoots = []string{"/sys/fs/cgroup", "/sys/fs/cgroup/unified"}
 
 var noCgroup = strings.Contains(testFence, "nocgroup")
 
+// notifyInterval, in ms, is the kernel's bound on cgroup file events.
+const notifyInterval = 20
+
 type termCgroup struct {
 	path string
 	dir  *os.File
@@ -161,6 +164,13 @@ func cgroupKill(path string) bool {
 // when that changes) and removes it. It reports whether it is gone, or
 // false once ctx ends. A process that has exited counts as gone even if
 // nobody reaped it.
+//
+// The kernel sends at most one such event per cgroup file every 20 ms
+// (CGROUP_FILE_NOTIFY_MIN_INTV, kernel/cgroup/cgroup.c), later ones by
+// timer, and a cgroup removed meanwhile (by a watchdog fencing the same
+// term) drops the pending one: so the wait also looks again every
+// notifyInterval. A cgroup that was removed was empty: rmdir(2) refuses
+// any other.
 func cgroupRemove(ctx context.Context, path string) bool {
 	fd, err := unix.Open(filepath.Join(path, "cgroup.events"), unix.O_RDONLY|unix.O_CLOEXEC, 0)
 	if err != nil {
@@ -180,13 +190,14 @@ func cgroupRemove(ctx context.Context, path string) bool {
 	for {
 		n, err := unix.Pread(fd, buf[:], 0)
 		if err != nil {
-			return false
+			var st unix.Stat_t
+			return unix.Stat(path, &st) == unix.ENOENT
 		}
 		if bytes.Contains(buf[:n], []byte("populated 0")) {
 			break
 		}
 		fds := []unix.PollFd{{Fd: int32(fd), Events: unix.POLLPRI}, {Fd: int32(cancel), Events: unix.POLLIN}}
-		if _, err := unix.Poll(fds, -1); err != nil && err != unix.EINTR {
+		if _, err := unix.Poll(fds, notifyInterval); err != nil && err != unix.EINTR {
 			return false
 		}
 		if fds[1].Revents != 0 {

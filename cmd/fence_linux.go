@@ -177,17 +177,18 @@ func selfStart() uint64 { return selfStartTime }
 // though.
 //
 // A process already on its way out (killed through its group, or by a
-// watchdog) has released its memory, and so its environment, before it
-// closes its descriptors: which term it belongs to can no longer be read
-// while it still holds what it held. Every such process of this user is
-// waited for, not killed.
+// watchdog or another holder fencing the same term) has released its
+// memory, and so its environment, before it closes its descriptors: which
+// term it belongs to can no longer be read while it still holds what it
+// held. Every such process of this user that started after the term's
+// leaderrun did is waited for, not killed.
 //
 // It reports whether no such process was left, or false after ctx ends.
 func fenceOrphans(ctx context.Context, r *termRecord) bool {
 	want := []byte(termEnv + "=" + r.id)
 	buf := make([]byte, 256<<10)
 	for ctx.Err() == nil {
-		victims, exiting := scanTerm(want, buf)
+		victims, exiting := scanTerm(want, buf, r.wstart)
 		if len(victims) == 0 && len(exiting) == 0 {
 			return true
 		}
@@ -207,9 +208,10 @@ func fenceOrphans(ctx context.Context, r *termRecord) bool {
 }
 
 // scanTerm lists the living processes of this user, other than this one,
-// whose environment has the entry want (victims), and those that are
-// exiting, whose environment cannot be read any more.
-func scanTerm(want, buf []byte) (victims, exiting []int) {
+// whose environment has the entry want (victims), and those started at
+// since or later that are exiting, whose environment cannot be read any
+// more.
+func scanTerm(want, buf []byte, since uint64) (victims, exiting []int) {
 	self := os.Getpid()
 	uid := os.Getuid()
 	entries, err := os.ReadDir("/proc")
@@ -234,7 +236,9 @@ func scanTerm(want, buf []byte) (victims, exiting []int) {
 			continue
 		}
 		if out {
-			exiting = append(exiting, pid)
+			if start, ok := procStart(pid); ok && start >= since {
+				exiting = append(exiting, pid)
+			}
 		} else {
 			victims = append(victims, pid)
 		}

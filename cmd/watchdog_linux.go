@@ -5,6 +5,7 @@ import (
 	"context"
 	"os"
 	"os/signal"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"syscall"
@@ -37,6 +38,7 @@ const (
 	watchdogCgroup = "LEADERRUN_WATCHDOG_CGROUP"
 	watchdogDir    = "LEADERRUN_WATCHDOG_DIR"
 	watchdogName   = "LEADERRUN_WATCHDOG_NAME"
+	watchdogSince  = "LEADERRUN_WATCHDOG_SINCE" // leaderrun's start time
 )
 
 func init() {
@@ -80,6 +82,7 @@ func startWatchdog(t *term) *watchdog {
 			watchdogCgroup + "=" + t.rec.cgroup,
 			watchdogDir + "=" + t.d.Path(),
 			watchdogName + "=" + t.name,
+			watchdogSince + "=" + strconv.FormatUint(t.rec.wstart, 10),
 		},
 		Dir:   "/", // not to keep the user's working directory busy
 		Files: []*os.File{null, null, null, r},
@@ -114,6 +117,7 @@ func (wd *watchdog) close() {
 func runWatchdog() int {
 	signal.Ignore(syscall.SIGINT, syscall.SIGHUP, syscall.SIGQUIT, syscall.SIGTTIN, syscall.SIGTTOU)
 	r := &termRecord{id: os.Getenv(watchdogTerm), cgroup: os.Getenv(watchdogCgroup)}
+	r.wstart, _ = strconv.ParseUint(os.Getenv(watchdogSince), 10, 64)
 	if !validTermID(r.id) {
 		return 2
 	}
