@@ -181,14 +181,14 @@ func selfStart() uint64 { return selfStartTime }
 // memory, and so its environment, before it closes its descriptors: which
 // term it belongs to can no longer be read while it still holds what it
 // held. Every such process of this user that started after the term's
-// leaderrun did is waited for, not killed.
+// leaderrun did (but that leaderrun itself) is waited for, not killed.
 //
 // It reports whether no such process was left, or false after ctx ends.
 func fenceOrphans(ctx context.Context, r *termRecord) bool {
 	want := []byte(termEnv + "=" + r.id)
 	buf := make([]byte, 256<<10)
 	for ctx.Err() == nil {
-		victims, exiting := scanTerm(want, buf, r.wstart)
+		victims, exiting := scanTerm(want, buf, r.wstart, r.wpid)
 		if len(victims) == 0 && len(exiting) == 0 {
 			return true
 		}
@@ -210,8 +210,9 @@ func fenceOrphans(ctx context.Context, r *termRecord) bool {
 // scanTerm lists the living processes of this user, other than this one,
 // whose environment has the entry want (victims), and those started at
 // since or later that are exiting, whose environment cannot be read any
-// more.
-func scanTerm(want, buf []byte, since uint64) (victims, exiting []int) {
+// more, but for the term's own leaderrun (wrapper), which holds nothing
+// of COMMAND's.
+func scanTerm(want, buf []byte, since uint64, wrapper int) (victims, exiting []int) {
 	self := os.Getpid()
 	uid := os.Getuid()
 	entries, err := os.ReadDir("/proc")
@@ -236,7 +237,7 @@ func scanTerm(want, buf []byte, since uint64) (victims, exiting []int) {
 			continue
 		}
 		if out {
-			if start, ok := procStart(pid); ok && start >= since {
+			if start, ok := procStart(pid); ok && start >= since && pid != wrapper {
 				exiting = append(exiting, pid)
 			}
 		} else {

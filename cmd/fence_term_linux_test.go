@@ -327,7 +327,7 @@ func TestFenceForkingLeftover(t *testing.T) {
 // termProcesses lists the living processes that carry the term id, and
 // ends them at cleanup.
 func termProcesses(t *testing.T, id string) []int {
-	pids, _ := scanTerm([]byte(termEnv+"="+id), make([]byte, 256<<10), 0)
+	pids, _ := scanTerm([]byte(termEnv+"="+id), make([]byte, 256<<10), 0, 0)
 	for _, pid := range pids {
 		endProcess(t, pid)
 	}
