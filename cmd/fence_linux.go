@@ -193,7 +193,9 @@ func fenceOrphans(ctx context.Context, r *termRecord) bool {
 			return true
 		}
 		for _, pid := range victims {
-			_ = syscall.Kill(pid, syscall.SIGKILL)
+			if pid > 1 { // never kill(-1) or kill(0)
+				_ = syscall.Kill(pid, syscall.SIGKILL)
+			}
 		}
 		if r.commandStarted && !foreignPids(r) {
 			if start, ok := procStart(r.pgid); !ok || (r.pgid == r.cpid && start == r.cstart) {

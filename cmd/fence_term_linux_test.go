@@ -162,7 +162,13 @@ func startWrapper(t *testing.T, dir, name, kids string, env []string, flags ...s
 
 // endProcess makes sure that pid, which this test caused to be started,
 // is killed and reaped (this process is a subreaper: orphans come here).
+// A pid below 2 is a bug of the test: kill(2) would take -1 for every
+// process there is, and 0 for this process group.
 func endProcess(t *testing.T, pid int) {
+	t.Helper()
+	if pid < 2 {
+		t.Fatalf("endProcess(%d): not the pid of a process", pid)
+	}
 	t.Cleanup(func() {
 		syscall.Kill(pid, syscall.SIGKILL)
 		var ws syscall.WaitStatus
@@ -643,5 +649,37 @@ func TestFenceCgroupNotHere(t *testing.T) {
 	}
 	if running(c.Process.Pid) {
 		t.Error("a leftover of a term whose cgroup is not visible here survived the fence")
+	}
+}
+
+// TestTermWatchdogStarts: in this process, as run uses it, the term starts
+// its watchdog once COMMAND has run for watchdogDelay, and a clean end
+// makes the watchdog exit.
+func TestTermWatchdogStarts(t *testing.T) {
+	dir := termLockDir(t)
+	tm := beginTerm(t.Context(), dir, "job", true)
+	if tm == nil {
+		t.Fatal("no term")
+	}
+	ch, err := tm.start([]string{os.Args[0], "-test.run=^$", "sleeper"}, append(os.Environ(), "T_HELPER=1"), io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	endProcess(t, ch.cmd.Process.Pid)
+	var wd *watchdog
+	for deadline := time.Now().Add(10 * time.Second); wd == nil && time.Now().Before(deadline); time.Sleep(5 * time.Millisecond) {
+		tm.mu.Lock()
+		wd = tm.wd
+		tm.mu.Unlock()
+	}
+	if wd == nil {
+		t.Fatal("no watchdog 10s after COMMAND started")
+	}
+	endProcess(t, wd.pid)
+	ch.cmd.Process.Kill()
+	<-ch.done
+	tm.end()
+	if alive := waitGoneAll([]int{wd.pid}, 10*time.Second); len(alive) > 0 {
+		t.Fatalf("the watchdog %d did not exit within 10s of the term's end", wd.pid)
 	}
 }

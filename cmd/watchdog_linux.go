@@ -92,11 +92,12 @@ func startWatchdog(t *term) *watchdog {
 		w.Close()
 		return nil
 	}
-	watchdogPID.Store(int64(p.Pid))
+	pid := p.Pid // Release sets p.Pid to -1
+	watchdogPID.Store(int64(pid))
 	// Never waited for: it outlives leaderrun on purpose. As a child of
 	// a subreaper its zombie is collected with COMMAND's orphans.
 	p.Release()
-	return &watchdog{pid: p.Pid, w: w}
+	return &watchdog{pid: pid, w: w}
 }
 
 // command tells the watchdog which COMMAND to kill.
