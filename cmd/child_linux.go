@@ -74,7 +74,7 @@ func descendants() []int {
 		for _, t := range tasks {
 			b, _ := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/task/" + t.Name() + "/children")
 			for _, f := range strings.Fields(string(b)) {
-				if k, err := strconv.Atoi(f); err == nil && !isZombie(k) {
+				if k, err := strconv.Atoi(f); err == nil && !isZombie(k) && !isWatchdog(k) {
 					out = append(out, k)
 					queue = append(queue, k)
 				}

@@ -5,6 +5,7 @@ package cmd
 import (
 	"io"
 	"os"
+	"os/exec"
 	"time"
 )
 
@@ -17,7 +18,7 @@ func terminating(os.Signal) bool { return true }
 
 func signalNumber(os.Signal) int { return 2 }
 
-func startChild(argv, env []string, stdout io.Writer) (*child, error) {
+func startChild(argv, env []string, stdout io.Writer, _ ...func(*exec.Cmd)) (*child, error) {
 	c := &child{cmd: newCmd(argv, env, stdout), done: make(chan struct{})}
 	if err := c.cmd.Start(); err != nil {
 		return nil, startFailure(argv[0], err)

@@ -5,6 +5,7 @@ package cmd
 import (
 	"io"
 	"os"
+	"os/exec"
 	"syscall"
 	"time"
 )
@@ -24,12 +25,12 @@ func signalNumber(sig os.Signal) int {
 	return 0
 }
 
-func startChild(argv, env []string, stdout io.Writer) (*child, error) {
-	c, err := startIn(argv, env, stdout, foregroundTTY())
+func startChild(argv, env []string, stdout io.Writer, prepare ...func(*exec.Cmd)) (*child, error) {
+	c, err := startIn(argv, env, stdout, foregroundTTY(), prepare)
 	if err != nil && c.tty {
 		// The terminal could not be handed over (it changed under us):
 		// run COMMAND as a job without it, as before.
-		c, err = startIn(argv, env, stdout, false)
+		c, err = startIn(argv, env, stdout, false, prepare)
 	}
 	if err != nil {
 		return nil, startFailure(argv[0], err)
@@ -37,12 +38,15 @@ func startChild(argv, env []string, stdout io.Writer) (*child, error) {
 	return c, nil
 }
 
-func startIn(argv, env []string, stdout io.Writer, tty bool) (*child, error) {
+func startIn(argv, env []string, stdout io.Writer, tty bool, prepare []func(*exec.Cmd)) (*child, error) {
 	cmd := newCmd(argv, env, stdout)
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	c := &child{cmd: cmd, done: make(chan struct{}), stopped: make(chan struct{}, 1), tty: tty}
 	if tty {
 		cmd.SysProcAttr.Foreground, cmd.SysProcAttr.Ctty = true, 0
+	}
+	for _, p := range prepare {
+		p(cmd)
 	}
 	return c, startAndWait(c)
 }

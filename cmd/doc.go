@@ -21,11 +21,13 @@
 //     its descendants and are found and stopped.
 //     3. The orphan fence (Linux): the kernel drops a dead process's flock
 //     before it delivers Pdeathsig, and Pdeathsig reaches only the direct
-//     child. So a new leader, before it starts COMMAND, kills every
-//     process whose environment names the same LEADERRUN_DIR and
-//     LEADERRUN_NAME but another, no longer leading, LEADERRUN_PID, and
-//     waits until they are gone. This is what makes "leaderrun killed with
+//     child. So a new holder, before it starts COMMAND, kills what a term
+//     that did not end cleanly left running, and waits until it is gone
+//     (term.go, fence_linux.go). This is what makes "leaderrun killed with
 //     SIGKILL: its COMMAND is gone before the next one starts" hold.
+//     4. The watchdog (Linux): with no next holder, what leaderrun leaves
+//     behind once COMMAND has run for 20 ms fences the term when
+//     leaderrun dies (watchdog_linux.go).
 //   - SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGUSR1 and SIGUSR2 are forwarded to
 //     COMMAND's process group. After one of the first four, COMMAND is not
 //     restarted, and it gets SIGKILL after --grace if it has not exited (at
@@ -43,10 +45,12 @@
 //
 // # Not guaranteed
 //
-//   - A process that clears its environment (env -i) is still stopped when
-//     leaderrun exits normally (it stays leaderrun's descendant), but after
-//     leaderrun is killed with SIGKILL it escapes the fence. It never holds
-//     the lock, so it cannot keep the next leader out.
+//   - A process that leaves COMMAND's process group and clears its
+//     environment (env -i) is still stopped when leaderrun exits normally
+//     (it stays leaderrun's descendant), but after leaderrun is killed
+//     with SIGKILL it escapes the fence, unless COMMAND runs in a cgroup
+//     of its own. It never holds the lock, so it cannot keep the next
+//     leader out.
 //   - On platforms without Pdeathsig, /proc and subreapers (the BSDs,
 //     macOS), a COMMAND whose leaderrun is killed with SIGKILL keeps
 //     running while the next leader starts. Stopping leaderrun with any
@@ -58,12 +62,14 @@
 //
 // # Failure modes
 //
-// The fence reads /proc/PID/environ of every process, about 1 ms per 100
-// processes, and waits for what it kills on pidfds. An exclusive leader
-// runs it only when the previous term did not end cleanly: while COMMAND
-// may run, <dir>/<name>.cmd exists, and leaderrun removes it once
-// COMMAND's group is stopped; a killed leaderrun leaves it behind for the
-// next leader to find. Shared holders, which have no single marker, always
-// run it, and kill only leftovers whose leaderrun is gone, since other
-// shared holders run legitimately.
+// Every term, exclusive or shared, has a marker <dir>/<name>.cmd.<id>
+// while COMMAND may run, removed once COMMAND and all it started are
+// stopped; a killed leaderrun leaves it behind for the next holder to find.
+// With a cgroup of the term (where leaderrun's own cgroup v2 is writable),
+// the fence is one write to cgroup.kill and a wait on cgroup.events,
+// whatever the number of processes. Without one, it kills COMMAND and its
+// process group and reads /proc/PID/environ of every process for the term
+// id (LEADERRUN_TERM), waiting for what it kills on pidfds. An exclusive
+// holder fences every other term's marker; a shared holder spares those
+// of shared holders that still hold the lock.
 package cmd

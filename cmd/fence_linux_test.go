@@ -2,6 +2,7 @@ package cmd
 
 import (
 	"bufio"
+	"context"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -126,9 +127,11 @@ func TestFenceZombieLeader(t *testing.T) {
 	if err := os.WriteFile(lock, nil, 0o600); err != nil {
 		t.Fatal(err)
 	}
-	dir := filepath.Join(tmp, "locks")
-	startZombieLeader(t, lock, "LEADERRUN_DIR="+dir, "LEADERRUN_NAME=job", "LEADERRUN_PID=1")
-	fenceOrphans(dir, "job", true)
+	id := strings.Repeat("ab", termIDLen/2)
+	startZombieLeader(t, lock, termEnv+"="+id)
+	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+	defer cancel()
+	fenceOrphans(ctx, &termRecord{id: id})
 	if !lockFree(t, lock) {
 		t.Error("the fence returned while a leftover of an earlier term still held its flock")
 	}

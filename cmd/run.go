@@ -158,7 +158,8 @@ func (o *runOptions) run(ctx context.Context) error {
 	o.logf("leading %s (epoch %d, %s)", o.name, lead.Epoch(), lead.Mode())
 	// Deferred after lead.Release, so it runs before it: the marker goes
 	// only once COMMAND has been stopped.
-	defer beginTerm(dir, o.name, lead.Mode() == elect.Exclusive)()
+	tm := beginTerm(ctx, dir, o.name, lead.Mode() == elect.Exclusive)
+	defer tm.end()
 
 	// An exclusive leader serves NAME's bus, for publish, subscribe and
 	// --fanout; it stops serving (deferred later, so earlier) before it
@@ -184,7 +185,7 @@ func (o *runOptions) run(ctx context.Context) error {
 			}()
 		}
 	}
-	return o.lead(lead, dir, srv, sigs)
+	return o.lead(lead, tm, dir, srv, sigs)
 }
 
 type signalled struct{ sig os.Signal }
@@ -363,8 +364,8 @@ func (o *runOptions) env(dir string, lead *elect.Leadership) []string {
 
 // lead runs COMMAND for as long as the term lasts and the restart policy
 // wants it, and returns the exit status.
-func (o *runOptions) lead(lead *elect.Leadership, dir string, srv *bus.Server, sigs <-chan os.Signal) error {
-	env := o.env(dir, lead)
+func (o *runOptions) lead(lead *elect.Leadership, tm *term, dir string, srv *bus.Server, sigs <-chan os.Signal) error {
+	env := tm.environ(o.env(dir, lead))
 	var stdout io.Writer = os.Stdout
 	if o.fanout && srv != nil {
 		tee := &lineTee{w: os.Stdout, srv: srv}
@@ -375,7 +376,7 @@ func (o *runOptions) lead(lead *elect.Leadership, dir string, srv *bus.Server, s
 	finishing := false
 	hup := watchHangup()
 	for {
-		ch, err := startChild(o.argv, env, stdout)
+		ch, err := tm.start(o.argv, env, stdout)
 		if err != nil {
 			return err
 		}

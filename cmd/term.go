@@ -1,46 +1,379 @@
 package cmd
 
 import (
+	"bufio"
+	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"errors"
-	"io/fs"
+	"fmt"
+	"io"
 	"os"
 	"strconv"
+	"strings"
+	"sync"
+	"time"
 
 	"github.com/leaderrun/leaderrun/oslock"
 )
 
-// termSuffix names the marker <dir>/<name>.cmd, which exists while an
-// exclusive leader's COMMAND may be running. The leader removes it once
-// COMMAND's process group has been stopped, before it releases the lock.
-// A new leader that finds it knows the last term ended without that
-// cleanup (its leaderrun was killed), so leftovers may still run; only
-// then does it pay for the orphan fence's scan of /proc.
-const termSuffix = ".cmd"
+// A term marker, <dir>/<name>.cmd.<id>, exists while a term's COMMAND may
+// be running: one per term, exclusive or shared. Its holder removes it once
+// COMMAND and everything it started have been stopped, before it releases
+// the lock. A marker whose leaderrun is gone means that term ended without
+// that cleanup (SIGKILL, the OOM killer), so its leftovers may still run:
+// the next holder fences them off before it starts its own COMMAND.
+//
+// The id is 128 random bits, so no other directory or term can share it,
+// whatever the directory is called (a private /tmp, a symlinked parent).
+// COMMAND carries it as LEADERRUN_TERM, and the marker records:
+//
+//	leaderrun-term 1
+//	id <id>
+//	wrapper <pid> <start>           leaderrun itself
+//	pidns <inode>                   the pid namespace the pids are in
+//	cgroup <path>                   if COMMAND runs in a cgroup of its own
+//	command <pid> <start> <pgid>    the latest COMMAND, once started
+//	.
+//
+// where start is the process's start time (proc(5) /proc/PID/stat field
+// 22), so that a recycled pid is never mistaken for the recorded one, and
+// pids of another pid namespace (a container sharing the directory) are
+// never signalled. Unknown lines are skipped.
+const (
+	termSuffix  = ".cmd."
+	termHeader  = "leaderrun-term 1"
+	termEnv     = "LEADERRUN_TERM"
+	termIDLen   = 32
+	fenceBudget = 5 * time.Second
+)
 
-// beginTerm fences off what an earlier term may have left running and
-// marks this term; the returned function ends the mark. Shared holders
-// run side by side, so they have no single marker and always fence.
-func beginTerm(dir, name string, exclusive bool) (end func()) {
-	if !exclusive {
-		fenceOrphans(dir, name, false)
-		return func() {}
+// testFence, from TEST_LEADERRUN_FENCE, lets tests switch parts of the
+// fence off to exercise the others alone: "nocgroup" (the fallback on the
+// process group and the term id), "nowatchdog" (the successor's fence).
+var testFence = os.Getenv("TEST_LEADERRUN_FENCE")
+
+// termRecord is what a marker says about its term.
+type termRecord struct {
+	id             string
+	wpid           int
+	wstart         uint64
+	pidns          uint64
+	cgroup         string
+	cpid, pgid     int
+	cstart         uint64
+	commandStarted bool
+}
+
+func (r *termRecord) String() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "%s\nid %s\nwrapper %d %d\n", termHeader, r.id, r.wpid, r.wstart)
+	if r.pidns != 0 {
+		fmt.Fprintf(&b, "pidns %d\n", r.pidns)
 	}
+	if r.cgroup != "" {
+		fmt.Fprintf(&b, "cgroup %s\n", r.cgroup)
+	}
+	b.WriteString(commandMsg(r))
+	b.WriteString(".\n")
+	return b.String()
+}
+
+// commandMsg is the record's command line, also the message that tells
+// the watchdog about a new COMMAND; "" before the first.
+func commandMsg(r *termRecord) string {
+	if !r.commandStarted {
+		return ""
+	}
+	return fmt.Sprintf("command %d %d %d\n", r.cpid, r.cstart, r.pgid)
+}
+
+func parseCommand(val string, r *termRecord) bool {
+	_, err := fmt.Sscanf(val, "%d %d %d", &r.cpid, &r.cstart, &r.pgid)
+	r.commandStarted = err == nil && r.cpid > 0 && r.pgid > 0
+	return r.commandStarted
+}
+
+var errBadMarker = errors.New("not a term marker leaderrun writes")
+
+// foreignPids reports whether r's pids are of another pid namespace.
+func foreignPids(r *termRecord) bool {
+	return r.pidns != 0 && selfPidNS != 0 && r.pidns != selfPidNS
+}
+
+// parseTermRecord reads a marker. A record is complete only up to its "."
+// line: what follows is the tail of a longer earlier version.
+func parseTermRecord(b []byte) (*termRecord, error) {
+	sc := bufio.NewScanner(strings.NewReader(string(b)))
+	if !sc.Scan() || sc.Text() != termHeader {
+		return nil, errBadMarker
+	}
+	r := &termRecord{}
+	for sc.Scan() {
+		key, val, _ := strings.Cut(sc.Text(), " ")
+		var err error
+		switch key {
+		case ".":
+			if !validTermID(r.id) || r.wpid <= 0 {
+				return nil, errBadMarker
+			}
+			return r, nil
+		case "id":
+			r.id = val
+		case "wrapper":
+			_, err = fmt.Sscanf(val, "%d %d", &r.wpid, &r.wstart)
+		case "pidns":
+			r.pidns, err = strconv.ParseUint(val, 10, 64)
+		case "cgroup":
+			r.cgroup = val
+		case "command":
+			if !parseCommand(val, r) {
+				err = errBadMarker
+			}
+		}
+		if err != nil {
+			return nil, errBadMarker
+		}
+	}
+	return nil, errBadMarker
+}
+
+func validTermID(id string) bool {
+	if len(id) != termIDLen {
+		return false
+	}
+	_, err := hex.DecodeString(id)
+	return err == nil
+}
+
+// markerID returns the term id of a marker's file name for name, or "".
+func markerID(file, name string) string {
+	id, ok := strings.CutPrefix(file, name+termSuffix)
+	if !ok || !validTermID(id) {
+		return ""
+	}
+	return id
+}
+
+// term is this leaderrun's term: its marker, its cgroup and its watchdog.
+// A nil *term (no fence on this platform) does nothing.
+type term struct {
+	d    *oslock.Dir
+	name string
+	file string // the marker's name in d
+	f    *os.File
+	rec  termRecord
+	cg   *termCgroup
+
+	mu      sync.Mutex // guards rec, wd, wdTimer and ended against the timer
+	wd      *watchdog
+	wdTimer *time.Timer
+	ended   bool
+}
+
+// watchdogDelay is how long COMMAND runs before its watchdog is started:
+// a COMMAND that is over sooner (leaderrun -- true) does not pay for
+// starting a process, and one that leaderrun dies sooner than that with is
+// left to the next holder's fence.
+const watchdogDelay = 20 * time.Millisecond
+
+// beginTerm fences off what earlier terms of name left running, then marks
+// this term; end undoes the mark once COMMAND has been stopped. It returns
+// once every leftover it found is gone, or after a bounded wait, also when
+// ctx is cancelled: a fence cut short would let the new COMMAND overlap
+// the old one.
+func beginTerm(ctx context.Context, dir, name string, exclusive bool) *term {
+	if !fenceSupported {
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), fenceBudget)
+	defer cancel()
 	d, err := oslock.OpenDir(dir, oslock.DirOptions{GroupShared: true, AllowUnsafeFS: true})
 	if err != nil {
-		fenceOrphans(dir, name, true)
-		return func() {}
+		return nil
 	}
-	marker := name + termSuffix
-	if _, _, err := d.Lstat(marker); !errors.Is(err, fs.ErrNotExist) {
-		fenceOrphans(dir, name, true)
-	}
-	f, err := d.OpenFile(marker, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o600)
-	if err == nil {
-		f.WriteString(strconv.Itoa(os.Getpid()) + "\n")
-		f.Close()
-	}
-	return func() {
-		d.Remove(marker)
+	fenceDir(ctx, d, name, exclusive)
+	t := &term{d: d, name: name}
+	var id [termIDLen / 2]byte
+	rand.Read(id[:])
+	t.rec = termRecord{id: hex.EncodeToString(id[:]), wpid: os.Getpid(), wstart: selfStart(), pidns: selfPidNS}
+	t.file = name + termSuffix + t.rec.id
+	if t.f, err = d.OpenFile(t.file, os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o600); err != nil {
 		d.Close()
+		return nil
 	}
+	if t.cg = newTermCgroup(t.rec.id); t.cg != nil {
+		t.rec.cgroup = t.cg.path
+	}
+	t.write()
+	return t
+}
+
+// fenceDir fences every term of name that is over but was not ended
+// cleanly. As exclusive holder, that is every term but this one: the
+// kernel drops a killed leaderrun's flock before the process is gone, so
+// its successor often finds it still running. A shared holder spares the
+// terms of other shared holders: those whose leaderrun still runs and
+// still holds the lock (proc(5) /proc/locks).
+func fenceDir(ctx context.Context, d *oslock.Dir, name string, exclusive bool) {
+	names, err := d.Names()
+	if err != nil {
+		return
+	}
+	var holders map[int]bool
+	live := func(r *termRecord) bool {
+		switch {
+		case exclusive:
+			return false
+		case foreignPids(r):
+			return true // its pids mean nothing here: spare it
+		case !wrapperAlive(r):
+			return false
+		}
+		if holders == nil {
+			holders = lockHolders(d, name+".lock")
+		}
+		return holders == nil || holders[r.wpid]
+	}
+	for _, file := range names {
+		if file == name+".cmd" {
+			// The pid-only marker of leaderrun before term ids: it
+			// says nothing the fence could use safely.
+			d.Remove(file)
+			continue
+		}
+		id := markerID(file, name)
+		if id == "" {
+			continue
+		}
+		r, err := readMarker(d, file)
+		if err != nil || r.id != id {
+			if exclusive {
+				// Its leaderrun died between creating and writing
+				// it, before COMMAND could start.
+				d.Remove(file)
+			}
+			continue // a shared holder may be writing it
+		}
+		if live(r) {
+			continue
+		}
+		if fenceTerm(ctx, r) {
+			d.Remove(file)
+		}
+	}
+}
+
+func readMarker(d *oslock.Dir, file string) (*termRecord, error) {
+	f, err := d.OpenFile(file, os.O_RDONLY, 0)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	b, err := io.ReadAll(io.LimitReader(f, 64<<10))
+	if err != nil {
+		return nil, err
+	}
+	return parseTermRecord(b)
+}
+
+// write rewrites the marker in place: one pwrite(2) of a few hundred
+// bytes, so that a SIGKILL leaves either version; a longer earlier version
+// leaves a tail after "." that readers ignore until the truncate.
+func (t *term) write() {
+	s := t.rec.String()
+	if _, err := t.f.WriteAt([]byte(s), 0); err == nil {
+		t.f.Truncate(int64(len(s)))
+	}
+}
+
+// environ adds this term's id to COMMAND's environment.
+func (t *term) environ(env []string) []string {
+	if t == nil {
+		return env
+	}
+	out := env[:0:0]
+	for _, kv := range env {
+		if !strings.HasPrefix(kv, termEnv+"=") {
+			out = append(out, kv)
+		}
+	}
+	return append(out, termEnv+"="+t.rec.id)
+}
+
+// start starts COMMAND in this term (in its cgroup, if it has one) and
+// records it in the marker and with the watchdog.
+func (t *term) start(argv, env []string, stdout io.Writer) (*child, error) {
+	if t == nil {
+		return startChild(argv, env, stdout)
+	}
+	var ch *child
+	var err error
+	if t.cg != nil {
+		if ch, err = startChild(argv, env, stdout, t.cg.prepare); err != nil {
+			// Not allowed to move a process there after all (a
+			// cgroup we may create but not populate, or no clone3):
+			// without it, for the rest of the term.
+			t.cg.remove(context.Background())
+			t.mu.Lock()
+			t.cg, t.rec.cgroup = nil, ""
+			t.mu.Unlock()
+		}
+	}
+	if ch == nil {
+		if ch, err = startChild(argv, env, stdout); err != nil {
+			return nil, err
+		}
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.rec.cpid, t.rec.pgid = ch.cmd.Process.Pid, ch.pgid
+	t.rec.cstart, _ = procStart(t.rec.cpid)
+	t.rec.commandStarted = true
+	t.write()
+	switch {
+	case t.wd != nil:
+		t.wd.command(&t.rec)
+	case t.wdTimer == nil:
+		t.wdTimer = time.AfterFunc(watchdogDelay, t.startWatchdog)
+	}
+	return ch, nil
+}
+
+func (t *term) startWatchdog() {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.ended {
+		return
+	}
+	t.wd = startWatchdog(t)
+	t.wd.command(&t.rec)
+}
+
+// end removes the mark once COMMAND has been stopped, and tells the
+// watchdog the term ended cleanly. If the cgroup cannot be emptied, the
+// marker stays for the next holder to fence.
+func (t *term) end() {
+	if t == nil {
+		return
+	}
+	defer t.d.Close()
+	t.mu.Lock()
+	t.ended = true
+	if t.wdTimer != nil {
+		t.wdTimer.Stop()
+	}
+	t.mu.Unlock()
+	t.f.Close()
+	if t.cg != nil {
+		ctx, cancel := context.WithTimeout(context.Background(), fenceBudget)
+		ok := t.cg.remove(ctx)
+		cancel()
+		if !ok {
+			t.wd.close()
+			return
+		}
+	}
+	t.d.Remove(t.file)
+	t.wd.close()
 }

@@ -1,0 +1,41 @@
+package oslock
+
+import (
+	"context"
+	"os"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// OpenPidfd returns a pidfd of pid (pidfd_open(2), Linux 5.3), which keeps
+// naming that process even once its pid is reused.
+func OpenPidfd(pid int) (*os.File, error) {
+	fd, err := unix.PidfdOpen(pid, unix.PIDFD_NONBLOCK)
+	if err != nil {
+		return nil, err
+	}
+	return os.NewFile(uintptr(fd), "pidfd"), nil
+}
+
+// WaitPidfd blocks until the process of pidfd, from OpenPidfd, has exited
+// with all its threads (a zombie counts), or ctx ends. It sleeps in the
+// netpoller: a pidfd becomes readable when its process exits.
+func WaitPidfd(ctx context.Context, pidfd *os.File) error {
+	rc, err := pidfd.SyscallConn()
+	if err != nil {
+		return err
+	}
+	pidfd.SetReadDeadline(time.Time{}) // an earlier call's ctx may have set it
+	stop := context.AfterFunc(ctx, func() { pidfd.SetReadDeadline(time.Now()) })
+	defer stop()
+	err = rc.Read(func(fd uintptr) bool {
+		p := []unix.PollFd{{Fd: int32(fd), Events: unix.POLLIN}}
+		n, _ := unix.Poll(p, 0)
+		return n > 0
+	})
+	if ctx.Err() != nil {
+		return context.Cause(ctx)
+	}
+	return err
+}
