@@ -3,6 +3,7 @@ package elect
 import (
 	"context"
 	"errors"
+	"fmt"
 	"sync"
 )
 
@@ -67,8 +68,12 @@ type Elector struct {
 // Run takes part until ctx ends, lead fails, or (without Requeue) one term
 // is over. lead runs while this process leads, with a context that ends
 // when leadership ends; it should return promptly then. Run releases
-// leadership after lead returns. It returns nil when ctx ends, lead's error
-// if lead fails, and the backend's error if asking fails.
+// leadership after lead returns. It returns nil when ctx ends after this
+// Elector has led at least once (a clean stop), an error matching
+// [ErrNeverLed] and ctx's cause when ctx ends before any grant (a steal
+// that gave up after deposing the holder also matches
+// [ErrStealAbandoned]), lead's error if lead fails, and the backend's
+// error if asking fails.
 func (e *Elector) Run(ctx context.Context, lead func(ctx context.Context, l *Leadership) error) error {
 	if e.Backend == nil || lead == nil {
 		return errors.New("elect: Elector needs a Backend and a lead function")
@@ -77,15 +82,22 @@ func (e *Elector) Run(ctx context.Context, lead func(ctx context.Context, l *Lea
 		return err
 	}
 	defer e.role(Stopped, nil)
+	led := false
 	for {
 		e.role(Follower, nil)
 		l, err := e.Backend.Acquire(ctx, e.Name, e.Request)
 		if err != nil {
-			if ctx.Err() != nil {
+			switch {
+			case ctx.Err() == nil:
+				return err
+			case led:
 				return nil
+			case errors.Is(err, ErrStealAbandoned):
+				return fmt.Errorf("%w: %w", ErrNeverLed, err)
 			}
-			return err
+			return fmt.Errorf("%w: %w", ErrNeverLed, context.Cause(ctx))
 		}
+		led = true
 		e.role(Leader, l)
 		werr := e.lead(ctx, l, lead)
 		l.Release()

@@ -28,6 +28,9 @@ var (
 	// path would not be excluded. The holder still holds the old file's
 	// lock until it releases; newcomers wait for that.
 	ErrLockLost = errors.New("elect: lock file was removed or replaced")
+	// ErrNeverLed: Elector.Run's context ended before it was granted
+	// leadership even once (a clean stop after leading returns nil).
+	ErrNeverLed = errors.New("elect: stopped before leading")
 	// ErrClosed: the Locker was closed; waiting requests end with it.
 	ErrClosed = errors.New("elect: locker is closed")
 	// ErrReleased ends a leadership that its holder released.

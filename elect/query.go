@@ -59,7 +59,7 @@ func (l *Locker) Query(ctx context.Context, name string) (Snapshot, error) {
 		return snap, nil
 	}
 	table, terr := oslock.LockTable()
-	if err := l.query(ctx, name, table, terr == nil, &snap); err != nil {
+	if err := l.query(ctx, name, table, usable(table, terr), &snap); err != nil {
 		return Snapshot{}, err
 	}
 	return snap, nil
@@ -74,11 +74,18 @@ func (l *Locker) QueryAll(ctx context.Context) (Snapshot, error) {
 	}
 	table, terr := oslock.LockTable()
 	for _, n := range names {
-		if err := l.query(ctx, n, table, terr == nil, &snap); err != nil {
+		if err := l.query(ctx, n, table, usable(table, terr), &snap); err != nil {
 			return snap, err
 		}
 	}
 	return snap, nil
+}
+
+// usable reports whether /proc/locks can be trusted for liveness: some
+// sandboxes show it present but empty, which would make every holder look
+// dead. An empty table is not trusted; liveness then comes from the pids.
+func usable(table map[oslock.FileID][]oslock.LockHolder, err error) bool {
+	return err == nil && len(table) > 0
 }
 
 func (l *Locker) query(ctx context.Context, name string, table map[oslock.FileID][]oslock.LockHolder, haveTable bool, snap *Snapshot) error {

@@ -2,6 +2,7 @@ package elect
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -356,5 +357,30 @@ func TestHolderLearnsLockLost(t *testing.T) {
 			c.expect("leader")
 			c.say("release")
 		})
+	}
+}
+
+// Elector.Run tells a stop before any grant (ErrNeverLed, with the
+// context's cause) from a clean stop after leading (nil).
+func TestElectorRunNeverLed(t *testing.T) {
+	l, dir := testLocker(t)
+	h := spawn(t, dir, "nl")
+	h.expect("leader")
+	ctx, cancel := context.WithTimeout(testCtx(t), 100*time.Millisecond)
+	defer cancel()
+	err := (&Elector{Backend: l, Name: "nl"}).Run(ctx, func(context.Context, *Leadership) error { return nil })
+	if !errors.Is(err, ErrNeverLed) || !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("Run that never led returned %v", err)
+	}
+	h.say("release")
+	h.expect("released")
+	ctx2, cancel2 := context.WithCancel(testCtx(t))
+	err = (&Elector{Backend: l, Name: "nl", Requeue: true}).Run(ctx2, func(ctx context.Context, _ *Leadership) error {
+		cancel2()
+		<-ctx.Done()
+		return nil
+	})
+	if err != nil {
+		t.Fatalf("Run stopped after leading returned %v", err)
 	}
 }
