@@ -77,6 +77,12 @@ func runFlags() []cli.Flag {
 			Usage: "preempt the current holder (its COMMAND is stopped, it exits 79), then run ahead of the queue; a holder that has not let go after twice --grace (say, a stopped one) is killed",
 		},
 		&cli.GenericFlag{
+			Name:    "steal-stopped",
+			Usage:   "while first in line, take the lock from a holder that has been stopped (SIGSTOP, Ctrl-Z) for `DURATION`: its term ends and it is killed (same user only); checks the holder every quarter of DURATION, only then",
+			Value:   &durationValue{},
+			EnvVars: []string{"LEADERRUN_STEAL_STOPPED"},
+		},
+		&cli.GenericFlag{
 			Name:  "grace",
 			Usage: "time between SIGTERM and SIGKILL when stopping COMMAND's process group, and that COMMAND has after leaderrun is told to stop (a second signal: SIGKILL at once)",
 			Value: &durationValue{d: 5 * time.Second, set: true},

@@ -77,6 +77,7 @@ func runOptionsFrom(c *cli.Context) (*runOptions, error) {
 	}
 	o.wait, o.waitSet = durationFlag(c, "wait")
 	o.grace, _ = durationFlag(c, "grace")
+	o.req.StealStopped, _ = durationFlag(c, "steal-stopped")
 	if c.Bool("shared") {
 		o.req.Mode = elect.Shared
 	}
@@ -95,6 +96,8 @@ func runOptionsFrom(c *cli.Context) (*runOptions, error) {
 		return nil, usageErrorf("leaderrun: -E %d is out of range; give an exit code from 0 to 255", o.conflict)
 	case o.req.IfAvailable && o.waitSet:
 		return nil, usageErrorf("leaderrun: -n and -w contradict each other; use -n to never wait, or -w DURATION to wait that long")
+	case o.req.StealStopped > 0 && o.req.IfAvailable:
+		return nil, usageErrorf("leaderrun: --steal-stopped and -n contradict each other; -n never waits behind a holder")
 	case o.req.Steal && o.req.IfAvailable:
 		return nil, usageErrorf("leaderrun: --steal and -n contradict each other; --steal always takes the lock")
 	case o.req.Steal && o.waitSet:

@@ -7,6 +7,7 @@ import (
 	"io/fs"
 	"os"
 	"slices"
+	"strconv"
 	"time"
 
 	"github.com/leaderrun/leaderrun/oslock"
@@ -64,17 +65,18 @@ type acquirer struct {
 	tk    *ticket
 	lockF *os.File
 
-	killAt  time.Time // with Steal and KillAfter
-	killed  bool
-	evicted []int               // pids of holders this stealer deposed
-	deposed map[string]bool     // their tickets
-	modes   map[string]bool     // ticket name -> exclusive, as read (shared requests)
-	pids    map[string]int      // ticket name -> owner's pid, as read
-	passed  map[string]bool     // stopped waiters passed at the head of the line
-	known   []entry             // the tickets ahead of ours, as last seen
-	drain   []entry             // the queue, while holders of a replaced lock file are left
-	beacons map[string]*os.File // beacons of tickets we waited on, kept open
-	poll    time.Duration       // back-off of the fallback poll, 0 when not polling
+	killAt       time.Time // with Steal and KillAfter
+	killed       bool
+	evicted      []int                // pids of holders this stealer deposed
+	deposed      map[string]bool      // their tickets
+	modes        map[string]bool      // ticket name -> exclusive, as read (shared requests)
+	pids         map[string]int       // ticket name -> owner's pid, as read
+	passed       map[string]bool      // stopped waiters passed at the head of the line
+	stoppedSince map[string]time.Time // holders seen stopped (StealStopped)
+	known        []entry              // the tickets ahead of ours, as last seen
+	drain        []entry              // the queue, while holders of a replaced lock file are left
+	beacons      map[string]*os.File  // beacons of tickets we waited on, kept open
+	poll         time.Duration        // back-off of the fallback poll, 0 when not polling
 }
 
 // closeBeacons closes the beacons kept open.
@@ -504,6 +506,10 @@ func (a *acquirer) waitBehind(ctx context.Context, ahead []entry, b entry) error
 	if rerr != nil || rb.Epoch == 0 {
 		stall = StallBound
 	}
+	holderWatch := rerr == nil && rb.Epoch != 0 && a.req.StealStopped > 0
+	if holderWatch {
+		stall = a.req.StealStopped / 4 // see Request.StealStopped
+	}
 	if rerr == nil && rb.Epoch == 0 {
 		bahead := ahead[:len(ahead)-1]
 		for i := len(ahead) - 1; i >= 0; i-- {
@@ -523,6 +529,12 @@ func (a *acquirer) waitBehind(ctx context.Context, ahead []entry, b entry) error
 		fired, err := w.wait(stall)
 		if err != nil || fired {
 			return err
+		}
+		if holderWatch {
+			if err := a.stealStopped([]entry{b}); err != nil {
+				return err
+			}
+			continue
 		}
 		// The stall timer: b was at the head of the line with nothing
 		// ahead of it, and has not been granted yet.
@@ -582,6 +594,7 @@ func (a *acquirer) waitLock(ctx context.Context, queue []entry) error {
 	w := newWaitSet(ctx)
 	defer w.close()
 	owners := map[int]bool{}
+	var granted []entry
 	for _, e := range queue {
 		if e.name == a.tk.e.name {
 			continue
@@ -594,6 +607,8 @@ func (a *acquirer) waitLock(ctx context.Context, queue []entry) error {
 			defer f.Close()
 			w.hangup(f)
 			owners[r.PID] = true
+			a.pids[e.name] = r.PID
+			granted = append(granted, e)
 		}
 	}
 	holders := a.lockHolders(owners)
@@ -608,12 +623,54 @@ func (a *acquirer) waitLock(ctx context.Context, queue []entry) error {
 	if !a.killAt.IsZero() && !a.killed && len(a.evicted) > 0 {
 		timer = max(time.Until(a.killAt), time.Nanosecond)
 	}
-	fired, err := w.wait(timer)
-	if err == nil && !fired && timer > 0 {
-		a.killed = true
-		return a.killHolders()
+	watchStopped := a.req.StealStopped > 0 && len(granted) > 0 && (timer == 0 || a.req.StealStopped/4 < timer)
+	if watchStopped {
+		timer = a.req.StealStopped / 4
 	}
-	return err
+	fired, err := w.wait(timer)
+	switch {
+	case err != nil || fired || timer == 0:
+		return err
+	case watchStopped:
+		return a.stealStopped(granted)
+	}
+	a.killed = true
+	return a.killHolders()
+}
+
+// stealStopped is Request.StealStopped: it deposes and kills the holders
+// (of the same user) seen stopped for StealStopped; it is checked every
+// quarter of that while this request heads the line behind them.
+func (a *acquirer) stealStopped(granted []entry) error {
+	if a.stoppedSince == nil {
+		a.stoppedSince = map[string]time.Time{}
+	}
+	now := time.Now()
+	for _, e := range granted {
+		pid := a.pids[e.name]
+		if oslock.StateOf(pid) != oslock.ProcStopped {
+			delete(a.stoppedSince, e.name)
+			continue
+		}
+		since, ok := a.stoppedSince[e.name]
+		if !ok {
+			a.stoppedSince[e.name] = now
+			continue
+		}
+		if now.Sub(since) < a.req.StealStopped {
+			continue
+		}
+		if uid, me := oslock.UIDOf(pid), os.Geteuid(); uid >= 0 && uid != me && me != 0 {
+			return fmt.Errorf("%w: holder pid %d of uid %d has been stopped for %v, and uid %d may not kill it; it must be continued, or uid %d or root must end it",
+				ErrForeignHolder, pid, uid, now.Sub(since).Round(time.Millisecond), me, uid)
+		}
+		if r, err := readRecord(a.q, e.name); err == nil && r.Epoch != 0 {
+			a.q.SignalBeacon(e.name+inboxSuffix, []byte("S"+strconv.FormatUint(r.Epoch, 10)+"\n"))
+		}
+		oslock.Kill(pid)
+		delete(a.stoppedSince, e.name)
+	}
+	return nil
 }
 
 // requeued reports whether one of the lock's holders also waits in the

@@ -48,6 +48,9 @@ func contender() int {
 	if d, err := time.ParseDuration(env("T_KILLAFTER")); err == nil {
 		req.KillAfter = d
 	}
+	if d, err := time.ParseDuration(env("T_STEALSTOPPED")); err == nil {
+		req.StealStopped = d
+	}
 	ctx := context.Background()
 	if d, err := time.ParseDuration(env("T_TIMEOUT")); err == nil {
 		var cancel context.CancelFunc

@@ -384,3 +384,21 @@ func TestElectorRunNeverLed(t *testing.T) {
 		t.Fatalf("Run stopped after leading returned %v", err)
 	}
 }
+
+// Request.StealStopped recovers the name from a holder stopped that long:
+// it is deposed and killed, and the waiter at the head of the line leads.
+// A running holder is never touched.
+func TestStealStoppedHolder(t *testing.T) {
+	_, dir := testLocker(t)
+	h := spawn(t, dir, "ss", "T_HOLD=1")
+	h.expect("leader")
+	w := spawn(t, dir, "ss", "T_STEALSTOPPED=200ms")
+	w.quiet(400 * time.Millisecond) // a running holder keeps the lock
+	h.signal(syscall.SIGSTOP)
+	w.expect("leader")
+	h.wait()
+	if ws, ok := h.cmd.ProcessState.Sys().(syscall.WaitStatus); !ok || ws.Signal() != syscall.SIGKILL {
+		t.Fatalf("the stopped holder should have been killed: %v", h.cmd.ProcessState)
+	}
+	w.say("release")
+}

@@ -21,6 +21,15 @@ type Request struct {
 	// that still hold the lock this long after the steal. Zero (default)
 	// waits for them to release however long it takes.
 	KillAfter time.Duration
+	// StealStopped, when positive, recovers the name from a holder that
+	// has been stopped (SIGSTOP, Ctrl-Z, a frozen cgroup) for this long
+	// while this request heads the line behind it: the holder's term is
+	// ended as by a steal and it is killed with SIGKILL (same user only;
+	// another user's gives ErrForeignHolder). While it heads the line
+	// behind a holder, the request checks the holder's state every
+	// quarter of StealStopped: opt-in polling, only then. Zero (default):
+	// a stopped holder is waited for.
+	StealStopped time.Duration
 	// Command is recorded for Query and `leaderrun status`. Default:
 	// os.Args.
 	Command []string
@@ -34,6 +43,10 @@ func (r Request) validate() error {
 		return fmt.Errorf("%w: steal cannot be combined with if-available (try-only)", ErrInvalidRequest)
 	case r.Steal && r.Mode == Shared:
 		return fmt.Errorf("%w: steal cannot be combined with shared mode", ErrInvalidRequest)
+	case r.StealStopped < 0:
+		return fmt.Errorf("%w: negative StealStopped", ErrInvalidRequest)
+	case r.StealStopped > 0 && r.IfAvailable:
+		return fmt.Errorf("%w: StealStopped cannot be combined with if-available (try-only)", ErrInvalidRequest)
 	case r.KillAfter < 0:
 		return fmt.Errorf("%w: negative KillAfter", ErrInvalidRequest)
 	case r.KillAfter > 0 && !r.Steal:
