@@ -365,3 +365,36 @@ func rawMember(t *testing.T, ctx context.Context, dir string) *net.UnixConn {
 	uc.SetDeadline(time.Time{})
 	return uc
 }
+
+// A socket removed under a serving leader (a cleaner, a user's rm) is put
+// back: a member that comes later still finds the leader, and one already
+// connected keeps its connection.
+func TestRemovedSocketIsPutBack(t *testing.T) {
+	dir := t.TempDir()
+	ctx := testCtx(t, 10*time.Second)
+	startServer(t, dir, 7)
+	early := dial(t, ctx, dir)
+	if ev := next(t, ctx, early); ev.Kind != EventLeader {
+		t.Fatalf("first event %v", ev.Kind)
+	}
+	if err := os.Remove(filepath.Join(dir, testName+".sock")); err != nil {
+		t.Fatal(err)
+	}
+	for {
+		c, err := Dial(ctx, dir, testName)
+		if err == nil {
+			if ev := next(t, ctx, c); ev.Kind != EventLeader || ev.Leader.Epoch != 7 {
+				t.Fatalf("late member's first event: %+v", ev)
+			}
+			c.Close()
+			break
+		}
+		if ctx.Err() != nil {
+			t.Fatalf("the socket was not put back: %v", err)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	if err := early.Publish(ctx, []byte("still here")); err != nil {
+		t.Fatalf("the early member lost its connection: %v", err)
+	}
+}

@@ -7,6 +7,7 @@ import (
 	"io/fs"
 	"net"
 	"os"
+	"path/filepath"
 	"sync"
 	"time"
 
@@ -193,7 +194,9 @@ func (s *Server) Serve(ctx context.Context) error {
 	// Add happens before the Wait or not at all (sync.WaitGroup's rule).
 	s.wg.Add(1)
 	s.mu.Unlock()
-	go s.acceptLoop()
+	go s.acceptLoop(s.ln)
+	s.wg.Add(1)
+	go s.keepSocket()
 	var cause error
 	select {
 	case <-ctx.Done():
@@ -237,7 +240,9 @@ func (s *Server) stop(cause error) {
 		s.closed = true
 		s.mu.Unlock()
 		s.cancel(cause)
+		s.mu.Lock()
 		s.ln.Close()
+		s.mu.Unlock()
 		s.removeSocket()
 		s.dir.Close()
 		s.mu.Lock()
@@ -258,15 +263,60 @@ func (s *Server) removeSocket() {
 		return
 	}
 	name := sockName(s.lead.Name())
-	if id, _, err := s.dir.Lstat(name); err == nil && id == s.sockID {
+	s.mu.Lock()
+	ours := s.sockID
+	s.mu.Unlock()
+	if id, _, err := s.dir.Lstat(name); err == nil && id == ours {
 		s.dir.Remove(name)
 	}
 }
 
-func (s *Server) acceptLoop() {
+// keepSocket puts the socket back when its name is removed or replaced
+// (a cleaner, a user's rm) while the leadership lasts, so that new members
+// can still find the leader; members already connected keep their
+// connections. It learns of the removal through the process's one inotify
+// instance; where none can be had, a removed socket stays removed until
+// the next term.
+func (s *Server) keepSocket() {
+	defer s.wg.Done()
+	name := sockName(s.lead.Name())
+	for {
+		w, err := oslock.WatchPath(filepath.Join(s.lead.Dir(), name))
+		if err != nil {
+			return
+		}
+		select {
+		case <-s.ctx.Done():
+			w.Stop()
+			return
+		case <-w.C:
+		}
+		w.Stop()
+		s.mu.Lock()
+		if id, _, err := s.dir.Lstat(name); err == nil && id == s.sockID {
+			s.mu.Unlock()
+			continue // a change that left the socket in place
+		}
+		if s.closed {
+			s.mu.Unlock()
+			return
+		}
+		old := s.ln
+		if err := s.listen(); err != nil {
+			s.mu.Unlock()
+			return
+		}
+		s.wg.Add(1)
+		go s.acceptLoop(s.ln)
+		s.mu.Unlock()
+		old.Close()
+	}
+}
+
+func (s *Server) acceptLoop(ln *net.UnixListener) {
 	defer s.wg.Done()
 	for {
-		uc, err := s.ln.AcceptUnix()
+		uc, err := ln.AcceptUnix()
 		if err != nil {
 			if s.ctx.Err() != nil || errors.Is(err, net.ErrClosed) {
 				return
