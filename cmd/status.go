@@ -127,8 +127,12 @@ func printSnapshot(w io.Writer, snap elect.Snapshot, asJSON bool, dir string) er
 		if p.Steal {
 			role += " (steal)"
 		}
+		state := p.State
+		if p.Polling {
+			state += ",polling" // nothing to sleep on: it checks every 1-100ms
+		}
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t-\t%s\t%s\t%s\n", p.Name, role, p.Mode, p.PID,
-			p.State, age(now, p.Since), commandLine(p.Command))
+			state, age(now, p.Since), commandLine(p.Command))
 	}
 	return tw.Flush()
 }

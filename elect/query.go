@@ -45,6 +45,10 @@ type Pending struct {
 	State   string    `json:"state"`
 	// Steal is set for a stealing request, which goes ahead of the rest.
 	Steal bool `json:"steal,omitempty"`
+	// Polling is set while the request waits by the fallback poll (1ms
+	// to 100ms): nothing could be slept on, such as a lock holder that
+	// /proc/locks does not show.
+	Polling bool `json:"polling,omitempty"`
 }
 
 // Query returns a snapshot of the holders and the queue of name. It takes
@@ -128,7 +132,7 @@ func (l *Locker) query(ctx context.Context, name string, table map[oslock.FileID
 				snap.Held = append(snap.Held, Holder{Name: name, Mode: r.Mode, PID: r.PID, Epoch: r.Epoch, Since: r.Granted, Command: r.Command, State: state})
 				continue
 			}
-			snap.Pending = append(snap.Pending, Pending{Name: name, Mode: r.Mode, PID: r.PID, Ticket: e.seq, Since: r.Since, Command: r.Command, State: state, Steal: e.steal})
+			snap.Pending = append(snap.Pending, Pending{Name: name, Mode: r.Mode, PID: r.PID, Ticket: e.seq, Since: r.Since, Command: r.Command, State: state, Steal: e.steal, Polling: r.Polling})
 		}
 	}
 	// Holders of the lock file without a granted ticket: flock(1) and
