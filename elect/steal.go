@@ -26,7 +26,6 @@ func (a *acquirer) depose(queue []entry) {
 			continue
 		}
 		if err := a.q.SignalBeacon(e.name+inboxSuffix, []byte("S"+strconv.FormatUint(r.Epoch, 10)+"\n")); err == nil {
-			a.evicted = append(a.evicted, r.PID)
 			a.pids[e.name] = r.PID
 			if a.deposed == nil {
 				a.deposed = map[string]bool{}

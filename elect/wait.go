@@ -1,0 +1,314 @@
+package elect
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"slices"
+	"strconv"
+	"time"
+
+	"github.com/leaderrun/leaderrun/oslock"
+)
+
+// How a request waits: on the beacon of the ticket ahead of it (and the
+// one ahead of that), on the holders the kernel names, or, when nothing
+// can be slept on, by a bounded poll.
+
+// waitBehind sleeps until the ticket b ahead of us goes, unless its owner
+// is already dead (then it is removed and the caller looks again). When b
+// is itself waiting, we also watch what b waits on; when b is at the head
+// of the line, we check after StallBound that it took the lock, and pass
+// it if it is stopped.
+func (a *acquirer) waitBehind(ctx context.Context, ahead []entry, b entry) error {
+	bf, err := a.beacon(b.name)
+	if err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return err
+	}
+	if bf != nil && oslock.HungUp(bf) {
+		probe(a.q, b) // its owner is gone: remove what it left
+		return nil
+	}
+	if bf == nil || !a.moved(b) {
+		alive, err := probe(a.q, b)
+		if err != nil || !alive {
+			return err
+		}
+	}
+	// A record that cannot be read (not written by leaderrun, or not put
+	// back yet) leaves only the beacon to wait on.
+	rb, rerr := readRecord(a.q, b.name)
+	if rerr == nil {
+		a.pids[b.name] = rb.PID
+	}
+	if a.req.IfAvailable {
+		return ErrBusy
+	}
+	if bf == nil {
+		// A live ticket without a beacon: not made by this version.
+		return a.pollWait(ctx)
+	}
+	w := newWaitSet(ctx)
+	defer w.close()
+	w.hangup(bf)
+	// When b waits too, we also watch what b waits on; when nothing can
+	// be watched for it (b is at the head of the line, or we cannot tell),
+	// the stall timer checks on b.
+	stall := time.Duration(0)
+	if rerr != nil || rb.Epoch == 0 {
+		stall = StallBound
+	}
+	holderWatch := rerr == nil && rb.Epoch != 0 && a.req.StealStopped > 0
+	if holderWatch {
+		stall = a.req.StealStopped / 4 // see Request.StealStopped
+	}
+	if rerr == nil && rb.Epoch == 0 {
+		bahead := ahead[:len(ahead)-1]
+		for i := len(ahead) - 1; i >= 0; i-- {
+			if ahead[i].name == b.name {
+				bahead = ahead[:i]
+				break
+			}
+		}
+		if bb, ok := a.blockerOf(bahead, rb.Mode, b.steal, true); ok {
+			if f, err := a.beacon(bb.name); err == nil {
+				w.hangup(f)
+				stall = 0
+			}
+		}
+	}
+	for {
+		fired, err := w.wait(stall)
+		if err != nil || fired {
+			return err
+		}
+		if holderWatch {
+			if err := a.stealStopped([]entry{b}); err != nil {
+				return err
+			}
+			continue
+		}
+		// The stall timer: b was at the head of the line with nothing
+		// ahead of it, and has not been granted yet.
+		var again time.Duration
+		if again, err = a.checkStall(b, w, stall); err != nil || again == 0 {
+			return err
+		}
+		stall = again
+	}
+}
+
+// checkStall looks at b, the head of the line, after it left the lock
+// untaken for a while. It returns the time to look again, or 0 to
+// re-evaluate the queue (b was granted, is gone, or is passed).
+func (a *acquirer) checkStall(b entry, w *waitSet, last time.Duration) (time.Duration, error) {
+	rb, err := readRecord(a.q, b.name)
+	if errors.Is(err, fs.ErrNotExist) || err == nil && rb.Epoch != 0 {
+		return 0, nil
+	}
+	pid := rb.PID
+	if err != nil {
+		pid = a.pids[b.name] // unreadable now: go by what we read before
+	}
+	state := oslock.ProcUnknown
+	if pid > 0 {
+		state = oslock.StateOf(pid)
+	}
+	switch state {
+	case oslock.ProcStopped:
+		a.passed[b.name] = true
+		return 0, nil
+	case oslock.ProcGone:
+		return 0, nil
+	}
+	// b runs but has not taken the lock: something outside the queue
+	// holds it (flock(1), a deposed holder), or b is slow. Sleep on the
+	// kernel's holders where we can see them, else look again later.
+	if err := a.openLock(); err != nil {
+		return 0, err
+	}
+	if pids := a.lockHolders(nil); len(pids) > 0 {
+		for _, pid := range pids {
+			w.gone(pid)
+		}
+		return -1, nil // no timer: the holders' exit or b's going wakes us
+	}
+	return min(2*last, time.Second), nil
+}
+
+// waitLock sleeps while the lock is held by someone other than the queue's
+// waiters: granted tickets (shared holders, a holder that a stopped waiter
+// let in, deposed holders), processes outside the queue (flock(1)), or a
+// predecessor that is dying (its descriptors are closed in no fixed order,
+// so its beacon may hang up a moment before its lock is dropped; the
+// kernel lists it as a holder until then).
+func (a *acquirer) waitLock(ctx context.Context, queue []entry) error {
+	w := newWaitSet(ctx)
+	defer w.close()
+	owners := map[int]bool{}
+	var granted []entry
+	for _, e := range queue {
+		if e.name == a.tk.e.name {
+			continue
+		}
+		r, err := readRecord(a.q, e.name)
+		if err != nil || r.Epoch == 0 {
+			continue
+		}
+		if f, err := a.q.OpenBeacon(e.name+beaconSuffix, false); err == nil {
+			defer f.Close()
+			w.hangup(f)
+			owners[r.PID] = true
+			a.pids[e.name] = r.PID
+			granted = append(granted, e)
+		}
+	}
+	holders := a.lockHolders(owners)
+	for _, pid := range holders {
+		w.gone(pid)
+	}
+	if w.empty() || a.requeued(queue, holders) {
+		return a.pollWait(ctx)
+	}
+	a.poll = 0
+	timer := time.Duration(0)
+	if !a.killAt.IsZero() && !a.killed && len(a.deposed) > 0 {
+		timer = max(time.Until(a.killAt), time.Nanosecond)
+	}
+	watchStopped := a.req.StealStopped > 0 && len(granted) > 0 && (timer == 0 || a.req.StealStopped/4 < timer)
+	if watchStopped {
+		timer = a.req.StealStopped / 4
+	}
+	fired, err := w.wait(timer)
+	switch {
+	case err != nil || fired || timer == 0:
+		return err
+	case watchStopped:
+		return a.stealStopped(granted)
+	}
+	a.killed = true
+	return a.killHolders()
+}
+
+// stealStopped is Request.StealStopped: it deposes and kills the holders
+// (of the same user) seen stopped for StealStopped; it is checked every
+// quarter of that while this request heads the line behind them.
+func (a *acquirer) stealStopped(granted []entry) error {
+	if a.stoppedSince == nil {
+		a.stoppedSince = map[string]time.Time{}
+	}
+	now := time.Now()
+	for _, e := range granted {
+		pid := a.pids[e.name]
+		if oslock.StateOf(pid) != oslock.ProcStopped {
+			delete(a.stoppedSince, e.name)
+			continue
+		}
+		since, ok := a.stoppedSince[e.name]
+		if !ok {
+			a.stoppedSince[e.name] = now
+			continue
+		}
+		if now.Sub(since) < a.req.StealStopped {
+			continue
+		}
+		if uid, me := oslock.UIDOf(pid), os.Geteuid(); uid >= 0 && uid != me && me != 0 {
+			return fmt.Errorf("%w: holder pid %d of uid %d has been stopped for %v, and uid %d may not kill it; it must be continued, or uid %d or root must end it",
+				ErrForeignHolder, pid, uid, now.Sub(since).Round(time.Millisecond), me, uid)
+		}
+		if r, err := readRecord(a.q, e.name); err == nil && r.Epoch != 0 {
+			a.q.SignalBeacon(e.name+inboxSuffix, []byte("S"+strconv.FormatUint(r.Epoch, 10)+"\n"))
+		}
+		oslock.Kill(pid)
+		delete(a.stoppedSince, e.name)
+	}
+	return nil
+}
+
+// requeued reports whether one of the lock's holders also waits in the
+// queue: a holder whose granted ticket was removed by hand (rm -rf of the
+// queue) and which asked again. Its exit would never come; it is polled.
+func (a *acquirer) requeued(queue []entry, holders []int) bool {
+	if len(holders) == 0 {
+		return false
+	}
+	for _, e := range queue {
+		if e.name == a.tk.e.name {
+			continue
+		}
+		if r, err := readRecord(a.q, e.name); err == nil && slices.Contains(holders, r.PID) {
+			return true
+		}
+	}
+	return false
+}
+
+// lockHolders returns the processes that the kernel says hold our lock
+// file, other than us and the pids in skip.
+func (a *acquirer) lockHolders(skip map[int]bool) []int {
+	if a.lockF == nil {
+		return nil
+	}
+	id, err := oslock.IDOf(a.lockF)
+	if err != nil {
+		return nil
+	}
+	table, err := oslock.LockTable()
+	if err != nil {
+		return nil
+	}
+	var pids []int
+	for _, h := range table[id] {
+		if h.PID != os.Getpid() && h.PID > 0 && !skip[h.PID] {
+			pids = append(pids, h.PID)
+		}
+	}
+	return pids
+}
+
+// pollWait is the fallback when nothing can be slept on: the lock is held
+// but neither a ticket nor /proc/locks says by whom (a sandbox that hides
+// /proc/locks, a descriptor inherited by another process, or a platform
+// without FIFO events). It sleeps 1ms, doubling to 100ms, and Query
+// reports the request as polling.
+func (a *acquirer) pollWait(ctx context.Context) error {
+	if a.poll == 0 {
+		a.poll = time.Millisecond
+		a.tk.rec.Polling = true
+		a.tk.write()
+	} else {
+		a.poll = min(2*a.poll, 100*time.Millisecond)
+	}
+	t := time.NewTimer(a.poll)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return context.Cause(ctx)
+	case <-t.C:
+		return nil
+	}
+}
+
+// oldHolders returns the queue when a live granted ticket other than ours
+// conflicts with our mode (then the caller waits on the queue), else nil.
+func (a *acquirer) oldHolders(epoch uint64) ([]entry, error) {
+	queue, err := listQueue(a.q)
+	if err != nil {
+		return nil, err
+	}
+	for _, e := range queue {
+		if e.name == a.tk.e.name {
+			continue
+		}
+		r, err := readRecord(a.q, e.name)
+		if err != nil || r.Epoch == 0 || r.Epoch == epoch || a.req.Mode == Shared && r.Mode == Shared {
+			continue
+		}
+		if alive, err := probe(a.q, e); err == nil && alive {
+			return queue, nil
+		}
+	}
+	return nil, nil
+}
