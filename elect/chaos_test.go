@@ -27,7 +27,7 @@ import (
 )
 
 var (
-	chaosDuration = flag.Duration("chaos.duration", 20*time.Second, "how long TestChaos injects faults; e.g. 10m for a soak")
+	chaosDuration = flag.Duration("chaos.duration", 20*time.Second, "how long TestChaos injects faults; e.g. 10m for a soak (with -timeout 20m: go test stops a test binary after 10m by default)")
 	chaosSeed     = flag.Uint64("chaos.seed", 0, "seed for TestChaos's choices; 0 picks one (it is logged)")
 	chaosFailover = flag.Bool("chaos.failover", false, "log one line per leader kill, for failover analysis")
 )
