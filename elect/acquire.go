@@ -344,8 +344,8 @@ func (a *acquirer) grant(ctx context.Context) (*Leadership, error) {
 	if err := a.l.track(lead); err != nil {
 		return nil, err
 	}
+	h.watchPath(end) // moves descriptors: before the inbox reader starts
 	h.watch(end)
-	h.watchPath(end)
 	if a.req.Steal {
 		unmarkSteal(a.dir, a.name, a.q)
 	}

@@ -87,8 +87,9 @@ func (h *holding) deposedBy(line []byte) bool {
 // file, and flock(1) on the path is no longer excluded. It uses the
 // process's one inotify instance; where none can be had, the loss is
 // noticed only by newcomers, which still wait for this holder's ticket.
-// The lock file's descriptor is moved above the instance's, so that a
-// dying holder's lock is dropped before the instance's slow teardown.
+// The beacon, ticket and lock descriptors are moved above the instance's,
+// so that a dying holder's lock, ticket and beacon are let go, in that
+// order, before the instance's slow teardown: the successor wakes at once.
 func (h *holding) watchPath(end func(error)) {
 	lockPath := filepath.Join(h.l.path, h.name+lockSuffix)
 	for _, p := range []string{lockPath, h.l.path} {
@@ -101,9 +102,8 @@ func (h *holding) watchPath(end func(error)) {
 	if len(h.watches) == 0 {
 		return
 	}
-	if f, err := oslock.AboveWatches(h.lockF); err == nil {
-		h.lockF = f
-	}
+	fs, _ := oslock.AboveWatches(h.tk.beacon, h.tk.f, h.lockF)
+	h.tk.beacon, h.tk.f, h.lockF = fs[0], fs[1], fs[2]
 	h.unwatch, h.watched = make(chan struct{}), make(chan struct{})
 	lost := func() bool {
 		id, err := oslock.IDOf(h.lockF)

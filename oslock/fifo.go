@@ -75,8 +75,25 @@ func (w *Watch) poke() {
 	}
 }
 
-// AboveWatches returns f, or f's descriptor moved above the process's
-// inotify instance (f is then closed and a new *os.File returned), so that
-// when the process dies its lock on f is dropped before the instance's
-// slow teardown.
-func AboveWatches(f *os.File) (*os.File, error) { return above(f, sentinelFD()) }
+// AboveWatches moves the descriptors of files, in order, above the
+// process's inotify instance and above each other, and returns the files
+// to use from then on (a moved one is closed and replaced). The kernel
+// tears down a dying process's descriptors from the highest number down,
+// and an inotify instance's teardown waits for an RCU grace period
+// (about 10ms): what sits above it is released first, and in the reverse
+// of the given order. A holder lists its beacon, its ticket and its lock,
+// so that when it dies its lock is dropped first and its beacon, which
+// wakes the successor, last of the three, all before that wait.
+func AboveWatches(files ...*os.File) ([]*os.File, error) {
+	min := sentinelFD()
+	out := make([]*os.File, len(files))
+	for i, f := range files {
+		g, err := above(f, min)
+		if err != nil {
+			copy(out[i:], files[i:])
+			return out, err
+		}
+		out[i], min = g, int(g.Fd())
+	}
+	return out, nil
+}

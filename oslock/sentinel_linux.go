@@ -140,6 +140,8 @@ func above(f *os.File, min int) (*os.File, error) {
 	if min < 0 || int(f.Fd()) > min {
 		return f, nil
 	}
+	// Go's poller may hold a file registered; a duplicate is registered
+	// afresh by os.NewFile, and the original is closed once unused.
 	fd, err := unix.FcntlInt(f.Fd(), unix.F_DUPFD_CLOEXEC, min+1)
 	if err != nil {
 		return f, errors.Join(errors.New("oslock: dup above the inotify instance"), err)
