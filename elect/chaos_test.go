@@ -775,11 +775,8 @@ func chaosContender() int {
 		r.Close()
 		w.Close()
 	}
-	// So does oslock's cache of one idle inotify instance, and the
-	// process's one instance that holders watch their lock files with.
-	if w, err := oslock.NewWatcher(); err == nil {
-		w.Close()
-	}
+	// So does the process's one inotify instance, which holders watch
+	// their lock files with.
 	before := countFDs()
 	if w, err := oslock.WatchPath(os.TempDir()); err == nil {
 		w.Stop()

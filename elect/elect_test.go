@@ -11,7 +11,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/leaderrun/leaderrun/oslock"
 	"go.uber.org/goleak"
 )
 
@@ -32,10 +31,6 @@ func TestCancelLeavesNothingBehind(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	// A waiter's inotify instance is kept for reuse after it is done
-	// (closing one is slow): let the cache hold one before counting.
-	w, _ := oslock.NewWatcher()
-	w.Close()
 	fds := openFDs(t)
 	for i := 0; i < 20; i++ {
 		wctx, cancel := context.WithCancel(ctx)

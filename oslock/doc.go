@@ -16,22 +16,29 @@
 //     another user, or is writable by others (and by the group unless the
 //     caller opts in), and a filesystem on which flock cannot be trusted
 //     (NFS, SMB/CIFS, FUSE, 9p, ...), with [ErrUnsupported] naming it.
-//   - [Watcher.Wait] sleeps in the kernel: on Linux it blocks on inotify and
-//     costs no CPU until an event arrives or its context ends.
+//   - [WaitHangup] sleeps in the kernel until a beacon (a FIFO, see
+//     [Dir.OpenBeacon]) hangs up, which happens when its owner closes it or
+//     dies: on Linux it is parked in the Go runtime's poller, costs no CPU,
+//     needs no inotify instance, and its context cancels it at once.
+//   - A [Watch] tells when a file lost its name; every Watch of a process
+//     shares one inotify instance, made on first use and never the user's
+//     last one.
 //
 // # Failure modes
 //
-// Wake-ups are hints, not facts: a close event says that some descriptor of
-// the file was closed, not that the lock is free. Callers re-try the lock and
-// go back to sleep.
+// Wake-ups are hints, not facts: a beacon's hang-up says that its owner let
+// go of it, not that every lock the owner held is free (a dying process's
+// descriptors are torn down one by one). Callers re-try the lock and go
+// back to sleep, on a pidfd of the holders /proc/locks names.
 //
 // # Platform notes
 //
 // flock is used on darwin, dragonfly, freebsd, illumos, linux, netbsd and
-// openbsd; elsewhere the lock calls return [ErrUnsupported]. Close events come
-// from inotify on Linux. Other platforms have no event for "the last
-// descriptor was closed", so [Watcher.Wait] there falls back to a bounded
-// poll (at most every 100ms), and documents it as such. /proc/locks, used to
+// openbsd; elsewhere the lock calls return [ErrUnsupported]. Beacons are
+// waited for in the runtime's poller on Linux; elsewhere the runtime does
+// not poll FIFOs (kqueue does not report their last close everywhere), so
+// [WaitHangup] falls back to a bounded poll (at most every 100ms). [Watch]
+// needs inotify (Linux only; elsewhere [WatchPath] reports ErrUnsupported). /proc/locks, used to
 // see who holds a lock without touching it, exists only on Linux; elsewhere
 // liveness is judged by signal 0.
 package oslock

@@ -5,9 +5,8 @@ import (
 	"time"
 )
 
-// poller is the fallback for a platform without close events, or a Linux
-// process that cannot get an inotify instance (the per-user limit
-// fs.inotify.max_user_instances, 128 by default, is exhausted): each wait
+// poller is the fallback where there is no event to sleep on (a platform
+// whose runtime does not poll FIFOs, a process without a pidfd): each wait
 // is a sleep that doubles from 1ms up to 100ms.
 type poller struct{ delay time.Duration }
 
