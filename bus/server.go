@@ -191,11 +191,12 @@ func (s *Server) Serve(ctx context.Context) error {
 	}
 	s.served = true
 	// Added under the lock that stop takes before it waits, so that the
-	// Add happens before the Wait or not at all (sync.WaitGroup's rule).
-	s.wg.Add(1)
+	// Add happens before the Wait or not at all (sync.WaitGroup's rule):
+	// the accept loop and the socket keeper.
+	s.wg.Add(2)
+	ln := s.ln
 	s.mu.Unlock()
-	go s.acceptLoop(s.ln)
-	s.wg.Add(1)
+	go s.acceptLoop(ln)
 	go s.keepSocket()
 	var cause error
 	select {
