@@ -25,7 +25,7 @@ func (a *acquirer) depose(queue []entry) {
 		if err != nil || r.Epoch == 0 {
 			continue
 		}
-		if err := a.q.SignalBeacon(e.name+inboxSuffix, []byte("S"+strconv.FormatUint(r.Epoch, 10)+"\n")); err == nil {
+		if err := a.q.SignalBeacon(e.name+inboxSuffix, stealNotice(r.Epoch)); err == nil {
 			a.pids[e.name] = r.PID
 			if a.deposed == nil {
 				a.deposed = map[string]bool{}
@@ -63,13 +63,30 @@ func (a *acquirer) killHolders() error {
 				continue
 			}
 		}
-		if uid, me := oslock.UIDOf(pid), os.Geteuid(); uid >= 0 && uid != me && me != 0 {
-			return fmt.Errorf("%w: holder pid %d of uid %d did not let go within KillAfter, and uid %d may not kill it; it must release the lock, or uid %d or root must end it",
-				ErrForeignHolder, pid, uid, me, uid)
+		if err := killable(pid, "did not let go within KillAfter", "release the lock"); err != nil {
+			return err
 		}
 		oslock.Kill(pid)
 	}
 	return nil
+}
+
+// stealNotice is what a stealer writes into the inbox of the holder of
+// epoch (see holding.deposedBy).
+func stealNotice(epoch uint64) []byte {
+	return []byte("S" + strconv.FormatUint(epoch, 10) + "\n")
+}
+
+// killable returns ErrForeignHolder, naming pid and its uid, when this
+// process may not kill pid (another user's, and we are not root); why says
+// what pid did, and fix what it must do instead.
+func killable(pid int, why, fix string) error {
+	uid, me := oslock.UIDOf(pid), os.Geteuid()
+	if uid < 0 || uid == me || me == 0 {
+		return nil
+	}
+	return fmt.Errorf("%w: holder pid %d of uid %d %s, and uid %d may not kill it; it must %s, or uid %d or root must end it",
+		ErrForeignHolder, pid, uid, why, me, fix, uid)
 }
 
 func holds(hs []oslock.LockHolder, pid int) bool {

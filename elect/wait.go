@@ -7,7 +7,6 @@ import (
 	"io/fs"
 	"os"
 	"slices"
-	"strconv"
 	"time"
 
 	"github.com/leaderrun/leaderrun/oslock"
@@ -214,12 +213,11 @@ func (a *acquirer) stealStopped(granted []entry) error {
 		if now.Sub(since) < a.req.StealStopped {
 			continue
 		}
-		if uid, me := oslock.UIDOf(pid), os.Geteuid(); uid >= 0 && uid != me && me != 0 {
-			return fmt.Errorf("%w: holder pid %d of uid %d has been stopped for %v, and uid %d may not kill it; it must be continued, or uid %d or root must end it",
-				ErrForeignHolder, pid, uid, now.Sub(since).Round(time.Millisecond), me, uid)
+		if err := killable(pid, fmt.Sprintf("has been stopped for %v", now.Sub(since).Round(time.Millisecond)), "be continued"); err != nil {
+			return err
 		}
 		if r, err := readRecord(a.q, e.name); err == nil && r.Epoch != 0 {
-			a.q.SignalBeacon(e.name+inboxSuffix, []byte("S"+strconv.FormatUint(r.Epoch, 10)+"\n"))
+			a.q.SignalBeacon(e.name+inboxSuffix, stealNotice(r.Epoch))
 		}
 		oslock.Kill(pid)
 		delete(a.stoppedSince, e.name)

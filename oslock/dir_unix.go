@@ -143,19 +143,10 @@ func (d *Dir) OpenFile(name string, flag int, perm os.FileMode) (*os.File, error
 // share set, a file of ours gets the group's access.
 func (d *Dir) openFile(at, name string, flag int, perm os.FileMode, share bool) (*os.File, error) {
 	// O_NONBLOCK so that a FIFO planted under the name cannot hang the
-	// open; it is refused below, and cleared for the regular file.
-	fd, err := openNoFollow(d.fd(), at, flag|unix.O_NONBLOCK, uint32(perm.Perm()))
+	// open; it is refused, and the flag cleared for the regular file.
+	fd, st, err := d.openKind(at, name, flag|unix.O_NONBLOCK, uint32(perm.Perm()), unix.S_IFREG)
 	if err != nil {
-		return nil, d.pathErr("open", name, err)
-	}
-	var st unix.Stat_t
-	if err := unix.Fstat(fd, &st); err != nil {
-		unix.Close(fd)
-		return nil, d.pathErr("fstat", name, err)
-	}
-	if st.Mode&unix.S_IFMT != unix.S_IFREG {
-		unix.Close(fd)
-		return nil, fmt.Errorf("oslock: %s is not a regular file; remove it", filepath.Join(d.path, name))
+		return nil, err
 	}
 	if flag&unix.O_NONBLOCK == 0 {
 		unix.SetNonblock(fd, false)
@@ -165,6 +156,29 @@ func (d *Dir) openFile(at, name string, flag int, perm os.FileMode, share bool) 
 		d.share(fd, &st, d.filePerm(uint32(perm.Perm())))
 	}
 	return f, nil
+}
+
+// openKind opens at (named name in errors) without following a link and
+// refuses anything but a file of type kind (S_IFREG, S_IFIFO), closing it.
+func (d *Dir) openKind(at, name string, flag int, perm uint32, kind uint32) (int, unix.Stat_t, error) {
+	var st unix.Stat_t
+	fd, err := openNoFollow(d.fd(), at, flag, perm)
+	if err != nil {
+		return -1, st, d.pathErr("open", name, err)
+	}
+	if err := unix.Fstat(fd, &st); err != nil {
+		unix.Close(fd)
+		return -1, st, d.pathErr("fstat", name, err)
+	}
+	if uint32(st.Mode)&unix.S_IFMT != kind {
+		unix.Close(fd)
+		what := "a regular file"
+		if kind == unix.S_IFIFO {
+			what = "a FIFO that leaderrun made"
+		}
+		return -1, st, fmt.Errorf("oslock: %s is not %s; remove it", filepath.Join(d.path, name), what)
+	}
+	return fd, st, nil
 }
 
 // openShared opens name, creating it if missing so that no other member

@@ -31,18 +31,9 @@ func (d *Dir) openBeacon(name string, owner bool) (*os.File, error) {
 	if owner {
 		flag = unix.O_RDWR
 	}
-	fd, err := openNoFollow(d.fd(), name, flag|unix.O_NONBLOCK, 0)
+	fd, _, err := d.openKind(name, name, flag|unix.O_NONBLOCK, 0, unix.S_IFIFO)
 	if err != nil {
-		return nil, d.pathErr("open", name, err)
-	}
-	var st unix.Stat_t
-	if err := unix.Fstat(fd, &st); err != nil {
-		unix.Close(fd)
-		return nil, d.pathErr("fstat", name, err)
-	}
-	if st.Mode&unix.S_IFMT != unix.S_IFIFO {
-		unix.Close(fd)
-		return nil, fmt.Errorf("oslock: %s is not a FIFO that leaderrun made; remove it", filepath.Join(d.path, name))
+		return nil, err
 	}
 	return os.NewFile(uintptr(fd), filepath.Join(d.path, name)), nil
 }
