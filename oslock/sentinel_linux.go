@@ -1,6 +1,7 @@
 package oslock
 
 import (
+	"bytes"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -62,9 +63,14 @@ func readSentinel(f *os.File) {
 			if mask&unix.IN_Q_OVERFLOW != 0 {
 				overflow = true
 			}
-			fire = append(fire, sentinel.watches[wd]...)
 			if size > len(b) {
 				break
+			}
+			child := string(bytes.TrimRight(b[unix.SizeofInotifyEvent:size], "\x00"))
+			for _, w := range sentinel.watches[wd] {
+				if w.wants(mask, child) {
+					fire = append(fire, w)
+				}
 			}
 			b = b[size:]
 		}
@@ -80,7 +86,29 @@ func readSentinel(f *os.File) {
 	}
 }
 
-func watchPath(path string) (*Watch, error) {
+// selfEvents are what a Watch of a path reports; childEvents what a Watch
+// for a name in a directory does. The end of a watch (IN_IGNORED: the
+// file is gone) reaches both.
+const (
+	selfEvents  = unix.IN_ATTRIB | unix.IN_DELETE_SELF | unix.IN_MOVE_SELF
+	childEvents = unix.IN_CREATE | unix.IN_MOVED_TO
+)
+
+// wants reports whether an event of mask, about the directory entry child
+// ("" for the watched file itself), concerns w. Watches of one file share
+// its watch descriptor and the union of their masks.
+func (w *Watch) wants(mask uint32, child string) bool {
+	if mask&(unix.IN_IGNORED|unix.IN_UNMOUNT) != 0 {
+		return true
+	}
+	return mask&w.mask != 0 && child == w.child
+}
+
+func watchPath(path string) (*Watch, error) { return addWatch(path, "", selfEvents) }
+
+func watchChild(dir, name string) (*Watch, error) { return addWatch(dir, name, childEvents) }
+
+func addWatch(path, child string, mask uint32) (*Watch, error) {
 	sentinel.Lock()
 	defer sentinel.Unlock()
 	if err := startSentinel(); err != nil {
@@ -93,12 +121,12 @@ func watchPath(path string) (*Watch, error) {
 	var wd int
 	var werr error
 	rc.Control(func(fd uintptr) {
-		wd, werr = unix.InotifyAddWatch(int(fd), path, unix.IN_DONT_FOLLOW|unix.IN_MASK_ADD|unix.IN_ATTRIB|unix.IN_DELETE_SELF|unix.IN_MOVE_SELF)
+		wd, werr = unix.InotifyAddWatch(int(fd), path, unix.IN_DONT_FOLLOW|unix.IN_MASK_ADD|mask)
 	})
 	if werr != nil {
 		return nil, fmt.Errorf("oslock: inotify_add_watch %s: %w", path, werr)
 	}
-	w := &Watch{wd: int32(wd), C: make(chan struct{}, 1)}
+	w := &Watch{wd: int32(wd), mask: mask, child: child, C: make(chan struct{}, 1)}
 	sentinel.watches[w.wd] = append(sentinel.watches[w.wd], w)
 	return w, nil
 }

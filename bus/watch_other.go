@@ -1,3 +1,5 @@
+//go:build !linux
+
 package bus
 
 import (
@@ -8,10 +10,11 @@ import (
 
 // dirWatch wakes a waiting client when a leader's socket appears. A leader
 // renames its socket into place once it accepts (see Server.listen), which
-// inotify reports as IN_MOVED_TO and fsnotify as Create.
+// fsnotify reports as Create. Off Linux fsnotify uses kqueue, which costs
+// the user no scarce instance.
 type dirWatch struct {
 	w    *fsnotify.Watcher
-	sig  chan struct{}
+	sig  chan struct{} // a value when the socket may have appeared
 	done chan struct{}
 }
 
