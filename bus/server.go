@@ -81,7 +81,7 @@ type Server struct {
 	lead   *elect.Leadership
 	cfg    serverConfig
 	dir    *oslock.Dir
-	ln     *net.UnixListener
+	ln     sockListener
 	sockID oslock.FileID
 	pid    int
 	uid    int
@@ -173,7 +173,7 @@ func (s *Server) listen() error {
 	if err != nil {
 		return fail(err)
 	}
-	s.ln, s.sockID = ln, id
+	s.ln, s.sockID = listenerAbove(ln), id
 	return nil
 }
 
@@ -314,10 +314,10 @@ func (s *Server) keepSocket() {
 	}
 }
 
-func (s *Server) acceptLoop(ln *net.UnixListener) {
+func (s *Server) acceptLoop(ln sockListener) {
 	defer s.wg.Done()
 	for {
-		uc, err := ln.AcceptUnix()
+		uc, err := ln.accept()
 		if err != nil {
 			if s.ctx.Err() != nil || errors.Is(err, net.ErrClosed) {
 				return

@@ -248,7 +248,28 @@ func (r *report) bus(ctx context.Context) error {
 	}
 	tt.notef("Deliveries per second, windows of 256 messages (BenchmarkThroughput), -benchtime %s.", r.cfg.busTime)
 	r.add("Bus throughput", tt)
+	r.relearn(ctx, bin)
 	return nil
+}
+
+// relearn: how soon a member hears of the next leader after SIGKILL of
+// the old one, beside the lock's own handover, in three runs.
+func (r *report) relearn(ctx context.Context, bin string) {
+	t := newTable("run", "lock handover p50", "member re-learns p50", "re-learn ÷ handover", "load")
+	var worst float64
+	ok := true
+	for i := range 3 {
+		run := runBench(ctx, bin, r.tmp, "^BenchmarkRelearn$", "40x", 5*time.Minute)
+		h, okh := run.metric("BenchmarkRelearn", "handover-p50-ms")
+		l, okl := run.metric("BenchmarkRelearn", "relearn-p50-ms")
+		ok = ok && okh && okl
+		worst = max(worst, l)
+		ms := func(v float64) string { return dur(v * 1e6) }
+		t.row(fmt.Sprint(i+1), ms(h), ms(l), ratio(l, h), loadNow())
+	}
+	t.notef("SIGKILL of the leading process → its successor's \"leading\" line (handover) and → the member's EventLeader for the new epoch (bus/relearn_bench_test.go BenchmarkRelearn, 40 kills a run).")
+	r.add("Bus member re-learns the leader", t)
+	r.check("Member re-learns the leader", "p50 ≤ 5ms after SIGKILL", dur(worst*1e6), worst <= 5, ok)
 }
 
 // etcd: an etcd concurrency.Election is not part of this report yet.

@@ -148,3 +148,13 @@ func or(v float64, ok bool) float64 {
 	}
 	return v
 }
+
+// loadNow is the 1-minute load average as the figure beside it was taken:
+// on a shared machine it says how much a ratio can be trusted.
+func loadNow() string {
+	b, err := os.ReadFile("/proc/loadavg")
+	if f := strings.Fields(string(b)); err == nil && len(f) > 0 {
+		return f[0]
+	}
+	return "?"
+}
