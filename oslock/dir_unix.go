@@ -25,6 +25,7 @@ func OpenDir(path string, opts DirOptions) (*Dir, error) {
 		return nil, errors.New("oslock: empty lock directory path")
 	}
 	path = filepath.Clean(path)
+	reserveSlot()
 	if opts.Create {
 		if err := os.Mkdir(path, 0o700); err != nil && !errors.Is(err, fs.ErrExist) {
 			return nil, fmt.Errorf("oslock: cannot create lock directory: %w; check that its parent exists and is writable", err)

@@ -18,6 +18,25 @@ var sentinel struct {
 	f       *os.File
 	err     error
 	watches map[int32][]*Watch // by watch descriptor
+	slot    int                // 1 + a descriptor kept for the instance, or 0
+}
+
+// reserveSlot keeps a low descriptor (on /dev/null) for the instance the
+// process may make later: made then, the instance takes its number, below
+// every lock, ticket, beacon and socket opened since. The kernel lets go
+// of a dying process's descriptors from the highest number down, and an
+// instance's teardown waits for an RCU grace period (about 10ms); what is
+// numbered above it is let go before that wait, at no cost to the grant.
+// It costs one descriptor, which is not a scarce resource.
+func reserveSlot() {
+	sentinel.Lock()
+	defer sentinel.Unlock()
+	if sentinel.f != nil || sentinel.err != nil || sentinel.slot != 0 {
+		return
+	}
+	if fd, err := unix.Open("/dev/null", unix.O_RDONLY|unix.O_CLOEXEC, 0); err == nil {
+		sentinel.slot = fd + 1
+	}
 }
 
 func startSentinel() error {
@@ -40,6 +59,15 @@ func startSentinel() error {
 		return sentinel.err
 	}
 	go unix.Close(spare)
+	if slot := sentinel.slot - 1; slot >= 0 {
+		sentinel.slot = 0
+		if unix.Dup3(fd, slot, unix.O_CLOEXEC) == nil {
+			unix.Close(fd)
+			fd = slot
+		} else {
+			unix.Close(slot)
+		}
+	}
 	sentinel.f = os.NewFile(uintptr(fd), "inotify")
 	sentinel.watches = map[int32][]*Watch{}
 	go readSentinel(sentinel.f)

@@ -10,3 +10,4 @@ func (w *Watch) stop()                            {}
 func sentinelFD() int                             { return -1 }
 func above(f *os.File, min int) (*os.File, error) { return f, nil }
 func dupAbove(fd, min int) (int, error)           { return -1, ErrUnsupported }
+func reserveSlot()                                {}
