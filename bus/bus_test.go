@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/leaderrun/leaderrun/elect"
+	"github.com/leaderrun/leaderrun/oslock"
 )
 
 const testName = "job"
@@ -22,8 +23,18 @@ func testCtx(t *testing.T, d time.Duration) context.Context {
 	return ctx
 }
 
+// newLead is a leadership made by hand, as a backend makes one, on the
+// checked directory dir (its handle lives as long as the test binary).
 func newLead(dir string, epoch uint64) (*elect.Leadership, func(error)) {
-	return elect.NewLeadership(elect.Term{Name: testName, Dir: dir, Mode: elect.Exclusive, Epoch: epoch, Since: time.Now()})
+	return elect.NewLeadership(elect.Term{Name: testName, Dir: dir, LockDir: lockDir(dir), Mode: elect.Exclusive, Epoch: epoch, Since: time.Now()})
+}
+
+func lockDir(dir string) *oslock.Dir {
+	d, err := oslock.OpenDir(dir, oslock.DirOptions{})
+	if err != nil {
+		panic(err)
+	}
+	return d
 }
 
 // startServer serves a bus for a fake leadership of epoch until the test
@@ -335,7 +346,7 @@ func TestServeEndsWithLeadership(t *testing.T) {
 	if _, err := Listen(lead); err == nil {
 		t.Fatal("Listen with an ended leadership succeeded")
 	}
-	shared, _ := elect.NewLeadership(elect.Term{Name: testName, Dir: dir, Mode: elect.Shared, Epoch: 2})
+	shared, _ := elect.NewLeadership(elect.Term{Name: testName, Dir: dir, LockDir: lockDir(dir), Mode: elect.Shared, Epoch: 2})
 	if _, err := Listen(shared); !errors.Is(err, ErrNotExclusive) {
 		t.Fatalf("Listen with a shared leadership: %v", err)
 	}

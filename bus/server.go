@@ -127,10 +127,11 @@ func Listen(lead *elect.Leadership, opts ...ServerOption) (*Server, error) {
 	if err := elect.ValidateName(lead.Name()); err != nil {
 		return nil, err
 	}
-	// elect has checked the directory already; do not refuse what it took.
-	dir, err := oslock.OpenDir(lead.Dir(), oslock.DirOptions{GroupShared: true, AllowUnsafeFS: true})
+	// The directory the Locker checked and granted in, not its path
+	// reopened: a directory put at the path since is not served.
+	dir, err := lead.OpenDir()
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("bus: %w", err)
 	}
 	s := &Server{lead: lead, cfg: cfg, dir: dir, pid: os.Getpid(), uid: os.Geteuid()}
 	if err := s.listen(); err != nil {

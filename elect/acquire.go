@@ -339,7 +339,7 @@ func (a *acquirer) grant(ctx context.Context) (*Leadership, error) {
 		}
 	}
 	h := &holding{q: a.q, tk: a.tk, lockF: a.lockF, l: a.l, dir: a.dir, name: a.name}
-	lead, end := NewLeadership(Term{Name: a.name, Dir: a.l.path, Mode: a.req.Mode, Epoch: st.epoch, Since: now, Release: h.release})
+	lead, end := NewLeadership(Term{Name: a.name, Dir: a.l.path, LockDir: a.dir, Mode: a.req.Mode, Epoch: st.epoch, Since: now, Release: h.release})
 	h.lead = lead
 	if err := a.l.track(lead); err != nil {
 		return nil, err

@@ -38,6 +38,11 @@ type FileID struct {
 // Path returns the path the directory was opened with.
 func (d *Dir) Path() string { return d.path }
 
+// Dup returns another handle on the very directory d was opened on (not
+// its path opened anew), with d's options and checks; the caller closes
+// it. A directory replaced at the path since is not followed.
+func (d *Dir) Dup() (*Dir, error) { return d.dup() }
+
 // Close releases the directory's descriptor. It is idempotent.
 func (d *Dir) Close() error {
 	if d == nil || d.f == nil {

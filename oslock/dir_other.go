@@ -27,5 +27,6 @@ func CheckFS(path string) error                       { return ErrUnsupported }
 func (d *Dir) openBeacon(name string, owner bool) (*os.File, error) { return nil, ErrUnsupported }
 func (d *Dir) makeBeacon(name string, perm os.FileMode) error       { return ErrUnsupported }
 func (d *Dir) signalBeacon(name string, msg []byte) error           { return ErrUnsupported }
+func (d *Dir) dup() (*Dir, error)                                   { return nil, ErrUnsupported }
 func (d *Dir) ID() (FileID, error)                                  { return FileID{}, ErrUnsupported }
 func LstatPath(path string) (FileID, int, error)                    { return FileID{}, 0, ErrUnsupported }

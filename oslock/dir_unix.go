@@ -121,6 +121,19 @@ func openNoFollow(dirfd int, name string, flag int, perm uint32) (int, error) {
 
 func (d *Dir) fd() int { return int(d.f.Fd()) }
 
+func (d *Dir) dup() (*Dir, error) {
+	if d == nil || d.f == nil {
+		return nil, fmt.Errorf("oslock: %w: the lock directory handle is closed", os.ErrClosed)
+	}
+	fd, err := unix.FcntlInt(d.f.Fd(), unix.F_DUPFD_CLOEXEC, 0)
+	if err != nil {
+		return nil, fmt.Errorf("oslock: duplicating the handle on %s: %w", d.path, err)
+	}
+	c := *d
+	c.f = os.NewFile(uintptr(fd), d.path)
+	return &c, nil
+}
+
 func (d *Dir) pathErr(op, name string, err error) error {
 	if errors.Is(err, unix.ELOOP) {
 		return fmt.Errorf("%w: %s is a symbolic link; remove it", ErrSymlink, filepath.Join(d.path, name))
