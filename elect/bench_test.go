@@ -2,15 +2,18 @@ package elect
 
 import (
 	"fmt"
-	"golang.org/x/sys/unix"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
+
+	"github.com/leaderrun/leaderrun/internal/proctest"
+	"golang.org/x/sys/unix"
 )
 
 // Benchmarks of leaderrun beside the kernel primitive and a polling lock,
@@ -52,24 +55,24 @@ func benchFailover(b *testing.B, tool string) {
 		}
 		time.Sleep(time.Millisecond + rand.N(period))
 		t0 := monoNow()
-		leader.cmd.Process.Kill()
-		at, err := waiter.ledAt(10 * time.Second)
+		leader.Signal(syscall.SIGKILL)
+		at, err := ledAt(waiter, proctest.Wait)
 		if err != nil {
 			b.Fatal(err)
 		}
 		lat = append(lat, time.Duration(at-t0))
-		leader.stop()
+		leader.Kill()
 		leader = waiter
 	}
-	leader.stop()
+	leader.Kill()
 	reportLatency(b, lat, "")
 }
 
-func waitLed(p *benchProc) error {
-	if _, err := p.expect("waiting", 10*time.Second); err != nil {
+func waitLed(p *proctest.Proc) error {
+	if _, err := expectWithin(p, "waiting", proctest.Wait); err != nil {
 		return err
 	}
-	_, err := p.ledAt(10 * time.Second)
+	_, err := ledAt(p, proctest.Wait)
 	return err
 }
 
@@ -106,7 +109,7 @@ func benchChain(b *testing.B, tool string, n int) {
 		limit = d
 	}
 	var totals, gaps []time.Duration
-	var inversions, cpu, sleeping, free float64
+	var inversions, cpuNS, sleeping, free float64
 	hog := exhaustInotify(b)
 	for range b.N {
 		deadline := time.Now().Add(limit)
@@ -115,7 +118,7 @@ func benchChain(b *testing.B, tool string, n int) {
 		if err != nil {
 			b.Fatal(err)
 		}
-		ps := make([]*benchProc, n)
+		ps := make([]*proctest.Proc, n)
 		for i := range ps {
 			ps[i] = startBench(b, tool, dir, name, false)
 			if err := waitReady(ps[i], tool, dir, name, i+2); err != nil {
@@ -128,7 +131,7 @@ func benchChain(b *testing.B, tool string, n int) {
 		if tool == "leaderrun" {
 			pids := make([]int, n)
 			for i, p := range ps {
-				pids[i] = p.pid
+				pids[i] = p.PID()
 			}
 			sleeping += float64(countInotify(pids))
 			if hog != nil && hog.spare() {
@@ -139,15 +142,13 @@ func benchChain(b *testing.B, tool string, n int) {
 		release()
 		at := make([]int64, n)
 		for i, p := range ps {
-			if at[i], err = p.ledAt(max(time.Until(deadline), time.Second)); err != nil {
+			if at[i], err = ledAt(p, max(time.Until(deadline), time.Second)); err != nil {
 				b.Fatalf("not done within %v (LEADERRUN_BENCH_CHAIN_LIMIT): %d of %d led: %v", limit, i, n, err)
 			}
 		}
 		for _, p := range ps {
-			if !p.reap(10 * time.Second) {
-				b.Fatalf("pid %d did not exit", p.pid)
-			}
-			cpu += float64(p.cpu())
+			p.Wait()
+			cpuNS += float64(cpu(p))
 		}
 		sorted := slices.Clone(at)
 		slices.Sort(sorted)
@@ -167,7 +168,7 @@ func benchChain(b *testing.B, tool string, n int) {
 			b.ReportMetric(free/ops, "inotify-spare-after-join")
 		}
 	}
-	b.ReportMetric(cpu/ops/1e6, "waiter-cpu-ms")
+	b.ReportMetric(cpuNS/ops/1e6, "waiter-cpu-ms")
 	writeSamples(b, "", totals)
 	writeSamples(b, "-gaps", gaps)
 	slices.Sort(gaps)

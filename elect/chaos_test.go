@@ -1,16 +1,12 @@
 package elect
 
 import (
-	"bufio"
 	"context"
 	"errors"
 	"flag"
 	"fmt"
-	"io"
 	"math/rand/v2"
 	"os"
-	"os/exec"
-	"os/signal"
 	"path/filepath"
 	"slices"
 	"sort"
@@ -21,9 +17,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/leaderrun/leaderrun/oslock"
-	"go.uber.org/goleak"
-	"golang.org/x/sys/unix"
+	"github.com/leaderrun/leaderrun/internal/proctest"
 )
 
 var (
@@ -68,7 +62,7 @@ func TestChaos(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer l.Close()
-	t.Cleanup(c.killAll)
+	t.Cleanup(c.stopTimers)
 
 	const minLive, maxLive = 30, 40
 	for range minLive {
@@ -162,17 +156,16 @@ type killEvent struct {
 }
 
 type chaosProc struct {
-	cmd     *exec.Cmd
-	stdin   io.WriteCloser
+	*proctest.Proc
 	pid     int
 	steal   bool
-	exited  chan struct{}
-	leading bool   // last line said "leader"
-	leaving bool   // told to leave
-	paused  bool   // was suspended at least once
-	said    string // last line
-	done    bool   // said "done" (finished cleanly)
-	leftOK  bool   // said "left" or "term"
+	exited  chan struct{} // closed once every line is seen and its timer stopped
+	leading bool          // last line said "leader"
+	leaving bool          // told to leave
+	paused  bool          // was suspended at least once
+	said    string        // last line
+	done    bool          // said "done" (finished cleanly)
+	leftOK  bool          // said "left" or "term"
 	leaksOK bool
 	byUs    syscall.Signal // a fatal signal we sent, 0 if none
 	err     string
@@ -189,24 +182,23 @@ func (c *chaos) spawn(steal bool) *chaosProc {
 			env = append(env, fmt.Sprintf("T_STEALFOR=%dms", 5+c.rng.IntN(100)))
 		}
 	}
-	cmd := roleCommand("chaos", env...)
-	stdin, stdout := startPiped(t, cmd, true)
-	p := &chaosProc{cmd: cmd, stdin: stdin, pid: cmd.Process.Pid, steal: steal, exited: make(chan struct{})}
+	p := &chaosProc{steal: steal, exited: make(chan struct{})}
+	// c.line takes c.mu: it sees p only once p is complete.
 	c.mu.Lock()
+	defer c.mu.Unlock()
+	p.Proc = proctest.Start(t, "contender", proctest.Command("chaos", env...), proctest.Options{
+		OnLine: func(line string) { c.line(p, line) },
+	})
+	p.pid = p.PID()
 	c.procs[p.pid] = p
 	c.n.joins++
 	if steal {
 		c.n.steals++
 	}
-	c.mu.Unlock()
 	c.wg.Add(1)
 	go func() {
 		defer c.wg.Done()
-		sc := bufio.NewScanner(stdout)
-		for sc.Scan() {
-			c.line(p, sc.Text())
-		}
-		cmd.Wait()
+		<-p.Exited()
 		c.mu.Lock()
 		if t := c.stopped[p.pid]; t != nil {
 			t.Stop()
@@ -316,7 +308,7 @@ func (c *chaos) act(minLive, maxLive int) {
 		c.n.leaves++
 		p.leaving = true
 		c.mu.Unlock()
-		io.WriteString(p.stdin, "leave\n")
+		p.Send("leave")
 	case r < 40:
 		c.signal(pick(), syscall.SIGKILL, anyPaused)
 	case r < 50:
@@ -328,7 +320,7 @@ func (c *chaos) act(minLive, maxLive int) {
 			c.mu.Lock()
 			c.n.abdications++
 			c.mu.Unlock()
-			io.WriteString(leader.stdin, "abdicate\n")
+			leader.Send("abdicate")
 		}
 	case r < 84:
 		// A cleaner or a user removes the lock file under everyone: no
@@ -361,7 +353,7 @@ func (c *chaos) suspend(p *chaosProc, d time.Duration) {
 	}
 	c.n.stops++
 	p.paused = true
-	p.cmd.Process.Signal(syscall.SIGSTOP)
+	p.Signal(syscall.SIGSTOP)
 	pid := p.pid
 	from := time.Now().UnixNano()
 	if c.stops == nil {
@@ -373,7 +365,7 @@ func (c *chaos) suspend(p *chaosProc, d time.Duration) {
 		defer c.mu.Unlock()
 		if c.stopped[pid] != nil {
 			delete(c.stopped, pid)
-			p.cmd.Process.Signal(syscall.SIGCONT)
+			p.Signal(syscall.SIGCONT)
 		}
 		c.pauses = append(c.pauses, [2]int64{from, time.Now().UnixNano()})
 	})
@@ -395,7 +387,7 @@ func (c *chaos) signal(p *chaosProc, sig syscall.Signal, anyPaused bool) {
 	if p.leading {
 		c.kills = append(c.kills, killEvent{at: time.Now(), pid: p.pid, anyPaused: anyPaused})
 	}
-	p.cmd.Process.Signal(sig)
+	p.Signal(sig)
 }
 
 // drain resumes every suspended process, tells every live one to lead once
@@ -405,7 +397,7 @@ func (c *chaos) drain() {
 	c.mu.Lock()
 	for pid, tm := range c.stopped {
 		tm.Stop()
-		c.procs[pid].cmd.Process.Signal(syscall.SIGCONT)
+		c.procs[pid].Signal(syscall.SIGCONT)
 	}
 	c.stopped = nil
 	var all []*chaosProc
@@ -414,7 +406,7 @@ func (c *chaos) drain() {
 	}
 	c.mu.Unlock()
 	for _, p := range all {
-		io.WriteString(p.stdin, "finish\n")
+		p.Send("finish")
 	}
 	deadline := time.After(30*time.Second + time.Duration(len(all))*100*time.Millisecond)
 	for _, p := range all {
@@ -438,7 +430,7 @@ func (c *chaos) drain() {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	for _, p := range all {
-		ws, _ := p.cmd.ProcessState.Sys().(syscall.WaitStatus)
+		ws, _ := p.Cmd.ProcessState.Sys().(syscall.WaitStatus)
 		switch {
 		case p.err != "":
 			t.Errorf("pid %d: %s", p.pid, p.err)
@@ -456,39 +448,30 @@ func (c *chaos) drain() {
 				t.Errorf("pid %d was killed by a stealer although it was never suspended and its last word was %q, not a leadership", p.pid, p.said)
 			}
 		case !p.done && !p.leftOK:
-			t.Errorf("pid %d neither finished nor left cleanly: %v, last said %q", p.pid, p.cmd.ProcessState, p.said)
+			t.Errorf("pid %d neither finished nor left cleanly: %v, last said %q", p.pid, p.Cmd.ProcessState, p.said)
 		case !p.leaksOK:
-			t.Errorf("pid %d exited without a leak check: %v, last said %q", p.pid, p.cmd.ProcessState, p.said)
+			t.Errorf("pid %d exited without a leak check: %v, last said %q", p.pid, p.Cmd.ProcessState, p.said)
 		case ws.ExitStatus() != 0:
 			t.Errorf("pid %d: exit status %d", p.pid, ws.ExitStatus())
 		}
 	}
 }
 
-func (c *chaos) killAll() {
+// stopTimers stops the SIGCONT timers, once every process has been ended
+// and reaped by its own cleanup (which runs first), and waits until every
+// process's lines have been seen.
+func (c *chaos) stopTimers() {
 	c.mu.Lock()
 	for pid, tm := range c.stopped {
 		tm.Stop()
 		delete(c.stopped, pid)
 	}
-	ps := make([]*chaosProc, 0, len(c.procs))
-	for _, p := range c.procs {
-		ps = append(ps, p)
-	}
 	c.mu.Unlock()
-	for _, p := range ps {
-		select {
-		case <-p.exited:
-		default:
-			p.cmd.Process.Kill()
-			p.cmd.Process.Signal(syscall.SIGCONT)
-		}
-		p.stdin.Close()
-	}
 	c.wg.Wait()
 }
 
-// logRec is one line of the fenced log.
+// logRec is one line of the fenced log: "KIND EPOCH PID UNIXNANO TICKET"
+// (proctest.FencedLog's format, the ticket as its one field).
 type logRec struct {
 	kind  string // S start, T tick, E end, R refused
 	epoch uint64
@@ -512,11 +495,18 @@ func readFencedLog(t *testing.T, path string) []logRec {
 	}
 	var recs []logRec
 	for i, line := range strings.Split(strings.TrimSuffix(string(b), "\n"), "\n") {
-		var r logRec
-		if _, err := fmt.Sscanf(line, "%s %d %d %d %d", &r.kind, &r.epoch, &r.pid, &r.seq, &r.ns); err != nil {
+		l, err := proctest.ParseLogLine(line)
+		var seq uint64
+		if err == nil && len(l.Fields) == 0 {
+			err = errors.New("no ticket field")
+		}
+		if err == nil {
+			seq, err = strconv.ParseUint(l.Fields[0], 10, 64)
+		}
+		if err != nil {
 			t.Fatalf("fenced log line %d %q: %v", i+1, line, err)
 		}
-		recs = append(recs, r)
+		recs = append(recs, logRec{kind: l.Kind, epoch: l.Epoch, pid: l.PID, seq: seq, ns: l.Nanos})
 	}
 	return recs
 }
@@ -680,325 +670,4 @@ func (c *chaos) report() {
 	if testing.Verbose() {
 		fmt.Println(fig)
 	}
-}
-
-// ---- the contender process ----
-
-// fencedLog is the shared resource: appends under a flock of its guard
-// file, refusing an epoch lower than the highest seen.
-type fencedLog struct {
-	guard, log *os.File
-}
-
-func openFencedLog(dir string) (*fencedLog, error) {
-	g, err := os.OpenFile(filepath.Join(dir, "guard"), os.O_RDWR|os.O_CREATE, 0o600)
-	if err != nil {
-		return nil, err
-	}
-	l, err := os.OpenFile(filepath.Join(dir, "log"), os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o600)
-	if err != nil {
-		g.Close()
-		return nil, err
-	}
-	return &fencedLog{guard: g, log: l}, nil
-}
-
-func (f *fencedLog) Close() { f.guard.Close(); f.log.Close() }
-
-// append writes one record; it returns false if the epoch was fenced off.
-func (f *fencedLog) append(kind string, epoch, seq uint64) (bool, error) {
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		err := unix.Flock(int(f.guard.Fd()), unix.LOCK_EX|unix.LOCK_NB)
-		if err == nil {
-			break
-		}
-		if err != unix.EWOULDBLOCK && err != unix.EINTR {
-			return false, err
-		}
-		if time.Now().After(deadline) {
-			return false, errors.New("fenced log guard busy for 10s")
-		}
-		time.Sleep(time.Millisecond)
-	}
-	defer unix.Flock(int(f.guard.Fd()), unix.LOCK_UN)
-	buf := make([]byte, 32)
-	n, _ := f.guard.ReadAt(buf, 0)
-	highest, _ := strconv.ParseUint(strings.TrimSpace(string(buf[:n])), 10, 64)
-	ok := epoch >= highest
-	if !ok {
-		kind = "R"
-	}
-	line := fmt.Sprintf("%s %d %d %d %d\n", kind, epoch, os.Getpid(), seq, time.Now().UnixNano())
-	if _, err := f.log.WriteString(line); err != nil {
-		return false, err
-	}
-	if ok && epoch > highest {
-		s := strconv.FormatUint(epoch, 10)
-		if _, err := f.guard.WriteAt([]byte(s), 0); err != nil {
-			return false, err
-		}
-		f.guard.Truncate(int64(len(s)))
-	}
-	return ok, nil
-}
-
-func countFDs() int {
-	ents, _ := os.ReadDir("/proc/self/fd")
-	return len(ents) - 1 // the directory being read
-}
-
-var errLeave = errors.New("told to leave")
-var errTerm = errors.New("SIGTERM")
-
-// chaosContender is the helper process of TestChaos. It queues for the
-// name, and while it leads appends to the fenced log every 2ms for a
-// random while, then releases and queues again. Stdin: "leave" stops
-// taking part (waiting or leading); "abdicate" ends the current term and
-// queues again; "finish" means lead once more, then exit. SIGTERM is a
-// clean leave. Before exiting cleanly it checks itself for leaked
-// goroutines and descriptors.
-func chaosContender() int {
-	sigs := make(chan os.Signal, 1)
-	signal.Notify(sigs, syscall.SIGTERM)
-	out := bufio.NewWriter(os.Stdout)
-	var outMu sync.Mutex
-	say := func(format string, args ...any) {
-		outMu.Lock()
-		fmt.Fprintf(out, format+"\n", args...)
-		out.Flush()
-		outMu.Unlock()
-	}
-	// The runtime's poller keeps its descriptors for life; start it
-	// before counting.
-	if r, w, err := os.Pipe(); err == nil {
-		r.Close()
-		w.Close()
-	}
-	// So does the process's one inotify instance, which holders watch
-	// their lock files with.
-	before := countFDs()
-	if w, err := oslock.WatchPath(os.TempDir()); err == nil {
-		w.Stop()
-		// The spare instance it probed with is closed in the
-		// background.
-		for deadline := time.Now().Add(2 * time.Second); countFDs() > before+1 && time.Now().Before(deadline); {
-			time.Sleep(time.Millisecond)
-		}
-	}
-	fdBase := countFDs()
-
-	ctx, leave := context.WithCancelCause(context.Background())
-	abdicate := make(chan struct{}, 1)
-	var finishMu sync.Mutex
-	finish := false
-	go func() {
-		sc := bufio.NewScanner(os.Stdin)
-		for sc.Scan() {
-			switch sc.Text() {
-			case "leave":
-				leave(errLeave)
-			case "abdicate":
-				select {
-				case abdicate <- struct{}{}:
-				default:
-				}
-			case "finish":
-				finishMu.Lock()
-				finish = true
-				finishMu.Unlock()
-			}
-		}
-		leave(errLeave) // the test is gone
-	}()
-	go func() {
-		if _, ok := <-sigs; ok {
-			leave(errTerm)
-		}
-	}()
-	ignore := goleak.IgnoreCurrent()
-
-	code := chaosRun(ctx, say, abdicate, func() bool { finishMu.Lock(); defer finishMu.Unlock(); return finish })
-	if code != 0 {
-		return code
-	}
-	signal.Stop(sigs)
-	close(sigs)
-	if err := goleak.Find(ignore, goleak.IgnoreTopFunction("os/signal.signal_recv"), goleak.IgnoreTopFunction("os/signal.loop")); err != nil {
-		say("leaks goroutines: %s", strings.ReplaceAll(err.Error(), "\n", " | "))
-		return 0
-	}
-	deadline := time.Now().Add(2 * time.Second)
-	for countFDs() != fdBase && time.Now().Before(deadline) {
-		time.Sleep(5 * time.Millisecond)
-	}
-	if n := countFDs(); n != fdBase {
-		ents, _ := os.ReadDir("/proc/self/fd")
-		var links []string
-		for _, e := range ents {
-			l, _ := os.Readlink("/proc/self/fd/" + e.Name())
-			links = append(links, e.Name()+"->"+l)
-		}
-		say("leaks fds: %d open, %d at start: %s", n, fdBase, strings.Join(links, " "))
-		return 0
-	}
-	say("leaks ok")
-	return 0
-}
-
-func chaosRun(ctx context.Context, say func(string, ...any), abdicate chan struct{}, finishing func() bool) int {
-	env := os.Getenv
-	name := env("T_NAME")
-	l, err := Open(Config{Dir: env("T_DIR")})
-	if err != nil {
-		say("error open: %v", err)
-		return 2
-	}
-	defer l.Close()
-	res, err := openFencedLog(env("T_RES"))
-	if err != nil {
-		say("error resource: %v", err)
-		return 2
-	}
-	defer res.Close()
-	req := Request{Steal: env("T_STEAL") != ""}
-	if d, err := time.ParseDuration(env("T_KILLAFTER")); err == nil {
-		req.KillAfter = d
-	}
-	rng := rand.New(rand.NewPCG(uint64(os.Getpid()), uint64(time.Now().UnixNano())))
-	for {
-		actx, cancel := ctx, context.CancelFunc(func() {})
-		if d, err := time.ParseDuration(env("T_STEALFOR")); err == nil && req.Steal {
-			actx, cancel = context.WithTimeout(ctx, d)
-		}
-		lead, err := chaosAcquire(actx, l, name, req, say)
-		cancel()
-		if err != nil && ctx.Err() == nil && req.Steal && actx.Err() != nil {
-			say("abandoned %v", errors.Is(err, ErrStealAbandoned))
-			req.Steal, req.KillAfter = false, 0 // go on as an ordinary contender
-			continue
-		}
-		if err != nil {
-			if c := context.Cause(ctx); c != nil {
-				if c == errTerm {
-					say("term")
-				} else {
-					say("left")
-				}
-				return 0
-			}
-			say("error acquire: %v", err)
-			return 2
-		}
-		req.Steal, req.KillAfter = false, 0 // a stealer steals once
-		seq := ownTicket(l, name, lead.Epoch())
-		say("leader %d %d %d", lead.Epoch(), seq, lead.Since().UnixNano())
-		wasFinishing := finishing()
-		ok, err := res.append("S", lead.Epoch(), seq)
-		if err == nil && ok {
-			hold := time.NewTimer(time.Duration(1+rng.IntN(40)) * time.Millisecond)
-			tick := time.NewTicker(2 * time.Millisecond)
-		lead:
-			for {
-				select {
-				case <-lead.Done():
-					break lead // stolen: stop writing, as a real leader would
-				case <-ctx.Done():
-					break lead
-				case <-abdicate:
-					break lead
-				case <-hold.C:
-					ok, err = res.append("E", lead.Epoch(), seq)
-					break lead
-				case <-tick.C:
-					if ok, err = res.append("T", lead.Epoch(), seq); err != nil || !ok {
-						break lead
-					}
-				}
-			}
-			hold.Stop()
-			tick.Stop()
-		}
-		if err != nil {
-			say("error fenced log: %v", err)
-			lead.Release()
-			return 2
-		}
-		if !ok {
-			say("refused epoch %d", lead.Epoch())
-			lead.Release()
-			return 2
-		}
-		lead.Release()
-		say("released")
-		if context.Cause(ctx) != nil {
-			if context.Cause(ctx) == errTerm {
-				say("term")
-			} else {
-				say("left")
-			}
-			return 0
-		}
-		if wasFinishing {
-			say("done")
-			return 0
-		}
-	}
-}
-
-// chaosAcquire is Acquire plus a report of the ticket once it shows in
-// the queue ("queued SEQ UNIXNANO"), so that the orchestrator can check
-// grant order against join order.
-func chaosAcquire(ctx context.Context, l *Locker, name string, req Request, say func(string, ...any)) (*Leadership, error) {
-	actx, stop := context.WithCancel(ctx)
-	defer stop()
-	var wg sync.WaitGroup
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		for actx.Err() == nil {
-			if seq, ok := findTicket(l, name, func(r record) bool { return r.Epoch == 0 }); ok {
-				if actx.Err() == nil {
-					say("queued %d %d", seq, time.Now().UnixNano())
-				}
-				return
-			}
-			select {
-			case <-actx.Done():
-			case <-time.After(time.Millisecond):
-			}
-		}
-	}()
-	lead, err := l.Acquire(ctx, name, req)
-	stop()
-	wg.Wait()
-	return lead, err
-}
-
-// ownTicket returns the number of this process's granted ticket
-// (stealBit set for a steal ticket), or 0 if it cannot be found.
-func ownTicket(l *Locker, name string, epoch uint64) uint64 {
-	seq, _ := findTicket(l, name, func(r record) bool { return r.Epoch == epoch })
-	return seq
-}
-
-func findTicket(l *Locker, name string, match func(record) bool) (uint64, bool) {
-	q, err := l.dir.Sub(name+queueSuffix, false, defaultSubOpts)
-	if err != nil {
-		return 0, false
-	}
-	defer q.Close()
-	queue, err := listQueue(q)
-	if err != nil {
-		return 0, false
-	}
-	for _, e := range queue {
-		if r, err := readRecord(q, e.name); err == nil && r.PID == os.Getpid() && match(r) {
-			if e.steal {
-				return e.seq | stealBit, true
-			}
-			return e.seq, true
-		}
-	}
-	return 0, false
 }

@@ -1,0 +1,99 @@
+package proctest
+
+import (
+	"io"
+	"os"
+	"os/exec"
+	"os/user"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+)
+
+// The tests that run a process as another user (a hostile one, members of
+// a shared group) need root, a throwaway account, a directory that account
+// can reach and a copy of the test binary it can run.
+
+// User creates a throwaway system user name with a private group of its
+// own (useradd --user-group), home home (not created) and the
+// supplementary groups groups, removes it when tb ends, and returns its
+// ids. A user of that name left by an interrupted run is removed first.
+// It skips tb unless it runs as root with useradd on PATH.
+func User(tb testing.TB, name, home string, groups ...string) (uid, gid int) {
+	tb.Helper()
+	if os.Geteuid() != 0 {
+		tb.Skip("needs root to create a throwaway user and run a process as it")
+	}
+	for _, tool := range []string{"useradd", "userdel"} {
+		if _, err := exec.LookPath(tool); err != nil {
+			tb.Skipf("needs %s to create a throwaway user (.ci/run installs passwd)", tool)
+		}
+	}
+	exec.Command("userdel", name).Run() // left by an interrupted run
+	args := []string{"--system", "--no-create-home", "--home-dir", home, "--shell", "/usr/sbin/nologin", "--user-group"}
+	if len(groups) > 0 {
+		args = append(args, "--groups", strings.Join(groups, ","))
+	}
+	if out, err := exec.Command("useradd", append(args, name)...).CombinedOutput(); err != nil {
+		tb.Fatalf("useradd %s: %v: %s", name, err, out)
+	}
+	tb.Cleanup(func() {
+		if out, err := exec.Command("userdel", name).CombinedOutput(); err != nil {
+			tb.Errorf("userdel %s: %v: %s", name, err, out)
+		}
+	})
+	u, err := user.Lookup(name)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	uid, _ = strconv.Atoi(u.Uid)
+	gid, _ = strconv.Atoi(u.Gid)
+	if uid == 0 || gid == 0 {
+		tb.Fatalf("%s has uid %d gid %d", name, uid, gid)
+	}
+	return uid, gid
+}
+
+// SharedTempDir returns a fresh temporary directory that every user can
+// reach (it and its parents up to the system's temporary directory get
+// mode 0755), as another user can reach /tmp: what guards a lock
+// directory must be its own mode, not an unreachable parent.
+func SharedTempDir(tb testing.TB) string {
+	tb.Helper()
+	base := tb.TempDir()
+	for d := base; d != "/" && d != os.TempDir(); d = filepath.Dir(d) {
+		if err := os.Chmod(d, 0o755); err != nil {
+			tb.Fatal(err)
+		}
+	}
+	return base
+}
+
+// CopyBinary copies the running test binary into dir (made with
+// SharedTempDir, so that another user can run it there) and returns the
+// copy's path.
+func CopyBinary(tb testing.TB, dir string) string {
+	tb.Helper()
+	exe, err := os.Executable()
+	if err != nil {
+		tb.Fatal(err)
+	}
+	src, err := os.Open(exe)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	defer src.Close()
+	to := filepath.Join(dir, filepath.Base(exe))
+	dst, err := os.OpenFile(to, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o755)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	if _, err := io.Copy(dst, src); err != nil {
+		tb.Fatal(err)
+	}
+	if err := dst.Close(); err != nil {
+		tb.Fatal(err)
+	}
+	return to
+}
