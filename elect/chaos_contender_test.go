@@ -48,14 +48,34 @@ func chaosContender() int {
 		out.Flush()
 		outMu.Unlock()
 	}
-	// The runtime's poller keeps its descriptors for life; start it
-	// before counting.
+	fdBase := fdBaseline()
+	ctx, leave := context.WithCancelCause(context.Background())
+	o := readOrders(leave)
+	go func() {
+		if _, ok := <-sigs; ok {
+			leave(errTerm)
+		}
+	}()
+	ignore := goleak.IgnoreCurrent()
+
+	code := chaosRun(ctx, say, o.abdicate, o.finishing)
+	if code != 0 {
+		return code
+	}
+	signal.Stop(sigs)
+	close(sigs)
+	say("%s", leakCheck(ignore, fdBase))
+	return 0
+}
+
+// fdBaseline returns how many descriptors the process has once those it
+// keeps for life are open: the runtime's poller and the process's one
+// inotify instance, which holders watch their lock files with.
+func fdBaseline() int {
 	if r, w, err := os.Pipe(); err == nil {
 		r.Close()
 		w.Close()
 	}
-	// So does the process's one inotify instance, which holders watch
-	// their lock files with.
 	before := countFDs()
 	if w, err := oslock.WatchPath(os.TempDir()); err == nil {
 		w.Stop()
@@ -65,12 +85,26 @@ func chaosContender() int {
 			time.Sleep(time.Millisecond)
 		}
 	}
-	fdBase := countFDs()
+	return countFDs()
+}
 
-	ctx, leave := context.WithCancelCause(context.Background())
-	abdicate := make(chan struct{}, 1)
-	var finishMu sync.Mutex
-	finish := false
+// orders are what the orchestrator said on stdin.
+type orders struct {
+	abdicate chan struct{}
+	mu       sync.Mutex
+	finish   bool
+}
+
+func (o *orders) finishing() bool {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return o.finish
+}
+
+// readOrders reads stdin until it ends (the test is gone), which is a
+// leave as "leave" is.
+func readOrders(leave context.CancelCauseFunc) *orders {
+	o := &orders{abdicate: make(chan struct{}, 1)}
 	go func() {
 		sc := bufio.NewScanner(os.Stdin)
 		for sc.Scan() {
@@ -79,33 +113,26 @@ func chaosContender() int {
 				leave(errLeave)
 			case "abdicate":
 				select {
-				case abdicate <- struct{}{}:
+				case o.abdicate <- struct{}{}:
 				default:
 				}
 			case "finish":
-				finishMu.Lock()
-				finish = true
-				finishMu.Unlock()
+				o.mu.Lock()
+				o.finish = true
+				o.mu.Unlock()
 			}
 		}
-		leave(errLeave) // the test is gone
+		leave(errLeave)
 	}()
-	go func() {
-		if _, ok := <-sigs; ok {
-			leave(errTerm)
-		}
-	}()
-	ignore := goleak.IgnoreCurrent()
+	return o
+}
 
-	code := chaosRun(ctx, say, abdicate, func() bool { finishMu.Lock(); defer finishMu.Unlock(); return finish })
-	if code != 0 {
-		return code
-	}
-	signal.Stop(sigs)
-	close(sigs)
+// leakCheck returns "leaks ok", or what leaked: goroutines beside those
+// of ignore and the signal handler, or descriptors beyond fdBase (given
+// 2s to close).
+func leakCheck(ignore goleak.Option, fdBase int) string {
 	if err := goleak.Find(ignore, goleak.IgnoreTopFunction("os/signal.signal_recv"), goleak.IgnoreTopFunction("os/signal.loop")); err != nil {
-		say("leaks goroutines: %s", strings.ReplaceAll(err.Error(), "\n", " | "))
-		return 0
+		return "leaks goroutines: " + strings.ReplaceAll(err.Error(), "\n", " | ")
 	}
 	deadline := time.Now().Add(2 * time.Second)
 	for countFDs() != fdBase && time.Now().Before(deadline) {
@@ -118,13 +145,14 @@ func chaosContender() int {
 			l, _ := os.Readlink("/proc/self/fd/" + e.Name())
 			links = append(links, e.Name()+"->"+l)
 		}
-		say("leaks fds: %d open, %d at start: %s", n, fdBase, strings.Join(links, " "))
-		return 0
+		return fmt.Sprintf("leaks fds: %d open, %d at start: %s", n, fdBase, strings.Join(links, " "))
 	}
-	say("leaks ok")
-	return 0
+	return "leaks ok"
 }
 
+// chaosRun takes part until told to leave or finish: it returns 0 after
+// a clean leave ("left", or "term" on SIGTERM) or finish ("done"), 2 on
+// an error.
 func chaosRun(ctx context.Context, say func(string, ...any), abdicate chan struct{}, finishing func() bool) int {
 	env := os.Getenv
 	name := env("T_NAME")
@@ -158,12 +186,8 @@ func chaosRun(ctx context.Context, say func(string, ...any), abdicate chan struc
 			continue
 		}
 		if err != nil {
-			if c := context.Cause(ctx); c != nil {
-				if c == errTerm {
-					say("term")
-				} else {
-					say("left")
-				}
+			if context.Cause(ctx) != nil {
+				sayLeft(ctx, say)
 				return 0
 			}
 			say("error acquire: %v", err)
@@ -173,49 +197,11 @@ func chaosRun(ctx context.Context, say func(string, ...any), abdicate chan struc
 		seq := ownTicket(l, name, lead.Epoch())
 		say("leader %d %d %d", lead.Epoch(), seq, lead.Since().UnixNano())
 		wasFinishing := finishing()
-		ok, err := res.Append("S", lead.Epoch(), strconv.FormatUint(seq, 10))
-		if err == nil && ok {
-			hold := time.NewTimer(time.Duration(1+rng.IntN(40)) * time.Millisecond)
-			tick := time.NewTicker(2 * time.Millisecond)
-		lead:
-			for {
-				select {
-				case <-lead.Done():
-					break lead // stolen: stop writing, as a real leader would
-				case <-ctx.Done():
-					break lead
-				case <-abdicate:
-					break lead
-				case <-hold.C:
-					ok, err = res.Append("E", lead.Epoch(), strconv.FormatUint(seq, 10))
-					break lead
-				case <-tick.C:
-					if ok, err = res.Append("T", lead.Epoch(), strconv.FormatUint(seq, 10)); err != nil || !ok {
-						break lead
-					}
-				}
-			}
-			hold.Stop()
-			tick.Stop()
+		if code := chaosTerm(ctx, lead, seq, res, rng, abdicate, say); code != 0 {
+			return code
 		}
-		if err != nil {
-			say("error fenced log: %v", err)
-			lead.Release()
-			return 2
-		}
-		if !ok {
-			say("refused epoch %d", lead.Epoch())
-			lead.Release()
-			return 2
-		}
-		lead.Release()
-		say("released")
 		if context.Cause(ctx) != nil {
-			if context.Cause(ctx) == errTerm {
-				say("term")
-			} else {
-				say("left")
-			}
+			sayLeft(ctx, say)
 			return 0
 		}
 		if wasFinishing {
@@ -223,6 +209,63 @@ func chaosRun(ctx context.Context, say func(string, ...any), abdicate chan struc
 			return 0
 		}
 	}
+}
+
+// sayLeft says why the contender stopped taking part: "term" (SIGTERM)
+// or "left".
+func sayLeft(ctx context.Context, say func(string, ...any)) {
+	if context.Cause(ctx) == errTerm {
+		say("term")
+	} else {
+		say("left")
+	}
+}
+
+// chaosTerm is one term: it appends a start record to the fenced log,
+// a tick every 2ms, and an end record after a random hold of 1-40ms,
+// stopping early when the term ends (stolen: a real leader stops writing),
+// the contender leaves or is told to abdicate; then it releases. It
+// returns 2 if a write failed or was fenced off.
+func chaosTerm(ctx context.Context, lead *Leadership, seq uint64, res *proctest.FencedLog, rng *rand.Rand, abdicate chan struct{}, say func(string, ...any)) int {
+	ticket := strconv.FormatUint(seq, 10)
+	ok, err := res.Append("S", lead.Epoch(), ticket)
+	if err == nil && ok {
+		hold := time.NewTimer(time.Duration(1+rng.IntN(40)) * time.Millisecond)
+		tick := time.NewTicker(2 * time.Millisecond)
+	lead:
+		for {
+			select {
+			case <-lead.Done():
+				break lead
+			case <-ctx.Done():
+				break lead
+			case <-abdicate:
+				break lead
+			case <-hold.C:
+				ok, err = res.Append("E", lead.Epoch(), ticket)
+				break lead
+			case <-tick.C:
+				if ok, err = res.Append("T", lead.Epoch(), ticket); err != nil || !ok {
+					break lead
+				}
+			}
+		}
+		hold.Stop()
+		tick.Stop()
+	}
+	if err != nil {
+		say("error fenced log: %v", err)
+		lead.Release()
+		return 2
+	}
+	if !ok {
+		say("refused epoch %d", lead.Epoch())
+		lead.Release()
+		return 2
+	}
+	lead.Release()
+	say("released")
+	return 0
 }
 
 // chaosAcquire is Acquire plus a report of the ticket once it shows in

@@ -303,12 +303,7 @@ func (c *chaos) act(minLive, maxLive int) {
 	case r < 15 && len(live) < maxLive:
 		c.spawn(false)
 	case r < 25:
-		p := pick()
-		c.mu.Lock()
-		c.n.leaves++
-		p.leaving = true
-		c.mu.Unlock()
-		p.Send("leave")
+		c.leave(pick())
 	case r < 40:
 		c.signal(pick(), syscall.SIGKILL, anyPaused)
 	case r < 50:
@@ -317,28 +312,51 @@ func (c *chaos) act(minLive, maxLive int) {
 		c.suspend(pick(), time.Duration(20+c.rng.IntN(300))*time.Millisecond)
 	case r < 80:
 		if leader != nil {
-			c.mu.Lock()
-			c.n.abdications++
-			c.mu.Unlock()
-			leader.Send("abdicate")
+			c.abdicate(leader)
 		}
 	case r < 84:
-		// A cleaner or a user removes the lock file under everyone: no
-		// second leader, and someone leads on the file at the path.
-		c.mu.Lock()
-		c.n.rmLocks++
-		c.mu.Unlock()
-		os.Remove(filepath.Join(c.dir, c.name+lockSuffix))
+		c.removeLockFile()
 	case r < 88:
 		if len(live) < maxLive {
-			if leader != nil && c.rng.IntN(2) == 0 {
-				// A suspended leader keeps the lock until resumed or
-				// stolen with KillAfter: recover it by stealing.
-				c.suspend(leader, 2*time.Second)
-			}
-			c.spawn(true)
+			c.steal(leader)
 		}
 	}
+}
+
+// leave tells p to stop taking part.
+func (c *chaos) leave(p *chaosProc) {
+	c.mu.Lock()
+	c.n.leaves++
+	p.leaving = true
+	c.mu.Unlock()
+	p.Send("leave")
+}
+
+// abdicate tells the leader to end its term and queue again.
+func (c *chaos) abdicate(leader *chaosProc) {
+	c.mu.Lock()
+	c.n.abdications++
+	c.mu.Unlock()
+	leader.Send("abdicate")
+}
+
+// removeLockFile is a cleaner or a user removing the lock file under
+// everyone: no second leader, and someone leads on the file at the path.
+func (c *chaos) removeLockFile() {
+	c.mu.Lock()
+	c.n.rmLocks++
+	c.mu.Unlock()
+	os.Remove(filepath.Join(c.dir, c.name+lockSuffix))
+}
+
+// steal starts a stealer. Half the time it first suspends the leader (if
+// any): a suspended leader keeps the lock until resumed or stolen with
+// KillAfter, and stealing is how it is recovered.
+func (c *chaos) steal(leader *chaosProc) {
+	if leader != nil && c.rng.IntN(2) == 0 {
+		c.suspend(leader, 2*time.Second)
+	}
+	c.spawn(true)
 }
 
 // suspend sends SIGSTOP to p and SIGCONT after d.
@@ -391,9 +409,9 @@ func (c *chaos) signal(p *chaosProc, sig syscall.Signal, anyPaused bool) {
 }
 
 // drain resumes every suspended process, tells every live one to lead once
-// more and exit, and waits (bounded) for all of them.
+// more and exit, waits (bounded) for all of them, and checks how each
+// ended.
 func (c *chaos) drain() {
-	t := c.t
 	c.mu.Lock()
 	for pid, tm := range c.stopped {
 		tm.Stop()
@@ -408,7 +426,19 @@ func (c *chaos) drain() {
 	for _, p := range all {
 		p.Send("finish")
 	}
-	deadline := time.After(30*time.Second + time.Duration(len(all))*100*time.Millisecond)
+	c.waitAll(all, 30*time.Second+time.Duration(len(all))*100*time.Millisecond)
+	c.wg.Wait()
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, p := range all {
+		c.checkEnd(p)
+	}
+}
+
+// waitAll waits at most d for every process in all to exit, and fails the
+// test naming the stuck ones.
+func (c *chaos) waitAll(all []*chaosProc, d time.Duration) {
+	deadline := time.After(d)
 	for _, p := range all {
 		select {
 		case <-p.exited:
@@ -423,37 +453,39 @@ func (c *chaos) drain() {
 				}
 			}
 			c.mu.Unlock()
-			t.Fatalf("stuck: contenders did not finish within the drain deadline: %s", strings.Join(stuck, ", "))
+			c.t.Fatalf("stuck: contenders did not finish within the drain deadline: %s", strings.Join(stuck, ", "))
 		}
 	}
-	c.wg.Wait()
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	for _, p := range all {
-		ws, _ := p.Cmd.ProcessState.Sys().(syscall.WaitStatus)
-		switch {
-		case p.err != "":
-			t.Errorf("pid %d: %s", p.pid, p.err)
-		case p.byUs == syscall.SIGKILL:
-			// May have died of our signal or of a stealer's.
-		case p.byUs == syscall.SIGTERM && ws.Signaled() && ws.Signal() == syscall.SIGTERM && p.said == "":
-			// Terminated while starting, before its handler was set.
-		case ws.Signaled() && ws.Signal() == syscall.SIGKILL:
-			// Killed by a stealer's KillAfter: only ever an evicted
-			// holder that kept the lock for the whole grace period,
-			// which a running contender never does. A suspended one
-			// may have been granted without having said so yet.
-			c.n.stealKills++
-			if !p.leading && !p.paused {
-				t.Errorf("pid %d was killed by a stealer although it was never suspended and its last word was %q, not a leadership", p.pid, p.said)
-			}
-		case !p.done && !p.leftOK:
-			t.Errorf("pid %d neither finished nor left cleanly: %v, last said %q", p.pid, p.Cmd.ProcessState, p.said)
-		case !p.leaksOK:
-			t.Errorf("pid %d exited without a leak check: %v, last said %q", p.pid, p.Cmd.ProcessState, p.said)
-		case ws.ExitStatus() != 0:
-			t.Errorf("pid %d: exit status %d", p.pid, ws.ExitStatus())
+}
+
+// checkEnd checks how the reaped p ended (c.mu held): cleanly after a leak
+// check, of our signal, or of a stealer's KillAfter while it was
+// suspended.
+func (c *chaos) checkEnd(p *chaosProc) {
+	t := c.t
+	ws, _ := p.Cmd.ProcessState.Sys().(syscall.WaitStatus)
+	switch {
+	case p.err != "":
+		t.Errorf("pid %d: %s", p.pid, p.err)
+	case p.byUs == syscall.SIGKILL:
+		// May have died of our signal or of a stealer's.
+	case p.byUs == syscall.SIGTERM && ws.Signaled() && ws.Signal() == syscall.SIGTERM && p.said == "":
+		// Terminated while starting, before its handler was set.
+	case ws.Signaled() && ws.Signal() == syscall.SIGKILL:
+		// Killed by a stealer's KillAfter: only ever an evicted
+		// holder that kept the lock for the whole grace period,
+		// which a running contender never does. A suspended one
+		// may have been granted without having said so yet.
+		c.n.stealKills++
+		if !p.leading && !p.paused {
+			t.Errorf("pid %d was killed by a stealer although it was never suspended and its last word was %q, not a leadership", p.pid, p.said)
 		}
+	case !p.done && !p.leftOK:
+		t.Errorf("pid %d neither finished nor left cleanly: %v, last said %q", p.pid, p.Cmd.ProcessState, p.said)
+	case !p.leaksOK:
+		t.Errorf("pid %d exited without a leak check: %v, last said %q", p.pid, p.Cmd.ProcessState, p.said)
+	case ws.ExitStatus() != 0:
+		t.Errorf("pid %d: exit status %d", p.pid, ws.ExitStatus())
 	}
 }
 

@@ -1,13 +1,10 @@
 package elect
 
 import (
-	"bufio"
 	"context"
 	"errors"
 	"fmt"
 	"os"
-	"os/exec"
-	"os/user"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -49,7 +46,7 @@ type member struct {
 // root, group team; mode 2770, or 0770 without setgid when plain).
 func groupSharedSetup(t *testing.T, plain bool) (bin, dir string, a, b member, team int) {
 	t.Helper()
-	team = sharedGroup(t, gsTeam)
+	team = proctest.Group(t, gsTeam)
 	a, b = groupMember(t, gsA, team), groupMember(t, gsB, team)
 	base := proctest.SharedTempDir(t)
 	bin = proctest.CopyBinary(t, base)
@@ -68,38 +65,6 @@ func groupSharedSetup(t *testing.T, plain bool) (bin, dir string, a, b member, t
 		t.Fatal(err)
 	}
 	return bin, dir, a, b, team
-}
-
-// sharedGroup creates the system group name (removing it after the test)
-// and returns its gid.
-func sharedGroup(t *testing.T, name string) int {
-	t.Helper()
-	if os.Geteuid() != 0 {
-		t.Skip("needs root to create two throwaway users and a group")
-	}
-	for _, tool := range []string{"groupadd", "groupdel"} {
-		if _, err := exec.LookPath(tool); err != nil {
-			t.Skipf("needs %s (.ci/run installs passwd)", tool)
-		}
-	}
-	for _, u := range []string{gsA, gsB} {
-		exec.Command("userdel", u).Run() // left by an interrupted run; else groupdel fails
-	}
-	exec.Command("groupdel", name).Run()
-	if out, err := exec.Command("groupadd", "--system", name).CombinedOutput(); err != nil {
-		t.Skipf("groupadd: %v: %s", err, out)
-	}
-	t.Cleanup(func() {
-		if out, err := exec.Command("groupdel", name).CombinedOutput(); err != nil {
-			t.Errorf("groupdel: %v: %s", err, out)
-		}
-	})
-	g, err := user.LookupGroup(name)
-	if err != nil {
-		t.Fatal(err)
-	}
-	gid, _ := strconv.Atoi(g.Gid)
-	return gid
 }
 
 // groupMember creates the user name with a private primary group and the
@@ -150,33 +115,46 @@ func groupSharedRole() int {
 		return 2
 	}
 	defer l.Close()
-	name := env("G_NAME")
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 	if d, err := time.ParseDuration(env("G_TIMEOUT")); err == nil {
 		ctx, cancel = context.WithTimeout(ctx, d)
 		defer cancel()
 	}
-	var req Request
 	switch env("G_OP") {
 	case "query":
-		s, err := l.Query(ctx, name)
-		if err != nil {
-			fmt.Println("error", err)
-			return 2
-		}
-		for _, h := range s.Held {
-			fmt.Printf("held %d %d external=%v\n", h.PID, h.Epoch, h.External)
-		}
-		fmt.Println("pending", len(s.Pending))
-		return 0
+		return groupQuery(ctx, l, env("G_NAME"))
 	case "prune":
-		if err := l.Prune(ctx, name); err != nil {
+		if err := l.Prune(ctx, env("G_NAME")); err != nil {
 			fmt.Println("error", err)
 			return 2
 		}
 		fmt.Println("pruned")
 		return 0
+	}
+	return groupAcquire(ctx, l, env("G_NAME"))
+}
+
+// groupQuery prints "held PID EPOCH external=BOOL" per holder of name,
+// then "pending N".
+func groupQuery(ctx context.Context, l *Locker, name string) int {
+	s, err := l.Query(ctx, name)
+	if err != nil {
+		fmt.Println("error", err)
+		return 2
+	}
+	for _, h := range s.Held {
+		fmt.Printf("held %d %d external=%v\n", h.PID, h.Epoch, h.External)
+	}
+	fmt.Println("pending", len(s.Pending))
+	return 0
+}
+
+// groupAcquire does G_OP hold, try, wait or steal on name.
+func groupAcquire(ctx context.Context, l *Locker, name string) int {
+	env := os.Getenv
+	var req Request
+	switch env("G_OP") {
 	case "try":
 		req.IfAvailable = true
 	case "steal":
@@ -200,28 +178,7 @@ func groupSharedRole() int {
 		lead.Release()
 		return 0
 	}
-	lines := make(chan string)
-	go func() {
-		sc := bufio.NewScanner(os.Stdin)
-		for sc.Scan() {
-			lines <- sc.Text()
-		}
-		close(lines)
-	}()
-	for {
-		select {
-		case <-lead.Done():
-			fmt.Println("lost", lead.Err())
-			lead.Release()
-			return 0
-		case line, ok := <-lines:
-			if !ok || line == "release" {
-				lead.Release()
-				fmt.Println("released")
-				return 0
-			}
-		}
-	}
+	return holdTerm(lead, func() int { lead.Release(); return 0 })
 }
 
 // TestGroupSharedMembers: two members of one group, each with a private
@@ -277,18 +234,23 @@ func TestGroupSharedMembers(t *testing.T) {
 				t.Errorf("the dead member's ticket %s is still there (%v)", left[0], err)
 			}
 			startAs(t, bin, b, g("prune", "left")...).Expect("pruned")
-
-			// Every entry a member created has the directory's group.
-			filepath.Walk(dir, func(p string, fi os.FileInfo, err error) error {
-				if err == nil && p != dir {
-					if st := fi.Sys().(*syscall.Stat_t); int(st.Gid) != team {
-						t.Errorf("%s has group %d, not the directory's %d", p, st.Gid, team)
-					}
-				}
-				return nil
-			})
+			checkGroupOwnsAll(t, dir, team)
 		})
 	}
+}
+
+// checkGroupOwnsAll checks that every entry a member created under dir
+// has the directory's group.
+func checkGroupOwnsAll(t *testing.T, dir string, team int) {
+	t.Helper()
+	filepath.Walk(dir, func(p string, fi os.FileInfo, err error) error {
+		if err == nil && p != dir {
+			if st := fi.Sys().(*syscall.Stat_t); int(st.Gid) != team {
+				t.Errorf("%s has group %d, not the directory's %d", p, st.Gid, team)
+			}
+		}
+		return nil
+	})
 }
 
 // checkShared checks that a directory has the group and, when isDir, mode

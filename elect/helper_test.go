@@ -38,23 +38,13 @@ func contender() int {
 		fmt.Println("error", err)
 		return 2
 	}
-	req := Request{IfAvailable: env("T_TRY") != "", Steal: env("T_STEAL") != ""}
-	if env("T_MODE") == "shared" {
-		req.Mode = Shared
-	}
-	if d, err := time.ParseDuration(env("T_KILLAFTER")); err == nil {
-		req.KillAfter = d
-	}
-	if d, err := time.ParseDuration(env("T_STEALSTOPPED")); err == nil {
-		req.StealStopped = d
-	}
-	ctx := context.Background()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
 	if d, err := time.ParseDuration(env("T_TIMEOUT")); err == nil {
-		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeout(ctx, d)
 		defer cancel()
 	}
-	lead, err := l.Acquire(ctx, env("T_NAME"), req)
+	lead, err := l.Acquire(ctx, env("T_NAME"), contenderRequest())
 	switch {
 	case errors.Is(err, ErrBusy):
 		fmt.Println("busy")
@@ -70,6 +60,38 @@ func contender() int {
 		return 2
 	}
 	fmt.Println("leader", lead.Epoch())
+	return holdTerm(lead, func() int {
+		if env("T_HOLD") == "" {
+			lead.Release()
+			fmt.Println("released")
+			return 0
+		}
+		<-make(chan struct{}) // keep the kernel lock until killed
+		return 0
+	})
+}
+
+// contenderRequest is the Request that the T_* settings describe.
+func contenderRequest() Request {
+	env := os.Getenv
+	req := Request{IfAvailable: env("T_TRY") != "", Steal: env("T_STEAL") != ""}
+	if env("T_MODE") == "shared" {
+		req.Mode = Shared
+	}
+	if d, err := time.ParseDuration(env("T_KILLAFTER")); err == nil {
+		req.KillAfter = d
+	}
+	if d, err := time.ParseDuration(env("T_STEALSTOPPED")); err == nil {
+		req.StealStopped = d
+	}
+	return req
+}
+
+// holdTerm is a helper process's term: it keeps lead until stdin says
+// "release" or ends (the test is gone), then releases and prints
+// "released"; if the term ends first, it prints "lost CAUSE" and returns
+// what lost does.
+func holdTerm(lead *Leadership, lost func() int) int {
 	lines := make(chan string)
 	go func() {
 		sc := bufio.NewScanner(os.Stdin)
@@ -82,12 +104,7 @@ func contender() int {
 		select {
 		case <-lead.Done():
 			fmt.Println("lost", lead.Err())
-			if env("T_HOLD") == "" {
-				lead.Release()
-				fmt.Println("released")
-				return 0
-			}
-			<-make(chan struct{}) // keep the kernel lock until killed
+			return lost()
 		case line, ok := <-lines:
 			if !ok || line == "release" {
 				lead.Release()

@@ -22,14 +22,7 @@ import (
 // It skips tb unless it runs as root with useradd on PATH.
 func User(tb testing.TB, name, home string, groups ...string) (uid, gid int) {
 	tb.Helper()
-	if os.Geteuid() != 0 {
-		tb.Skip("needs root to create a throwaway user and run a process as it")
-	}
-	for _, tool := range []string{"useradd", "userdel"} {
-		if _, err := exec.LookPath(tool); err != nil {
-			tb.Skipf("needs %s to create a throwaway user (.ci/run installs passwd)", tool)
-		}
-	}
+	needRoot(tb, "useradd", "userdel")
 	exec.Command("userdel", name).Run() // left by an interrupted run
 	args := []string{"--system", "--no-create-home", "--home-dir", home, "--shell", "/usr/sbin/nologin", "--user-group"}
 	if len(groups) > 0 {
@@ -53,6 +46,42 @@ func User(tb testing.TB, name, home string, groups ...string) (uid, gid int) {
 		tb.Fatalf("%s has uid %d gid %d", name, uid, gid)
 	}
 	return uid, gid
+}
+
+// Group creates the throwaway system group name (for [User]'s groups),
+// removes it when tb ends (after the users created later, which cleanups
+// remove first), and returns its gid. It skips tb unless it runs as root
+// with groupadd on PATH.
+func Group(tb testing.TB, name string) int {
+	tb.Helper()
+	needRoot(tb, "groupadd", "groupdel")
+	exec.Command("groupdel", name).Run() // left by an interrupted run
+	if out, err := exec.Command("groupadd", "--system", name).CombinedOutput(); err != nil {
+		tb.Fatalf("groupadd %s: %v: %s", name, err, out)
+	}
+	tb.Cleanup(func() {
+		if out, err := exec.Command("groupdel", name).CombinedOutput(); err != nil {
+			tb.Errorf("groupdel %s: %v: %s", name, err, out)
+		}
+	})
+	g, err := user.LookupGroup(name)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	gid, _ := strconv.Atoi(g.Gid)
+	return gid
+}
+
+func needRoot(tb testing.TB, tools ...string) {
+	tb.Helper()
+	if os.Geteuid() != 0 {
+		tb.Skip("needs root to create a throwaway account and run a process as it")
+	}
+	for _, tool := range tools {
+		if _, err := exec.LookPath(tool); err != nil {
+			tb.Skipf("needs %s to create a throwaway account (.ci/run installs passwd)", tool)
+		}
+	}
 }
 
 // SharedTempDir returns a fresh temporary directory that every user can
