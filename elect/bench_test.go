@@ -118,16 +118,7 @@ func benchChain(b *testing.B, tool string, n int) {
 		if err != nil {
 			b.Fatal(err)
 		}
-		ps := make([]*proctest.Proc, n)
-		for i := range ps {
-			ps[i] = startBench(b, tool, dir, name, false)
-			if err := waitReady(ps[i], tool, dir, name, i+2); err != nil {
-				b.Fatal(err)
-			}
-			if time.Now().After(deadline) {
-				b.Fatalf("not done within %v (LEADERRUN_BENCH_CHAIN_LIMIT): only %d of %d joined", limit, i+1, n)
-			}
-		}
+		ps := joinChain(b, tool, dir, name, n, deadline, limit)
 		if tool == "leaderrun" {
 			pids := make([]int, n)
 			for i, p := range ps {
@@ -150,14 +141,7 @@ func benchChain(b *testing.B, tool string, n int) {
 			p.Wait()
 			cpuNS += float64(cpu(p))
 		}
-		sorted := slices.Clone(at)
-		slices.Sort(sorted)
-		totals = append(totals, time.Duration(sorted[n-1]-t0))
-		prev := t0
-		for _, t := range sorted {
-			gaps = append(gaps, time.Duration(t-prev))
-			prev = t
-		}
+		totals, gaps = appendChainTimes(totals, gaps, t0, at)
 		inversions += float64(countInversions(at))
 	}
 	ops := float64(b.N)
@@ -175,6 +159,38 @@ func benchChain(b *testing.B, tool string, n int) {
 	b.ReportMetric(float64(percentile(gaps, 50)), "gap-p50-ns")
 	b.ReportMetric(float64(percentile(gaps, 99)), "gap-p99-ns")
 	b.ReportMetric(float64(mean(totals)), "ns/op")
+}
+
+// joinChain starts n bench children of tool one after another, each once
+// the previous one waits, failing b if they have not all joined by
+// deadline.
+func joinChain(b *testing.B, tool, dir, name string, n int, deadline time.Time, limit time.Duration) []*proctest.Proc {
+	b.Helper()
+	ps := make([]*proctest.Proc, n)
+	for i := range ps {
+		ps[i] = startBench(b, tool, dir, name, false)
+		if err := waitReady(ps[i], tool, dir, name, i+2); err != nil {
+			b.Fatal(err)
+		}
+		if time.Now().After(deadline) {
+			b.Fatalf("not done within %v (LEADERRUN_BENCH_CHAIN_LIMIT): only %d of %d joined", limit, i+1, n)
+		}
+	}
+	return ps
+}
+
+// appendChainTimes appends to totals the time from t0 (the release) to
+// the last grant of at, and to gaps the times between consecutive grants.
+func appendChainTimes(totals, gaps []time.Duration, t0 int64, at []int64) ([]time.Duration, []time.Duration) {
+	sorted := slices.Clone(at)
+	slices.Sort(sorted)
+	totals = append(totals, time.Duration(sorted[len(sorted)-1]-t0))
+	prev := t0
+	for _, t := range sorted {
+		gaps = append(gaps, time.Duration(t-prev))
+		prev = t
+	}
+	return totals, gaps
 }
 
 // inotifyHog holds all but one of the user's inotify instances, as a
