@@ -6,6 +6,7 @@ import (
 	"crypto/sha256"
 	"errors"
 	"fmt"
+	"hash"
 	"net"
 	"os"
 	"strconv"
@@ -112,35 +113,14 @@ func roleMember(ctx context.Context) error {
 		return err
 	}
 	defer c.Close()
-	var (
-		mu      sync.Mutex
-		changed = make(chan struct{})
-		epoch   uint64
-		count   int
-		lastSeq uint64
-		digest  = sha256.New()
-	)
+	d := &termDigest{changed: make(chan struct{}), digest: sha256.New()}
 	go func() {
 		for ev := range c.Events() {
 			switch ev.Kind {
 			case EventLeader:
 				o.say("leader %d %d %v", ev.Leader.Epoch, ev.Leader.PID, ev.Gap)
 			case EventMessage:
-				m := ev.Message
-				mu.Lock()
-				if m.Epoch != epoch {
-					epoch, count, lastSeq = m.Epoch, 0, 0
-					digest.Reset()
-				}
-				if m.Seq <= lastSeq {
-					o.say("bad sequence %d after %d", m.Seq, lastSeq)
-				}
-				lastSeq = m.Seq
-				count++
-				fmt.Fprintf(digest, "%d %d %s\n", m.Seq, m.PID, m.Data)
-				close(changed)
-				changed = make(chan struct{})
-				mu.Unlock()
+				d.add(o, ev.Message)
 			case EventLost:
 				o.say("lost %v", ev.Err)
 			}
@@ -177,29 +157,63 @@ func roleMember(ctx context.Context) error {
 			if len(f) > 2 {
 				want, _ = strconv.ParseUint(f[2], 10, 64)
 			}
-			go func() {
-				for {
-					mu.Lock()
-					e, k, ch := epoch, count, changed
-					var sum []byte
-					if k >= n && (want == 0 || e == want) {
-						sum = digest.Sum(nil)
-					}
-					mu.Unlock()
-					if sum != nil {
-						o.say("have %d %d %x", e, k, sum[:8])
-						return
-					}
-					select {
-					case <-ch:
-					case <-ctx.Done():
-						return
-					}
-				}
-			}()
+			go d.await(ctx, o, n, want)
 		}
 	}
 	return nil
+}
+
+// termDigest is a member's count and digest of the current term's
+// messages.
+type termDigest struct {
+	mu      sync.Mutex
+	changed chan struct{} // closed and replaced at each message
+	epoch   uint64
+	count   int
+	lastSeq uint64
+	digest  hash.Hash
+}
+
+// add counts m, starting over at a new epoch, and says "bad sequence" if
+// its number does not grow.
+func (d *termDigest) add(o *out, m Message) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if m.Epoch != d.epoch {
+		d.epoch, d.count, d.lastSeq = m.Epoch, 0, 0
+		d.digest.Reset()
+	}
+	if m.Seq <= d.lastSeq {
+		o.say("bad sequence %d after %d", m.Seq, d.lastSeq)
+	}
+	d.lastSeq = m.Seq
+	d.count++
+	fmt.Fprintf(d.digest, "%d %d %s\n", m.Seq, m.PID, m.Data)
+	close(d.changed)
+	d.changed = make(chan struct{})
+}
+
+// await says "have EPOCH COUNT DIGEST" once the current term (or term
+// want, if not 0) has n messages, or returns at ctx's end.
+func (d *termDigest) await(ctx context.Context, o *out, n int, want uint64) {
+	for {
+		d.mu.Lock()
+		e, k, ch := d.epoch, d.count, d.changed
+		var sum []byte
+		if k >= n && (want == 0 || e == want) {
+			sum = d.digest.Sum(nil)
+		}
+		d.mu.Unlock()
+		if sum != nil {
+			o.say("have %d %d %x", e, k, sum[:8])
+			return
+		}
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			return
+		}
+	}
 }
 
 // roleRawDial connects to the socket in BUS_SOCK without any check of its

@@ -115,23 +115,7 @@ type Options struct {
 func Start(tb testing.TB, name string, cmd *exec.Cmd, opt Options) *Proc {
 	tb.Helper()
 	p := &Proc{tb: tb, Name: name, Cmd: cmd, group: opt.Setpgid, changed: make(chan struct{}), done: make(chan struct{})}
-	if opt.Stderr != nil {
-		cmd.Stderr = opt.Stderr
-	} else if cmd.Stderr == nil {
-		cmd.Stderr = &logWriter{tb: tb, name: name}
-	}
-	if opt.Cred != nil || opt.Setpgid {
-		if cmd.SysProcAttr == nil {
-			cmd.SysProcAttr = &syscall.SysProcAttr{}
-		}
-		cmd.SysProcAttr.Credential = opt.Cred
-		cmd.SysProcAttr.Setpgid = opt.Setpgid
-	}
-	if cmd.WaitDelay == 0 {
-		// A grandchild that keeps stderr open must not keep the
-		// process from being reaped.
-		cmd.WaitDelay = time.Second
-	}
+	configure(tb, name, cmd, opt)
 	stdin, err := cmd.StdinPipe()
 	if err != nil {
 		tb.Fatal(err)
@@ -150,32 +134,58 @@ func Start(tb testing.TB, name string, cmd *exec.Cmd, opt Options) *Proc {
 		tb.Fatalf("%s: %v", name, err)
 	}
 	p.stdin = stdin
+	go p.collect(stdout, opt.OnLine)
+	tb.Cleanup(func() { p.end(opt.Grace) })
+	return p
+}
+
+// configure applies opt to cmd.
+func configure(tb testing.TB, name string, cmd *exec.Cmd, opt Options) {
+	if opt.Stderr != nil {
+		cmd.Stderr = opt.Stderr
+	} else if cmd.Stderr == nil {
+		cmd.Stderr = &logWriter{tb: tb, name: name}
+	}
+	if opt.Cred != nil || opt.Setpgid {
+		if cmd.SysProcAttr == nil {
+			cmd.SysProcAttr = &syscall.SysProcAttr{}
+		}
+		cmd.SysProcAttr.Credential = opt.Cred
+		cmd.SysProcAttr.Setpgid = opt.Setpgid
+	}
+	if cmd.WaitDelay == 0 {
+		// A grandchild that keeps stderr open must not keep the
+		// process from being reaped.
+		cmd.WaitDelay = time.Second
+	}
+}
+
+// collect reads stdout into lines, reaps the process as soon as it exits,
+// and then gives a grandchild that keeps stdout open WaitDelay before it
+// stops reading.
+func (p *Proc) collect(stdout *os.File, onLine func(string)) {
 	read := make(chan struct{})
 	go func() {
 		defer close(read)
 		sc := bufio.NewScanner(stdout)
 		sc.Buffer(nil, 1<<20)
 		for sc.Scan() {
-			if opt.OnLine != nil {
-				opt.OnLine(sc.Text())
+			if onLine != nil {
+				onLine(sc.Text())
 			}
 			p.add(sc.Text(), false)
 		}
 	}()
-	go func() {
-		cmd.Wait()
-		select {
-		case <-read:
-		case <-time.After(cmd.WaitDelay):
-			stdout.Close() // a grandchild holds it: stop reading
-			<-read
-		}
+	p.Cmd.Wait()
+	select {
+	case <-read:
+	case <-time.After(p.Cmd.WaitDelay):
 		stdout.Close()
-		p.add("", true)
-		close(p.done)
-	}()
-	tb.Cleanup(func() { p.end(opt.Grace) })
-	return p
+		<-read
+	}
+	stdout.Close()
+	p.add("", true)
+	close(p.done)
 }
 
 // StartRole starts the test binary in role (see Command).
