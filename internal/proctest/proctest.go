@@ -115,36 +115,50 @@ type Options struct {
 func Start(tb testing.TB, name string, cmd *exec.Cmd, opt Options) *Proc {
 	tb.Helper()
 	p := &Proc{tb: tb, Name: name, Cmd: cmd, group: opt.Setpgid, changed: make(chan struct{}), done: make(chan struct{})}
-	configure(tb, name, cmd, opt)
+	configure(cmd, opt)
 	stdin, err := cmd.StdinPipe()
 	if err != nil {
 		tb.Fatal(err)
 	}
-	// Our own pipe rather than StdoutPipe, so that the process is reaped
-	// when it exits even if a grandchild keeps stdout open.
-	stdout, w, err := os.Pipe()
-	if err != nil {
-		tb.Fatal(err)
+	// Pipes of our own rather than exec's, so that the process is reaped
+	// as soon as it exits even if a grandchild keeps them open.
+	var ends []*os.File
+	pipe := func() *os.File {
+		r, w, err := os.Pipe()
+		if err != nil {
+			tb.Fatal(err)
+		}
+		ends = append(ends, w)
+		return r
 	}
-	cmd.Stdout = w
+	stdout := pipe()
+	cmd.Stdout = ends[0]
+	var stderr *os.File
+	if cmd.Stderr == nil {
+		stderr = pipe()
+		cmd.Stderr = ends[1]
+	}
 	err = cmd.Start()
-	w.Close()
+	for _, w := range ends {
+		w.Close()
+	}
 	if err != nil {
 		stdout.Close()
+		if stderr != nil {
+			stderr.Close()
+		}
 		tb.Fatalf("%s: %v", name, err)
 	}
 	p.stdin = stdin
-	go p.collect(stdout, opt.OnLine)
+	go p.collect(stdout, stderr, opt.OnLine)
 	tb.Cleanup(func() { p.end(opt.Grace) })
 	return p
 }
 
 // configure applies opt to cmd.
-func configure(tb testing.TB, name string, cmd *exec.Cmd, opt Options) {
+func configure(cmd *exec.Cmd, opt Options) {
 	if opt.Stderr != nil {
 		cmd.Stderr = opt.Stderr
-	} else if cmd.Stderr == nil {
-		cmd.Stderr = &logWriter{tb: tb, name: name}
 	}
 	if opt.Cred != nil || opt.Setpgid {
 		if cmd.SysProcAttr == nil {
@@ -154,19 +168,18 @@ func configure(tb testing.TB, name string, cmd *exec.Cmd, opt Options) {
 		cmd.SysProcAttr.Setpgid = opt.Setpgid
 	}
 	if cmd.WaitDelay == 0 {
-		// A grandchild that keeps stderr open must not keep the
-		// process from being reaped.
+		// A grandchild that keeps an output open must not keep the
+		// process from being reaped, nor its Proc from ending.
 		cmd.WaitDelay = time.Second
 	}
 }
 
-// collect reads stdout into lines, reaps the process as soon as it exits,
-// and then gives a grandchild that keeps stdout open WaitDelay before it
-// stops reading.
-func (p *Proc) collect(stdout *os.File, onLine func(string)) {
-	read := make(chan struct{})
-	go func() {
-		defer close(read)
+// collect reads stdout into lines and stderr (if not nil) into the test's
+// log, reaps the process as soon as it exits, and then gives a grandchild
+// that keeps either open WaitDelay before it stops reading.
+func (p *Proc) collect(stdout, stderr *os.File, onLine func(string)) {
+	var readers sync.WaitGroup
+	readers.Go(func() {
 		sc := bufio.NewScanner(stdout)
 		sc.Buffer(nil, 1<<20)
 		for sc.Scan() {
@@ -175,15 +188,32 @@ func (p *Proc) collect(stdout *os.File, onLine func(string)) {
 			}
 			p.add(sc.Text(), false)
 		}
-	}()
+	})
+	if stderr != nil {
+		readers.Go(func() {
+			sc := bufio.NewScanner(stderr)
+			sc.Buffer(nil, 1<<20)
+			for sc.Scan() {
+				p.tb.Logf("%s stderr: %s", p.Name, sc.Text())
+			}
+		})
+	}
+	read := make(chan struct{})
+	go func() { readers.Wait(); close(read) }()
 	p.Cmd.Wait()
 	select {
 	case <-read:
 	case <-time.After(p.Cmd.WaitDelay):
 		stdout.Close()
+		if stderr != nil {
+			stderr.Close()
+		}
 		<-read
 	}
 	stdout.Close()
+	if stderr != nil {
+		stderr.Close()
+	}
 	p.add("", true)
 	close(p.done)
 }
@@ -194,11 +224,13 @@ func StartRole(tb testing.TB, name, role string, env ...string) *Proc {
 	return Start(tb, name, Command(role, env...), Options{})
 }
 
-// Run starts cmd as Start does, waits (at most Wait) for it to exit by
-// itself, and returns every line of its stdout and its exit code.
+// Run starts cmd as Start does, with stdin closed at once, waits (at most
+// Wait) for it to exit by itself, and returns every line of its stdout and
+// its exit code.
 func Run(tb testing.TB, name string, cmd *exec.Cmd, opt Options) (lines []string, code int) {
 	tb.Helper()
 	p := Start(tb, name, cmd, opt)
+	p.CloseStdin()
 	code = p.Wait()
 	return p.Lines(), code
 }
@@ -444,14 +476,4 @@ func Tail(lines []string) string {
 		lines = lines[len(lines)-20:]
 	}
 	return strings.Join(lines, "\n")
-}
-
-type logWriter struct {
-	tb   testing.TB
-	name string
-}
-
-func (w *logWriter) Write(b []byte) (int, error) {
-	w.tb.Logf("%s stderr: %s", w.name, strings.TrimRight(string(b), "\n"))
-	return len(b), nil
 }
