@@ -169,7 +169,7 @@ func TestForeignUIDRefused(t *testing.T) {
 		t.Skip("multi-process test skipped in -short mode")
 	}
 	ctx := testCtx(t, 20*time.Second)
-	uid, gid := proctest.User(t, "leaderrun-bus-test", "/nonexistent")
+	_, uid, gid := proctest.User(t, "leaderrun-bus-test", "/nonexistent")
 
 	// The other user must be able to reach both the socket and a copy of
 	// the test binary.

@@ -184,7 +184,7 @@ func TestDefaultDirFallback(t *testing.T) {
 func TestDefaultDirRealUser(t *testing.T) {
 	base := proctest.SharedTempDir(t)
 	home := filepath.Join(base, "home")
-	uid, gid := proctest.User(t, "leaderrun-dd", home)
+	_, uid, gid := proctest.User(t, "leaderrun-dd", home)
 	bin := proctest.CopyBinary(t, base)
 	if err := os.Mkdir(home, 0o700); err != nil {
 		t.Fatal(err)
@@ -221,7 +221,7 @@ func TestDefaultDirRealUser(t *testing.T) {
 		}
 	})
 	t.Run("no home", func(t *testing.T) {
-		noHome, _ := proctest.User(t, "leaderrun-dd-nohome", "/nonexistent")
+		_, noHome, _ := proctest.User(t, "leaderrun-dd-nohome", "/nonexistent")
 		cred := &syscall.Credential{Uid: uint32(noHome), Gid: uint32(gid), Groups: []uint32{}}
 		fb := filepath.Join(FallbackBase, "leaderrun-"+strconv.Itoa(noHome))
 		for name, env := range environments(t, home) {

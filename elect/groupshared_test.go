@@ -46,8 +46,8 @@ type member struct {
 // root, group team; mode 2770, or 0770 without setgid when plain).
 func groupSharedSetup(t *testing.T, plain bool) (bin, dir string, a, b member, team int) {
 	t.Helper()
-	team = proctest.Group(t, gsTeam)
-	a, b = groupMember(t, gsA, team), groupMember(t, gsB, team)
+	teamName, team := proctest.Group(t, gsTeam)
+	a, b = groupMember(t, gsA, teamName, team), groupMember(t, gsB, teamName, team)
 	base := proctest.SharedTempDir(t)
 	bin = proctest.CopyBinary(t, base)
 	dir = filepath.Join(base, "shared")
@@ -67,14 +67,14 @@ func groupSharedSetup(t *testing.T, plain bool) (bin, dir string, a, b member, t
 	return bin, dir, a, b, team
 }
 
-// groupMember creates the user name with a private primary group and the
+// groupMember creates a user (named after base) with a private primary group and the
 // group team as a supplementary one, as a login's processes have.
-func groupMember(t *testing.T, name string, team int) member {
+func groupMember(t *testing.T, base, teamName string, team int) member {
 	t.Helper()
-	m := member{name: name}
-	m.uid, m.gid = proctest.User(t, name, "/nonexistent", gsTeam)
+	var m member
+	m.name, m.uid, m.gid = proctest.User(t, base, "/nonexistent", teamName)
 	if m.gid == team {
-		t.Fatalf("%s: uid %d gid %d; want a private primary group", name, m.uid, m.gid)
+		t.Fatalf("%s: uid %d gid %d; want a private primary group", m.name, m.uid, m.gid)
 	}
 	m.cred = &syscall.Credential{Uid: uint32(m.uid), Gid: uint32(m.gid), Groups: []uint32{uint32(team)}}
 	return m

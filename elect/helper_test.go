@@ -136,15 +136,30 @@ func testLocker(t *testing.T) (*Locker, string) {
 // pending returns the queued pids of name in order.
 func pending(t *testing.T, l *Locker, name string) []int {
 	t.Helper()
+	_, queued := queryPIDs(t, l, name)
+	return queued
+}
+
+// holders returns the pids that hold name.
+func holders(t *testing.T, l *Locker, name string) []int {
+	t.Helper()
+	held, _ := queryPIDs(t, l, name)
+	return held
+}
+
+func queryPIDs(t *testing.T, l *Locker, name string) (held, queued []int) {
+	t.Helper()
 	s, err := l.Query(context.Background(), name)
 	if err != nil {
 		t.Fatal(err)
 	}
-	var pids []int
-	for _, p := range s.Pending {
-		pids = append(pids, p.PID)
+	for _, h := range s.Held {
+		held = append(held, h.PID)
 	}
-	return pids
+	for _, p := range s.Pending {
+		queued = append(queued, p.PID)
+	}
+	return held, queued
 }
 
 func testCtx(t *testing.T) context.Context {

@@ -23,7 +23,7 @@ import (
 const hostileUser = "leaderrun-hostile"
 
 func TestHostileUser(t *testing.T) {
-	uid, gid := proctest.User(t, hostileUser, "/nonexistent")
+	_, uid, gid := proctest.User(t, hostileUser, "/nonexistent")
 	base := proctest.SharedTempDir(t)
 	bin := proctest.CopyBinary(t, base)
 	private, shared := hostileDirs(t, base)

@@ -35,18 +35,6 @@ func joinInOrder(t *testing.T, l *Locker, dir, name string, n int, extra ...stri
 	return ps
 }
 
-func holders(t *testing.T, l *Locker, name string) []int {
-	s, err := l.Query(context.Background(), name)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var pids []int
-	for _, h := range s.Held {
-		pids = append(pids, h.PID)
-	}
-	return pids
-}
-
 func holderPID(t *testing.T, l *Locker, name string) int {
 	s, err := l.Query(context.Background(), name)
 	if err != nil || len(s.Held) == 0 {

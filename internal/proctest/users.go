@@ -15,27 +15,23 @@ import (
 // a shared group) need root, a throwaway account, a directory that account
 // can reach and a copy of the test binary it can run.
 
-// User creates a throwaway system user name with a private group of its
-// own (useradd --user-group), home home (not created) and the
-// supplementary groups groups, removes it when tb ends, and returns its
-// ids. A user of that name left by an interrupted run is removed first.
-// It skips tb unless it runs as root with useradd on PATH.
-func User(tb testing.TB, name, home string, groups ...string) (uid, gid int) {
+// Accounts are machine-wide, and the tests of several checkouts may run at
+// once: each test process names its accounts BASE-PID, and removes those
+// of processes that are gone (an interrupted run) before it adds its own.
+
+// User creates a throwaway system user BASE-PID with a private group of
+// its own (useradd --user-group), home home (not created) and the
+// supplementary groups groups (names returned by [Group]), removes it when
+// tb ends, and returns its name and ids. It skips tb unless it runs as
+// root with useradd on PATH.
+func User(tb testing.TB, base, home string, groups ...string) (name string, uid, gid int) {
 	tb.Helper()
 	needRoot(tb, "useradd", "userdel")
-	exec.Command("userdel", name).Run() // left by an interrupted run
 	args := []string{"--system", "--no-create-home", "--home-dir", home, "--shell", "/usr/sbin/nologin", "--user-group"}
 	if len(groups) > 0 {
 		args = append(args, "--groups", strings.Join(groups, ","))
 	}
-	if out, err := exec.Command("useradd", append(args, name)...).CombinedOutput(); err != nil {
-		tb.Fatalf("useradd %s: %v: %s", name, err, out)
-	}
-	tb.Cleanup(func() {
-		if out, err := exec.Command("userdel", name).CombinedOutput(); err != nil {
-			tb.Errorf("userdel %s: %v: %s", name, err, out)
-		}
-	})
+	name = account(tb, base, "/etc/passwd", "useradd", "userdel", args...)
 	u, err := user.Lookup(name)
 	if err != nil {
 		tb.Fatal(err)
@@ -45,31 +41,52 @@ func User(tb testing.TB, name, home string, groups ...string) (uid, gid int) {
 	if uid == 0 || gid == 0 {
 		tb.Fatalf("%s has uid %d gid %d", name, uid, gid)
 	}
-	return uid, gid
+	return name, uid, gid
 }
 
-// Group creates the throwaway system group name (for [User]'s groups),
-// removes it when tb ends (after the users created later, which cleanups
-// remove first), and returns its gid. It skips tb unless it runs as root
-// with groupadd on PATH.
-func Group(tb testing.TB, name string) int {
+// Group creates the throwaway system group BASE-PID (for [User]'s
+// groups), removes it when tb ends (after the users created later, which
+// cleanups remove first), and returns its name and gid. It skips tb
+// unless it runs as root with groupadd on PATH.
+func Group(tb testing.TB, base string) (name string, gid int) {
 	tb.Helper()
 	needRoot(tb, "groupadd", "groupdel")
-	exec.Command("groupdel", name).Run() // left by an interrupted run
-	if out, err := exec.Command("groupadd", "--system", name).CombinedOutput(); err != nil {
-		tb.Fatalf("groupadd %s: %v: %s", name, err, out)
-	}
-	tb.Cleanup(func() {
-		if out, err := exec.Command("groupdel", name).CombinedOutput(); err != nil {
-			tb.Errorf("groupdel %s: %v: %s", name, err, out)
-		}
-	})
+	name = account(tb, base, "/etc/group", "groupadd", "groupdel", "--system")
 	g, err := user.LookupGroup(name)
 	if err != nil {
 		tb.Fatal(err)
 	}
-	gid, _ := strconv.Atoi(g.Gid)
-	return gid
+	gid, _ = strconv.Atoi(g.Gid)
+	return name, gid
+}
+
+// account removes the accounts BASE-N in db (/etc/passwd or /etc/group)
+// of processes N that are gone, creates BASE-PID with add and args, and
+// removes it with del when tb ends.
+func account(tb testing.TB, base, db, add, del string, args ...string) string {
+	tb.Helper()
+	if b, err := os.ReadFile(db); err == nil {
+		for line := range strings.Lines(string(b)) {
+			old, _, _ := strings.Cut(line, ":")
+			pid, ok := strings.CutPrefix(old, base+"-")
+			if n, err := strconv.Atoi(pid); ok && err == nil && n > 0 {
+				if _, err := os.Stat("/proc/" + pid); os.IsNotExist(err) {
+					exec.Command(del, old).Run()
+				}
+			}
+		}
+	}
+	name := base + "-" + strconv.Itoa(os.Getpid())
+	exec.Command(del, name).Run() // an earlier test of this process that failed to clean up
+	if out, err := exec.Command(add, append(args, name)...).CombinedOutput(); err != nil {
+		tb.Fatalf("%s %s: %v: %s", add, name, err, out)
+	}
+	tb.Cleanup(func() {
+		if out, err := exec.Command(del, name).CombinedOutput(); err != nil {
+			tb.Errorf("%s %s: %v: %s", del, name, err, out)
+		}
+	})
+	return name
 }
 
 func needRoot(tb testing.TB, tools ...string) {
