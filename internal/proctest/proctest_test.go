@@ -1,3 +1,5 @@
+//go:build unix
+
 package proctest
 
 import (
@@ -6,7 +8,6 @@ import (
 	"os"
 	"os/exec"
 	"os/signal"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"syscall"
@@ -147,48 +148,6 @@ func TestSignalGroupNeedsOwnGroup(t *testing.T) {
 	p.Expect("ready")
 	if err := p.SignalGroup(syscall.SIGTERM); err == nil || err == os.ErrProcessDone {
 		t.Fatalf("SignalGroup without Setpgid: %v; want a refusal", err)
-	}
-}
-
-func TestFencedLog(t *testing.T) {
-	dir := t.TempDir()
-	f, err := OpenFencedLog(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	for _, w := range []struct {
-		kind  string
-		epoch uint64
-		ok    bool
-	}{{"S", 3, true}, {"T", 3, true}, {"S", 2, false}, {"V", 1, false}, {"S", 10, true}, {"T", 9, false}} {
-		if ok, err := f.Append(w.kind, w.epoch, "f1", "two\nlines"); err != nil || ok != w.ok {
-			t.Fatalf("Append(%s, %d): %v, %v; want %v", w.kind, w.epoch, ok, err, w.ok)
-		}
-	}
-	b, err := os.ReadFile(filepath.Join(dir, "log"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	var kinds []string
-	for _, line := range strings.Split(strings.TrimSuffix(string(b), "\n"), "\n") {
-		l, err := ParseLogLine(line)
-		if err != nil {
-			t.Fatalf("%q: %v", line, err)
-		}
-		if l.PID != os.Getpid() || l.Nanos == 0 || l.Fields[0] != "f1" || l.Fields[1] != "two" {
-			t.Errorf("parsed %q as %+v", line, l)
-		}
-		kinds = append(kinds, l.Kind+strconv.FormatUint(l.Epoch, 10))
-		if l.Kind == "R" && !strings.HasSuffix(line, "-refused-after-3") && !strings.HasSuffix(line, "-refused-after-10") {
-			t.Errorf("refused line %q does not say after what", line)
-		}
-	}
-	if got := strings.Join(kinds, " "); got != "S3 T3 R2 V1 S10 R9" {
-		t.Errorf("log kinds %q", got)
-	}
-	if _, err := ParseLogLine("S 1 2"); err == nil {
-		t.Error("ParseLogLine accepted 3 fields")
 	}
 }
 
