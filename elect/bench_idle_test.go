@@ -55,9 +55,7 @@ func BenchmarkIdleWaiter(b *testing.B) {
 		} else {
 			w = startBench(b, tool, dir, tool, true)
 		}
-		if err := waitReady(w, tool, dir, tool, 2); err != nil {
-			b.Fatal(err)
-		}
+		waitReady(b, w, tool, dir, tool, 2)
 		idlers = append(idlers, &idler{tool: tool, waiter: w})
 	}
 	time.Sleep(100 * time.Millisecond) // let start-up work settle

@@ -50,9 +50,7 @@ func benchFailover(b *testing.B, tool string) {
 	lat := make([]time.Duration, 0, b.N)
 	for range b.N {
 		waiter := startBench(b, tool, dir, name, true)
-		if err := waitReady(waiter, tool, dir, name, 2); err != nil {
-			b.Fatal(err)
-		}
+		waitReady(b, waiter, tool, dir, name, 2)
 		time.Sleep(time.Millisecond + rand.N(period))
 		t0 := monoNow()
 		leader.Signal(syscall.SIGKILL)
@@ -69,9 +67,7 @@ func benchFailover(b *testing.B, tool string) {
 }
 
 func waitLed(p *proctest.Proc) error {
-	if _, err := expectWithin(p, "waiting", proctest.Wait); err != nil {
-		return err
-	}
+	p.Expect("waiting")
 	_, err := ledAt(p, proctest.Wait)
 	return err
 }
@@ -169,9 +165,7 @@ func joinChain(b *testing.B, tool, dir, name string, n int, deadline time.Time, 
 	ps := make([]*proctest.Proc, n)
 	for i := range ps {
 		ps[i] = startBench(b, tool, dir, name, false)
-		if err := waitReady(ps[i], tool, dir, name, i+2); err != nil {
-			b.Fatal(err)
-		}
+		waitReady(b, ps[i], tool, dir, name, i+2)
 		if time.Now().After(deadline) {
 			b.Fatalf("not done within %v (LEADERRUN_BENCH_CHAIN_LIMIT): only %d of %d joined", limit, i+1, n)
 		}

@@ -146,11 +146,10 @@ func cpu(p *proctest.Proc) time.Duration {
 // (leaderrun, nth ticket counting the holder's), it is blocked in flock(2)
 // according to /proc/locks, or, for a polling tool, it has said "waiting"
 // and made its first try. flock(1) says nothing before it waits.
-func waitReady(p *proctest.Proc, tool, dir, name string, nth int) error {
+func waitReady(b *testing.B, p *proctest.Proc, tool, dir, name string, nth int) {
+	b.Helper()
 	if tool != "flock1" {
-		if _, err := expectWithin(p, "waiting", proctest.Wait); err != nil {
-			return err
-		}
+		p.Expect("waiting")
 	}
 	var ready func() bool
 	switch tool {
@@ -160,16 +159,9 @@ func waitReady(p *proctest.Proc, tool, dir, name string, nth int) error {
 		ready = func() bool { return blockedInFlock(p.PID()) }
 	default:
 		time.Sleep(time.Millisecond)
-		return nil
+		return
 	}
-	deadline := time.Now().Add(10 * time.Second)
-	for !ready() {
-		if time.Now().After(deadline) {
-			return fmt.Errorf("pid %d (%s) not waiting within 10s", p.PID(), tool)
-		}
-		time.Sleep(100 * time.Microsecond)
-	}
-	return nil
+	proctest.Eventually(b, fmt.Sprintf("pid %d (%s) waiting", p.PID(), tool), ready)
 }
 
 func countTickets(dir, name string) int {
