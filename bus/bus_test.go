@@ -136,6 +136,17 @@ func TestFanOutAndOrder(t *testing.T) {
 		cs = append(cs, c)
 	}
 	const n = 200
+	publishFromAll(t, ctx, s, cs, n)
+	checkOneOrder(t, ctx, cs, n*(len(cs)+1))
+	if l, ok := cs[0].Leader(); !ok || l.Epoch != 7 {
+		t.Fatalf("Leader() = %+v, %v", l, ok)
+	}
+}
+
+// publishFromAll publishes n messages from each client and n from s, all
+// at once.
+func publishFromAll(t *testing.T, ctx context.Context, s *Server, cs []*Client, n int) {
+	t.Helper()
 	var wg sync.WaitGroup
 	for i, c := range cs {
 		wg.Go(func() {
@@ -153,7 +164,12 @@ func TestFanOutAndOrder(t *testing.T) {
 		}
 	}
 	wg.Wait()
-	total := n * (len(cs) + 1)
+}
+
+// checkOneOrder reads total messages of epoch 7 on each client and checks
+// that every client saw them numbered 1..total, in one order.
+func checkOneOrder(t *testing.T, ctx context.Context, cs []*Client, total int) {
+	t.Helper()
 	var first []string
 	for i, c := range cs {
 		var got []string
@@ -173,9 +189,6 @@ func TestFanOutAndOrder(t *testing.T) {
 				t.Fatalf("client %d saw %q at %d, client 0 saw %q", i, got[k], k, first[k])
 			}
 		}
-	}
-	if l, ok := cs[0].Leader(); !ok || l.Epoch != 7 {
-		t.Fatalf("Leader() = %+v, %v", l, ok)
 	}
 }
 

@@ -1,20 +1,5 @@
-// Package proctest is the harness of leaderrun's multi-process tests: the
-// test binary re-executes itself as contenders, leaders and members, and
-// the test talks to each through lines on its stdin and stdout.
-//
-// It guarantees that every process a test starts is ended and reaped by
-// the test's cleanup (continued if stopped, then killed), that the test
-// fails if one cannot be reaped, that no wait lasts longer than its bound,
-// and that only processes the test started are ever signalled (never a
-// pid below 2). It uses the standard library and x/sys only, so that any
-// package's in-package tests can import it.
-//
-// A package's TestMain hands its roles to [Main]:
-//
-//	func TestMain(m *testing.M) {
-//		proctest.Main(map[string]func() int{"contender": contender})
-//		os.Exit(m.Run())
-//	}
+//go:build unix
+
 package proctest
 
 import (
@@ -56,8 +41,21 @@ func Main(roles map[string]func() int) {
 // Command returns a command that re-executes the test binary in role,
 // with env added to its environment; it runs no test or benchmark.
 func Command(role string, env ...string) *exec.Cmd {
-	cmd := exec.Command(os.Args[0], "-test.run=^$", "-test.bench=^$")
-	cmd.Env = append(append(os.Environ(), RoleEnv+"="+role), env...)
+	return command(os.Args[0], role, append(os.Environ(), env...))
+}
+
+// CommandAt returns a command that runs bin, a test binary (such as a
+// copy made by [CopyBinary] that another user can run), in role with
+// exactly env and RoleEnv as its environment, in the directory "/".
+func CommandAt(bin, role string, env []string) *exec.Cmd {
+	cmd := command(bin, role, env)
+	cmd.Dir = "/"
+	return cmd
+}
+
+func command(bin, role string, env []string) *exec.Cmd {
+	cmd := exec.Command(bin, "-test.run=^$", "-test.bench=^$")
+	cmd.Env = append(append([]string{}, env...), RoleEnv+"="+role)
 	return cmd
 }
 
@@ -67,6 +65,7 @@ type Proc struct {
 	Name  string
 	Cmd   *exec.Cmd
 	stdin io.WriteCloser
+	group bool // leads a process group of its own (Options.Setpgid)
 
 	mu      sync.Mutex
 	lines   []string
@@ -89,17 +88,62 @@ type Options struct {
 	Cred *syscall.Credential
 	// Setpgid puts the process in a process group of its own.
 	Setpgid bool
+	// OnLine, if set, is called with each line of stdout as it is read
+	// (from one goroutine, in order), before the line is kept for
+	// Expect and Lines; once the process is reaped every call has
+	// returned.
+	OnLine func(line string)
 }
 
 // Start starts cmd (its stdin and stdout must be unset) and registers the
 // cleanup that ends it.
 func Start(tb testing.TB, name string, cmd *exec.Cmd, opt Options) *Proc {
 	tb.Helper()
-	p := &Proc{tb: tb, Name: name, Cmd: cmd, changed: make(chan struct{}), done: make(chan struct{})}
+	p := &Proc{tb: tb, Name: name, Cmd: cmd, group: opt.Setpgid, changed: make(chan struct{}), done: make(chan struct{})}
+	configure(cmd, opt)
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		tb.Fatal(err)
+	}
+	// Pipes of our own rather than exec's, so that the process is reaped
+	// as soon as it exits even if a grandchild keeps them open.
+	var ends []*os.File
+	pipe := func() *os.File {
+		r, w, err := os.Pipe()
+		if err != nil {
+			tb.Fatal(err)
+		}
+		ends = append(ends, w)
+		return r
+	}
+	stdout := pipe()
+	cmd.Stdout = ends[0]
+	var stderr *os.File
+	if cmd.Stderr == nil {
+		stderr = pipe()
+		cmd.Stderr = ends[1]
+	}
+	err = cmd.Start()
+	for _, w := range ends {
+		w.Close()
+	}
+	if err != nil {
+		stdout.Close()
+		if stderr != nil {
+			stderr.Close()
+		}
+		tb.Fatalf("%s: %v", name, err)
+	}
+	p.stdin = stdin
+	go p.collect(stdout, stderr, opt.OnLine)
+	tb.Cleanup(func() { p.end(opt.Grace) })
+	return p
+}
+
+// configure applies opt to cmd.
+func configure(cmd *exec.Cmd, opt Options) {
 	if opt.Stderr != nil {
 		cmd.Stderr = opt.Stderr
-	} else if cmd.Stderr == nil {
-		cmd.Stderr = &logWriter{tb: tb, name: name}
 	}
 	if opt.Cred != nil || opt.Setpgid {
 		if cmd.SysProcAttr == nil {
@@ -109,40 +153,71 @@ func Start(tb testing.TB, name string, cmd *exec.Cmd, opt Options) *Proc {
 		cmd.SysProcAttr.Setpgid = opt.Setpgid
 	}
 	if cmd.WaitDelay == 0 {
-		// A grandchild that keeps stdout or stderr open must not keep
-		// the process from being reaped.
+		// A grandchild that keeps an output open must not keep the
+		// process from being reaped, nor its Proc from ending.
 		cmd.WaitDelay = time.Second
 	}
-	stdin, err := cmd.StdinPipe()
-	if err != nil {
-		tb.Fatal(err)
-	}
-	stdout, err := cmd.StdoutPipe()
-	if err != nil {
-		tb.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		tb.Fatalf("%s: %v", name, err)
-	}
-	p.stdin = stdin
-	go func() {
+}
+
+// collect reads stdout into lines and stderr (if not nil) into the test's
+// log, reaps the process as soon as it exits, and then gives a grandchild
+// that keeps either open WaitDelay before it stops reading.
+func (p *Proc) collect(stdout, stderr *os.File, onLine func(string)) {
+	var readers sync.WaitGroup
+	readers.Go(func() {
 		sc := bufio.NewScanner(stdout)
 		sc.Buffer(nil, 1<<20)
 		for sc.Scan() {
+			if onLine != nil {
+				onLine(sc.Text())
+			}
 			p.add(sc.Text(), false)
 		}
-		cmd.Wait()
-		p.add("", true)
-		close(p.done)
-	}()
-	tb.Cleanup(func() { p.end(opt.Grace) })
-	return p
+	})
+	if stderr != nil {
+		readers.Go(func() {
+			sc := bufio.NewScanner(stderr)
+			sc.Buffer(nil, 1<<20)
+			for sc.Scan() {
+				p.tb.Logf("%s stderr: %s", p.Name, sc.Text())
+			}
+		})
+	}
+	read := make(chan struct{})
+	go func() { readers.Wait(); close(read) }()
+	p.Cmd.Wait()
+	select {
+	case <-read:
+	case <-time.After(p.Cmd.WaitDelay):
+		stdout.Close()
+		if stderr != nil {
+			stderr.Close()
+		}
+		<-read
+	}
+	stdout.Close()
+	if stderr != nil {
+		stderr.Close()
+	}
+	p.add("", true)
+	close(p.done)
 }
 
 // StartRole starts the test binary in role (see Command).
 func StartRole(tb testing.TB, name, role string, env ...string) *Proc {
 	tb.Helper()
 	return Start(tb, name, Command(role, env...), Options{})
+}
+
+// Run starts cmd as Start does, with stdin closed at once, waits (at most
+// Wait) for it to exit by itself, and returns every line of its stdout and
+// its exit code.
+func Run(tb testing.TB, name string, cmd *exec.Cmd, opt Options) (lines []string, code int) {
+	tb.Helper()
+	p := Start(tb, name, cmd, opt)
+	p.CloseStdin()
+	code = p.Wait()
+	return p.Lines(), code
 }
 
 // PID is the process's pid.
@@ -160,9 +235,12 @@ func (p *Proc) add(line string, eof bool) {
 	p.mu.Unlock()
 }
 
-// Send writes line to the process's stdin. A process that has exited
-// does not read it; that is not an error here.
-func (p *Proc) Send(line string) { io.WriteString(p.stdin, line+"\n") }
+// Send writes line to the process's stdin. The error (a process that
+// has exited does not read it) is for the tests that want to know.
+func (p *Proc) Send(line string) error {
+	_, err := io.WriteString(p.stdin, line+"\n")
+	return err
+}
 
 // CloseStdin closes the process's stdin (roles take that as "exit").
 func (p *Proc) CloseStdin() { p.stdin.Close() }
@@ -286,18 +364,39 @@ func (p *Proc) hasExited() bool {
 	return p.exited
 }
 
-// Signal sends sig to the process, unless it has been reaped.
-func (p *Proc) Signal(sig syscall.Signal) {
-	if p.PID() < 2 || p.hasExited() {
-		return
+// Signal sends sig to the process; once it has been reaped it sends
+// nothing and returns os.ErrProcessDone.
+func (p *Proc) Signal(sig syscall.Signal) error {
+	if p.PID() < 2 {
+		return fmt.Errorf("proctest: refusing to signal pid %d", p.PID())
 	}
-	p.Cmd.Process.Signal(sig)
+	if p.hasExited() {
+		return os.ErrProcessDone
+	}
+	return p.Cmd.Process.Signal(sig)
 }
 
-// Kill ends the process (SIGKILL, then SIGCONT in case it was stopped)
-// and reaps it, failing the test if it cannot be reaped within Wait.
+// SignalGroup sends sig to the process group that the process leads
+// (started with Options.Setpgid), while the process is not reaped, so
+// that its pid is still its group's id.
+func (p *Proc) SignalGroup(sig syscall.Signal) error {
+	if !p.group || p.PID() < 2 {
+		return fmt.Errorf("proctest: %s (pid %d) leads no process group of its own", p.Name, p.PID())
+	}
+	if p.hasExited() {
+		return os.ErrProcessDone
+	}
+	return syscall.Kill(-p.PID(), sig)
+}
+
+// Kill ends the process (SIGKILL, then SIGCONT in case it was stopped),
+// and its process group if it leads one, and reaps it, failing the test
+// if it cannot be reaped within Wait.
 func (p *Proc) Kill() {
 	p.tb.Helper()
+	if p.group {
+		p.SignalGroup(syscall.SIGKILL)
+	}
 	p.Signal(syscall.SIGKILL)
 	p.Signal(syscall.SIGCONT)
 	p.stdin.Close()
@@ -362,14 +461,4 @@ func Tail(lines []string) string {
 		lines = lines[len(lines)-20:]
 	}
 	return strings.Join(lines, "\n")
-}
-
-type logWriter struct {
-	tb   testing.TB
-	name string
-}
-
-func (w *logWriter) Write(b []byte) (int, error) {
-	w.tb.Logf("%s stderr: %s", w.name, strings.TrimRight(string(b), "\n"))
-	return len(b), nil
 }
