@@ -11,10 +11,6 @@ import (
 // The test binary doubles as the leaders and members of the multi-process
 // tests: TestMain runs the role that proctest.RoleEnv names (see
 // helper_test.go) instead of the tests.
-// roleEnv is proctest.RoleEnv under the name that main's
-// relearn_bench_test.go (written before this harness) builds its leader
-// command with; with proctest.Command there, it can go.
-const roleEnv = proctest.RoleEnv
 
 func TestMain(m *testing.M) {
 	proctest.Main(map[string]func() int{

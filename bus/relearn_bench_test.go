@@ -3,7 +3,6 @@ package bus
 import (
 	"context"
 	"os"
-	"os/exec"
 	"slices"
 	"strconv"
 	"strings"
@@ -30,9 +29,7 @@ func BenchmarkRelearn(b *testing.B) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	start := func() *proctest.Proc {
-		cmd := exec.Command(os.Args[0], "-test.run=^$", "-test.bench=^$")
-		cmd.Env = append(os.Environ(), roleEnv+"=leader", "BUS_DIR="+dir)
-		return proctest.Start(b, "leader", cmd, proctest.Options{Stderr: os.Stderr})
+		return proctest.Start(b, "leader", proctest.Command("leader", "BUS_DIR="+dir), proctest.Options{Stderr: os.Stderr})
 	}
 	l, err := elect.Open(elect.Config{Dir: dir})
 	if err != nil {
