@@ -1,4 +1,4 @@
-//go:build !linux
+//go:build (darwin || dragonfly || freebsd || illumos || linux || netbsd || openbsd) && !linux
 
 package oslock
 

@@ -1,4 +1,4 @@
-//go:build unix
+//go:build darwin || dragonfly || freebsd || illumos || linux || netbsd || openbsd
 
 package oslock
 
@@ -16,11 +16,7 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// OpenDir opens and checks the lock directory at path. It refuses a symbolic
-// link, a directory owned by another user, one writable by others (or by its
-// group unless opts.GroupShared), and, unless opts.AllowUnsafeFS, a network or
-// FUSE filesystem, which returns [ErrUnsupported] naming the filesystem.
-func OpenDir(path string, opts DirOptions) (*Dir, error) {
+func sysOpenDir(path string, opts DirOptions) (*Dir, error) {
 	if path == "" {
 		return nil, errors.New("oslock: empty lock directory path")
 	}
@@ -141,12 +137,7 @@ func (d *Dir) pathErr(op, name string, err error) error {
 	return &fs.PathError{Op: op, Path: filepath.Join(d.path, name), Err: err}
 }
 
-// OpenFile opens name inside the directory without following a symbolic
-// link; flag and perm are as for os.OpenFile. In a group-shared directory a
-// file of ours opened with O_CREATE gets the directory's group (also where
-// the directory lacks the setgid bit) and perm's owner bits for the group
-// too, whatever the umask, so that every member can open, lock and read it.
-func (d *Dir) OpenFile(name string, flag int, perm os.FileMode) (*os.File, error) {
+func (d *Dir) sysOpenFile(name string, flag int, perm os.FileMode) (*os.File, error) {
 	if d.group && flag&os.O_CREATE != 0 && flag&os.O_EXCL == 0 {
 		return d.openShared(name, flag, perm)
 	}
@@ -212,7 +203,7 @@ func (d *Dir) openShared(name string, flag int, perm os.FileMode) (*os.File, err
 		if f, err = d.openFile(tmp, name, flag&^os.O_TRUNC|os.O_EXCL, perm, true); err != nil {
 			return nil, err
 		}
-		err = unix.Linkat(d.fd(), tmp, d.fd(), name, 0)
+		err = linkat(d, tmp, name)
 		unix.Unlinkat(d.fd(), tmp, 0)
 		if err == nil {
 			return f, nil
@@ -250,13 +241,7 @@ func (d *Dir) filePerm(perm uint32) uint32 {
 	return perm
 }
 
-// Sub opens the subdirectory name, creating it with mode 0700 if create is
-// set, and checks it as [OpenDir] does. In a group-shared directory a
-// subdirectory of ours gets the directory's group and mode 2770 (group
-// rwx, setgid, no sticky bit), also when it exists already, so that the
-// files every member creates in it get that group and any member may remove
-// a dead member's file.
-func (d *Dir) Sub(name string, create bool, opts DirOptions) (*Dir, error) {
+func (d *Dir) sysSub(name string, create bool, opts DirOptions) (*Dir, error) {
 	if create {
 		err := unix.Mkdirat(d.fd(), name, d.filePerm(0o700))
 		if err != nil && err != unix.EEXIST {
@@ -293,8 +278,7 @@ func (d *Dir) Sub(name string, create bool, opts DirOptions) (*Dir, error) {
 	return &Dir{f: f, path: path, group: d.group, gid: st.Gid}, nil
 }
 
-// Names lists the directory's entries, in no particular order.
-func (d *Dir) Names() ([]string, error) {
+func (d *Dir) sysNames() ([]string, error) {
 	fd, err := openNoFollow(d.fd(), ".", unix.O_RDONLY|unix.O_DIRECTORY, 0)
 	if err != nil {
 		return nil, d.pathErr("open", ".", err)
@@ -308,41 +292,35 @@ func (d *Dir) Names() ([]string, error) {
 	return names, nil
 }
 
-// Remove unlinks the file name. A missing file is reported as fs.ErrNotExist.
-func (d *Dir) Remove(name string) error {
+func (d *Dir) sysRemove(name string) error {
 	if err := unix.Unlinkat(d.fd(), name, 0); err != nil {
 		return d.pathErr("remove", name, err)
 	}
 	return nil
 }
 
-// RemoveDir removes the empty subdirectory name.
-func (d *Dir) RemoveDir(name string) error {
+func (d *Dir) sysRemoveDir(name string) error {
 	if err := unix.Unlinkat(d.fd(), name, unix.AT_REMOVEDIR); err != nil {
 		return d.pathErr("rmdir", name, err)
 	}
 	return nil
 }
 
-// Link makes newname a second name of oldname without following links. It
-// fails with fs.ErrExist if newname exists: it never replaces a file.
-func (d *Dir) Link(oldname, newname string) error {
-	if err := unix.Linkat(d.fd(), oldname, d.fd(), newname, 0); err != nil {
+func (d *Dir) sysLink(oldname, newname string) error {
+	if err := linkat(d, oldname, newname); err != nil {
 		return d.pathErr("link", newname, err)
 	}
 	return nil
 }
 
-// Rename renames oldname to newname inside the directory, replacing newname.
-func (d *Dir) Rename(oldname, newname string) error {
+func (d *Dir) sysRename(oldname, newname string) error {
 	if err := unix.Renameat(d.fd(), oldname, d.fd(), newname); err != nil {
 		return d.pathErr("rename", newname, err)
 	}
 	return nil
 }
 
-// Lstat returns the identity and owner of name without following a link.
-func (d *Dir) Lstat(name string) (FileID, int, error) {
+func (d *Dir) sysLstat(name string) (FileID, int, error) {
 	var st unix.Stat_t
 	if err := unix.Fstatat(d.fd(), name, &st, unix.AT_SYMLINK_NOFOLLOW); err != nil {
 		return FileID{}, 0, d.pathErr("lstat", name, err)
@@ -350,8 +328,7 @@ func (d *Dir) Lstat(name string) (FileID, int, error) {
 	return FileID{Dev: uint64(st.Dev), Ino: uint64(st.Ino)}, int(st.Uid), nil
 }
 
-// IDOf returns the identity of an open file.
-func IDOf(f *os.File) (FileID, error) {
+func sysIDOf(f *os.File) (FileID, error) {
 	var st unix.Stat_t
 	if err := unix.Fstat(int(f.Fd()), &st); err != nil {
 		return FileID{}, &fs.PathError{Op: "fstat", Path: f.Name(), Err: err}
@@ -359,22 +336,14 @@ func IDOf(f *os.File) (FileID, error) {
 	return FileID{Dev: uint64(st.Dev), Ino: uint64(st.Ino)}, nil
 }
 
-// ResolvedPath returns a path to name that goes through the directory's
-// descriptor where the platform allows it (/proc/self/fd on Linux), so that
-// path-based calls such as inotify_add_watch and bind(2) cannot be
-// redirected by renaming the directory, and stay short.
-func (d *Dir) ResolvedPath(name string) string {
+func (d *Dir) sysResolvedPath(name string) string {
 	if procFD {
 		return "/proc/self/fd/" + strconv.Itoa(d.fd()) + "/" + name
 	}
 	return filepath.Join(d.path, name)
 }
 
-// DirOwner returns the uid that owns the directory at path, following
-// symbolic links. A missing path, or a parent that is not a directory,
-// matches fs.ErrNotExist; a path that is not a directory matches
-// syscall.ENOTDIR.
-func DirOwner(path string) (int, error) {
+func sysDirOwner(path string) (int, error) {
 	var st unix.Stat_t
 	if err := unix.Stat(path, &st); err != nil {
 		if err == unix.ENOENT || err == unix.ENOTDIR {
@@ -388,11 +357,7 @@ func DirOwner(path string) (int, error) {
 	return int(st.Uid), nil
 }
 
-// CheckFS returns an error matching [ErrUnsupported], naming the
-// filesystem, when the directory at path is on one where flock cannot be
-// trusted (those [OpenDir] refuses), and nil when it is local. Unlike
-// OpenDir it follows a symbolic link at path.
-func CheckFS(path string) error {
+func sysCheckFS(path string) error {
 	fd, err := unix.Open(path, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
 	if err != nil {
 		return &fs.PathError{Op: "open", Path: path, Err: err}
@@ -401,16 +366,14 @@ func CheckFS(path string) error {
 	return checkFS(fd, path)
 }
 
-// ID returns the identity of the directory itself.
-func (d *Dir) ID() (FileID, error) {
+func (d *Dir) sysID() (FileID, error) {
 	if d == nil || d.f == nil {
 		return FileID{}, fs.ErrClosed
 	}
 	return IDOf(d.f)
 }
 
-// LstatPath returns the identity of path without following a final link.
-func LstatPath(path string) (FileID, int, error) {
+func sysLstatPath(path string) (FileID, int, error) {
 	var st unix.Stat_t
 	if err := unix.Lstat(path, &st); err != nil {
 		return FileID{}, 0, &fs.PathError{Op: "lstat", Path: path, Err: err}

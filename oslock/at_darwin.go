@@ -8,3 +8,7 @@ import "golang.org/x/sys/unix"
 func mkfifoat(d *Dir, name string, mode uint32) error {
 	return unix.Mkfifo(d.path+"/"+name, mode)
 }
+
+func linkat(d *Dir, oldname, newname string) error {
+	return unix.Linkat(d.fd(), oldname, d.fd(), newname, 0)
+}
