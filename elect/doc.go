@@ -77,8 +77,14 @@
 // flocked by its owner), its beacon t<number>.w and its inbox t<number>.m
 // (FIFOs its owner holds open: successors wait for the beacon to hang up,
 // stealers write into the inbox); .steal exists while a steal may be
-// queued. These persist between uses; what dead processes leave is removed
-// by the next process that meets it, or by [Locker.Prune].
+// queued; .tmp-* are tickets, beacons and inboxes being made. Beside them,
+// the bus (package bus) serves <name>.sock, bound as <name>.sock.tmp and
+// renamed into place, and the leaderrun command keeps a term marker
+// <name>.cmd.<id> while a term's COMMAND may run. [LockPath], [SocketPath],
+// [SocketFile], [SocketTempFile] and [TermMarkerPrefix] are the only
+// spellings of these names. Files persist between uses; what dead
+// processes leave is removed by the next process that meets it, or by
+// [Locker.Prune]; the socket and markers by the next leader.
 //
 // The default directory is <home>/.local/state/leaderrun, <home> being the
 // effective user's home in the user database, because it is the one place

@@ -1,9 +1,6 @@
 package elect
 
-import (
-	"fmt"
-	"path/filepath"
-)
+import "fmt"
 
 // MaxNameLen is the longest lock name, in bytes. It keeps every derived
 // path, the bus socket's included, well inside system limits.
@@ -40,20 +37,3 @@ func nameByte(c byte) bool {
 	}
 	return false
 }
-
-// Files of a name in the lock directory. The lock file is never removed;
-// holding flock(2) on it is what leading means, so a flock(1) user of the
-// same file excludes leaderrun and is excluded by it:
-//
-//	flock "$LEADERRUN_DIR/NAME.lock" command
-const (
-	lockSuffix  = ".lock"  // the leadership lock
-	queueSuffix = ".queue" // directory of tickets
-	stateSuffix = ".state" // ticket counter and last epoch
-)
-
-// LockPath is the path of name's leadership lock file in dir.
-func LockPath(dir, name string) string { return filepath.Join(dir, name+lockSuffix) }
-
-// SocketPath is where the leader of name serves its bus in dir.
-func SocketPath(dir, name string) string { return filepath.Join(dir, name+".sock") }
