@@ -19,7 +19,10 @@ type Request struct {
 	Steal bool
 	// KillAfter, with Steal, sends SIGKILL to holders (of the same user)
 	// that still hold the lock this long after the steal. Zero (default)
-	// waits for them to release however long it takes.
+	// waits for them to release however long it takes. After the SIGKILL
+	// the steal still waits for the kernel to drop the lock, which a
+	// process stuck in uninterruptible sleep (state D) can put off without
+	// bound: only the request's ctx bounds that wait.
 	KillAfter time.Duration
 	// StealStopped, when positive, recovers the name from a holder that
 	// has been stopped (SIGSTOP, Ctrl-Z, a frozen cgroup) for this long
