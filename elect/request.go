@@ -36,6 +36,11 @@ type Request struct {
 	// Command is recorded for Query and `leaderrun status`. Default:
 	// os.Args.
 	Command []string
+	// OnPolling, if set, is called (from Acquire's goroutine, once per
+	// request) when the request finds nothing to sleep on and falls back
+	// to polling every 1ms to 100ms, with why. Query shows such a request
+	// as Polling too.
+	OnPolling func(why string)
 }
 
 func (r Request) validate() error {

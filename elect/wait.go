@@ -31,7 +31,7 @@ func (a *acquirer) waitBehind(ctx context.Context, ahead []entry, b entry) error
 	}
 	if bf == nil {
 		// A live ticket without a beacon: not made by this version.
-		return a.pollWait(ctx)
+		return a.pollWait(ctx, "the ticket ahead has no beacon to sleep on (made by an older leaderrun)")
 	}
 	w := newWaitSet(ctx)
 	defer w.close()
@@ -193,9 +193,13 @@ func (a *acquirer) waitLock(ctx context.Context, queue []entry) error {
 		w.gone(pid)
 	}
 	if w.empty() || a.requeued(queue, holders) {
-		return a.pollWait(ctx)
+		return a.pollWait(ctx, "the lock is held by a process that /proc/locks does not show (another pid namespace, or no /proc)")
 	}
-	a.poll = 0
+	if a.poll != 0 {
+		a.poll = 0
+		a.tk.rec.Polling = false // something to sleep on again
+		a.tk.write()
+	}
 	timer := time.Duration(0)
 	if !a.killAt.IsZero() && !a.killed && len(a.deposed) > 0 {
 		timer = max(time.Until(a.killAt), time.Nanosecond)
@@ -295,9 +299,12 @@ func (a *acquirer) lockHolders(skip map[int]bool) []int {
 // /proc/locks, a descriptor inherited by another process, or a platform
 // without FIFO events). It sleeps 1ms, doubling to 100ms, and Query
 // reports the request as polling.
-func (a *acquirer) pollWait(ctx context.Context) error {
+func (a *acquirer) pollWait(ctx context.Context, why string) error {
 	if a.poll == 0 {
 		a.poll = time.Millisecond
+		if !a.tk.rec.Polling && a.req.OnPolling != nil {
+			a.req.OnPolling(why)
+		}
 		a.tk.rec.Polling = true
 		a.tk.write()
 	} else {
