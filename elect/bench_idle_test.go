@@ -58,6 +58,12 @@ func BenchmarkIdleWaiter(b *testing.B) {
 		waitReady(b, w, tool, dir, tool, 2)
 		idlers = append(idlers, &idler{tool: tool, waiter: w})
 	}
+	// One process holding 1000 names idles too.
+	many := startBench(b, "leaderrun1000", dir, "many", true)
+	if err := waitLed(many); err != nil {
+		b.Fatal(err)
+	}
+	idlers = append(idlers, &idler{tool: "leaderrun1000", waiter: many})
 	time.Sleep(100 * time.Millisecond) // let start-up work settle
 	for _, i := range idlers {
 		i.before = readCost(i.waiter.PID())

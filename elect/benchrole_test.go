@@ -51,6 +51,27 @@ func benchRole() int {
 func benchAcquire(tool, dir, name string) (release func() error, err error) {
 	file := LockPath(dir, name)
 	switch tool {
+	case "leaderrun1000":
+		// One process holding 1000 names (name-0 ... name-999).
+		l, err := Open(Config{Dir: dir})
+		if err != nil {
+			return nil, err
+		}
+		var leads []*Leadership
+		for i := range 1000 {
+			lead, err := l.Acquire(context.Background(), fmt.Sprintf("%s-%d", name, i), Request{})
+			if err != nil {
+				l.Close()
+				return nil, err
+			}
+			leads = append(leads, lead)
+		}
+		return func() error {
+			for _, lead := range leads {
+				lead.Release()
+			}
+			return l.Close()
+		}, nil
 	case "leaderrun":
 		l, err := Open(Config{Dir: dir})
 		if err != nil {

@@ -16,11 +16,12 @@ import (
 )
 
 var toolNames = map[string]string{
-	"leaderrun": "leaderrun",
-	"flock2":    "raw flock(2) blocked waiter",
-	"flock1":    "flock(1)",
-	"gofrs10":   "gofrs/flock TryLockContext 10ms",
-	"gofrs100":  "gofrs/flock TryLockContext 100ms",
+	"leaderrun":     "leaderrun",
+	"leaderrun1000": "leaderrun, one process holding 1000 names",
+	"flock2":        "raw flock(2) blocked waiter",
+	"flock1":        "flock(1)",
+	"gofrs10":       "gofrs/flock TryLockContext 10ms",
+	"gofrs100":      "gofrs/flock TryLockContext 100ms",
 }
 
 func (r *report) electTest(ctx context.Context) (string, error) {
@@ -122,7 +123,7 @@ func (r *report) idleCost(ctx context.Context) error {
 	env := append(r.benchEnv(), "LEADERRUN_BENCH_IDLE="+r.cfg.idle.String())
 	run := runBench(ctx, bin, r.tmp, "^BenchmarkIdleWaiter$", "1x", r.cfg.idle+3*time.Minute, append(env, r.exhaustEnv()...)...)
 	t := newTable("Tool", "CPU ticks", "context switches", "RSS")
-	for _, tool := range []string{"leaderrun", "flock2", "flock1", "gofrs10", "gofrs100"} {
+	for _, tool := range []string{"leaderrun", "leaderrun1000", "flock2", "flock1", "gofrs10", "gofrs100"} {
 		name := "BenchmarkIdleWaiter/" + tool
 		ticks, ok := run.metric(name, "cpu-ticks")
 		if !ok {
@@ -133,10 +134,12 @@ func (r *report) idleCost(ctx context.Context) error {
 		rss, _ := run.metric(name, "rss-kB")
 		t.row(toolNames[tool], num(ticks), num(sw), fmt.Sprintf("%.1f MB", rss/1024))
 	}
-	t.notef("One waiter per tool queued behind a holder, all side by side for %v: CPU clock ticks (utime+stime, 1 tick = 10 ms here), context switches of all its threads, resident memory.", r.cfg.idle)
+	t.notef("One waiter per tool queued behind a holder, and leaderrun1000: one process holding 1000 names, all side by side for %v: CPU clock ticks (utime+stime, 1 tick = 10 ms here), context switches of all its threads, resident memory.", r.cfg.idle)
 	r.add(fmt.Sprintf("Idle waiter over %v%s", r.cfg.idle, r.exhaustTitle()), t)
 	ticks, ok := run.metric("BenchmarkIdleWaiter/leaderrun", "cpu-ticks")
 	r.check(fmt.Sprintf("Idle waiter, %v", r.cfg.idle), "0 CPU ticks", num(or(ticks, ok))+" ticks", ticks == 0, ok)
+	many, ok := run.metric("BenchmarkIdleWaiter/leaderrun1000", "cpu-ticks")
+	r.check(fmt.Sprintf("1000 names held by one process, %v", r.cfg.idle), "0 CPU ticks", num(or(many, ok))+" ticks", many == 0, ok)
 	return nil
 }
 
