@@ -84,7 +84,7 @@ func runFlags() []cli.Flag {
 		},
 		&cli.GenericFlag{
 			Name:  "grace",
-			Usage: "time between SIGTERM and SIGKILL when stopping COMMAND's process group, and that COMMAND has after leaderrun is told to stop (a second signal: SIGKILL at once)",
+			Usage: "`DURATION` between SIGTERM and SIGKILL when stopping COMMAND's process group, and that COMMAND has after leaderrun is told to stop (a second signal: SIGKILL at once)",
 			Value: &durationValue{d: 5 * time.Second, set: true},
 		},
 		&cli.StringFlag{

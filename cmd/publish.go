@@ -29,8 +29,9 @@ them, sends one message per line of standard input, until end of input.
 EXAMPLES:
    leaderrun publish alerts disk full on /srv
    tail -F /var/log/app.log | leaderrun publish applog`,
-		Flags:  []cli.Flag{subDirFlag()},
-		Action: publishAction,
+		Flags:        []cli.Flag{subDirFlag()},
+		Action:       publishAction,
+		BashComplete: completeNames,
 	}
 }
 
@@ -38,18 +39,12 @@ func publishAction(c *cli.Context) error {
 	if c.NArg() < 1 {
 		return usageErrorf("leaderrun publish: give a NAME, as in leaderrun publish alerts hello")
 	}
-	if err := elect.ValidateName(c.Args().First()); err != nil {
-		return usageErrorf("leaderrun publish: %v", err)
-	}
-	name := c.Args().First()
-	lk, err := openLocker(c)
+	s, err := begin(c, "publish", c.Args().First(), false)
 	if err != nil {
-		return explainCtx(c, err)
+		return err
 	}
-	dir := lk.Dir()
-	lk.Close()
-	ctx, stop := signalContext(c.Context)
-	defer stop()
+	defer s.close()
+	name, dir, ctx := s.name, s.dir, s.ctx
 	fail := func(err error) error {
 		if e := signalExit(ctx); e != nil {
 			return e
