@@ -348,10 +348,11 @@ EXAMPLES:
    leaderrun --name db -- ./migrate.sh
 
    # a script that wraps itself
-   [ -n "$LEADERRUN_EPOCH" ] || exec leaderrun --name job -- "$0" "$@"
+   [ "$LEADERRUN_NAME" = job ] || exec leaderrun --name job -- "$0" "$@"
 
-   # who leads, and who waits
+   # who leads, and who waits; the lock file, for flock(1)
    leaderrun status
    leaderrun who poller
+   flock -n "$(leaderrun lockfile backup)" ./backup.sh
 
 ` + exitCodeHelp
