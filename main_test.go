@@ -447,3 +447,21 @@ func TestExitCodesTested(t *testing.T) {
 		t.Errorf("exit code %s (%s) is tested by no testscript; add one that checks rc=%s", r.Code, r.Meaning, code)
 	}
 }
+
+// TestNoManPageCodeLinked fails when the leaderrun binary, built without
+// tags, links a man-page or Markdown package (urfave/cli's docs.go brings
+// go-md2man and blackfriday, whose initialisation every start pays for) or
+// the manual's generator.
+func TestNoManPageCodeLinked(t *testing.T) {
+	out, err := exec.Command("go", "list", "-deps", ".").Output()
+	if err != nil {
+		t.Fatalf("go list -deps: %v", err)
+	}
+	for _, pkg := range strings.Fields(string(out)) {
+		for _, bad := range []string{"github.com/cpuguy83/go-md2man", "github.com/russross/blackfriday", "github.com/urfave/cli", "github.com/leaderrun/leaderrun/internal/man"} {
+			if strings.HasPrefix(pkg, bad) {
+				t.Errorf("the binary links %s", pkg)
+			}
+		}
+	}
+}

@@ -3,13 +3,14 @@ package cmd
 import (
 	"context"
 	"fmt"
+	"io"
 	"os"
 	"os/signal"
 	"strings"
 	"syscall"
 
 	"github.com/leaderrun/leaderrun/elect"
-	"github.com/urfave/cli/v2"
+	cli "github.com/leaderrun/leaderrun/internal/urfavecli"
 )
 
 // App is the leaderrun command line. It wraps *cli.App to keep
@@ -68,6 +69,17 @@ func init() {
 	// when asked for.
 	cli.VersionFlag = &cli.BoolFlag{Name: "version", Usage: "print the version and VCS revision, then exit"}
 	cli.VersionPrinter = func(c *cli.Context) { fmt.Fprintln(c.App.Writer, version()) }
+	// The exit status table is rendered into the app's help only when
+	// help is printed, not at every start.
+	printHelp := cli.HelpPrinter
+	cli.HelpPrinter = func(w io.Writer, templ string, data any) {
+		if a, ok := data.(*cli.App); ok && a.Description == runDescription {
+			d := *a
+			d.Description = runDescription + exitCodeHelp()
+			data = &d
+		}
+		printHelp(w, templ, data)
+	}
 }
 
 // New builds the command line.
@@ -309,7 +321,7 @@ func isSubcommand(name string) bool {
 	return false
 }
 
-var runDescription = `Runs COMMAND when this instance leads NAME; other instances wait in line
+const runDescription = `Runs COMMAND when this instance leads NAME; other instances wait in line
 (first come, first served) or give up (-n, -w). When leaderrun dies, even
 of SIGKILL, COMMAND is stopped before another instance's COMMAND starts.
 
@@ -355,4 +367,4 @@ EXAMPLES:
    leaderrun who poller
    flock -n "$(leaderrun lockfile backup)" ./backup.sh
 
-` + exitCodeHelp
+`

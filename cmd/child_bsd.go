@@ -22,7 +22,7 @@ func startAndWait(c *child) error {
 	return nil
 }
 
-func reapOrphans()       {}
+func reapOrphans() bool  { return false }
 func descendants() []int { return nil }
 
 // isAncestor cannot walk the parent chain without /proc: it trusts the

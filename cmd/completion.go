@@ -6,7 +6,7 @@ import (
 	"strings"
 
 	"github.com/leaderrun/leaderrun/elect"
-	"github.com/urfave/cli/v2"
+	cli "github.com/leaderrun/leaderrun/internal/urfavecli"
 )
 
 // completeNames completes the names of the lock directory (its *.lock

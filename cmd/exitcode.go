@@ -59,7 +59,7 @@ var ExitCodes = []ExitCodeRow{
 type ExitCodeRow struct{ Code, Meaning string }
 
 // exitCodeHelp is ExitCodes as listed in `leaderrun --help`.
-var exitCodeHelp = func() string {
+func exitCodeHelp() string {
 	var b strings.Builder
 	b.WriteString("EXIT STATUS:\n")
 	for _, r := range ExitCodes {
@@ -76,7 +76,7 @@ var exitCodeHelp = func() string {
 		b.WriteString(line + "\n")
 	}
 	return b.String()
-}()
+}
 
 // exitError carries an exit code and a message for stderr. An empty
 // message prints nothing: COMMAND already said what it had to say.

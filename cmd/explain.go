@@ -7,7 +7,7 @@ import (
 	"syscall"
 
 	"github.com/leaderrun/leaderrun/elect"
-	"github.com/urfave/cli/v2"
+	cli "github.com/leaderrun/leaderrun/internal/urfavecli"
 )
 
 // explainIn is classify for an error met while using the lock directory

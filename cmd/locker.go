@@ -2,7 +2,7 @@ package cmd
 
 import (
 	"github.com/leaderrun/leaderrun/elect"
-	"github.com/urfave/cli/v2"
+	cli "github.com/leaderrun/leaderrun/internal/urfavecli"
 )
 
 // openLocker opens the lock directory c names (lockDir), or the default

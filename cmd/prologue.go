@@ -4,7 +4,7 @@ import (
 	"context"
 
 	"github.com/leaderrun/leaderrun/elect"
-	"github.com/urfave/cli/v2"
+	cli "github.com/leaderrun/leaderrun/internal/urfavecli"
 )
 
 // cmdSession is what who, status, publish and subscribe start with: NAME,

@@ -17,7 +17,7 @@ import (
 
 	"github.com/leaderrun/leaderrun/bus"
 	"github.com/leaderrun/leaderrun/elect"
-	"github.com/urfave/cli/v2"
+	cli "github.com/leaderrun/leaderrun/internal/urfavecli"
 )
 
 // Back-off between restarts: doubled after each run, back to the start
@@ -197,7 +197,9 @@ func (o *runOptions) run(ctx context.Context) error {
 	var srv *bus.Server
 	if lead.Mode() == elect.Exclusive {
 		if srv, err = bus.Listen(lead); err != nil {
-			o.logf("not serving the bus of %s: %v", o.name, err)
+			// The cause only: the error names the socket by its internal,
+			// descriptor-relative path (/proc/self/fd/N/NAME.sock.tmp).
+			o.logf("not serving the bus of %s: %v", o.name, rootCause(err))
 			srv = nil
 		} else {
 			// Stopped through Serve's ctx, not Close: Close racing a

@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/leaderrun/leaderrun/elect"
-	"github.com/urfave/cli/v2"
+	cli "github.com/leaderrun/leaderrun/internal/urfavecli"
 )
 
 func whoCommand() *cli.Command {

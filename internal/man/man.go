@@ -14,7 +14,7 @@ import (
 	"strings"
 
 	"github.com/leaderrun/leaderrun/cmd"
-	"github.com/urfave/cli/v2"
+	cli "github.com/leaderrun/leaderrun/internal/urfavecli"
 )
 
 // Write writes the manual page of app (cmd.New()) to w.
