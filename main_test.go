@@ -9,6 +9,7 @@ import (
 	"os/exec"
 	"os/user"
 	"path/filepath"
+	"runtime"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -318,6 +319,9 @@ func cmdSigpid(ts *testscript.TestScript, neg bool, args []string) {
 func cmdGone(ts *testscript.TestScript, neg bool, args []string) {
 	if len(args) != 1 {
 		ts.Fatalf("usage: gone FILE")
+	}
+	if runtime.GOOS != "linux" {
+		ts.Fatalf("gone reads /proc/PID/stat: give the script [!linux] skip")
 	}
 	pid := pidIn(ts, args[0])
 	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
