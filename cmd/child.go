@@ -18,7 +18,6 @@ type child struct {
 	pgid    int
 	started time.Time
 	done    chan struct{} // closed once Wait has returned
-	waitErr error
 	tty     bool          // COMMAND's group was given the terminal (tty_linux.go)
 	stopped chan struct{} // COMMAND's main process was stopped; only with tty
 }

@@ -16,7 +16,7 @@ func startAndWait(c *child) error {
 	c.pgid = c.cmd.Process.Pid
 	c.started = time.Now()
 	go func() {
-		c.waitErr = c.cmd.Wait()
+		_ = c.cmd.Wait() // the status is read from ProcessState
 		close(c.done)
 	}()
 	return nil

@@ -40,7 +40,7 @@ func startAndWait(c *child) error {
 			go watchStops(c)
 		}
 		started <- nil
-		c.waitErr = c.cmd.Wait()
+		_ = c.cmd.Wait() // the status is read from ProcessState
 		if c.tty {
 			restoreForeground(c.pgid)
 		}

@@ -193,31 +193,39 @@ func (o *runOptions) run(ctx context.Context) error {
 
 	// An exclusive leader serves NAME's bus, for publish, subscribe and
 	// --fanout; it stops serving (deferred later, so earlier) before it
-	// releases the lock.
-	var srv *bus.Server
-	if lead.Mode() == elect.Exclusive {
-		if srv, err = bus.Listen(lead); err != nil {
-			// The cause only: the error names the socket by its internal,
-			// descriptor-relative path (/proc/self/fd/N/NAME.sock.tmp).
-			o.logf("not serving the bus of %s: %v", o.name, rootCause(err))
-			srv = nil
-		} else {
-			// Stopped through Serve's ctx, not Close: Close racing a
-			// Serve that has not started yet trips the race detector
-			// (WaitGroup Add concurrent with Wait) in bus.
-			bctx, stop := context.WithCancel(context.Background())
-			served := make(chan struct{})
-			go func() {
-				defer close(served)
-				_ = srv.Serve(bctx)
-			}()
-			defer func() {
-				stop()
-				<-served
-			}()
-		}
-	}
+	// releases the lock. It listens before COMMAND starts, so that a
+	// COMMAND may publish at once.
+	srv, stopServing := o.serveBus(lead)
+	defer stopServing()
 	return o.lead(lead, tm, dir, srv, sigs)
+}
+
+// serveBus serves NAME's bus for an exclusive leadership; srv is nil
+// when it does not. stop ends the serving and returns once it has ended.
+func (o *runOptions) serveBus(lead *elect.Leadership) (srv *bus.Server, stop func()) {
+	if lead.Mode() != elect.Exclusive {
+		return nil, func() {}
+	}
+	srv, err := bus.Listen(lead)
+	if err != nil {
+		// The cause only: the error names the socket by its internal,
+		// descriptor-relative path (/proc/self/fd/N/NAME.sock.tmp).
+		o.logf("not serving the bus of %s: %v", o.name, rootCause(err))
+		return nil, func() {}
+	}
+	// Stopped through Serve's ctx, not Close: Close racing a Serve that
+	// has not started yet trips the race detector (WaitGroup Add
+	// concurrent with Wait) in bus.
+	bctx, cancel := context.WithCancel(context.Background())
+	served := make(chan struct{})
+	go func() {
+		defer close(served)
+		_ = srv.Serve(bctx)
+	}()
+	return srv, func() {
+		cancel()
+		<-served
+	}
 }
 
 type signalled struct{ sig os.Signal }
@@ -248,49 +256,14 @@ func (o *runOptions) acquire(ctx context.Context, lk Backend, sigs <-chan os.Sig
 		case <-done:
 		}
 	})
-	if o.verbose && !o.req.IfAvailable {
-		wg.Go(func() { o.reportQueue(actx, lk, done) })
-	}
-	if o.fanout && !o.req.IfAvailable {
-		fctx, stop := context.WithCancel(actx)
-		wg.Go(func() { followLeader(fctx, lk.Dir(), o.name) })
-		wg.Go(func() {
-			<-done
-			stop()
-		})
-	}
-	type acquired struct {
-		lead *elect.Leadership
-		err  error
-	}
-	res := make(chan acquired, 1)
-	go func() {
-		lead, err := lk.Acquire(actx, o.name, o.req)
-		res <- acquired{lead, err}
-	}()
-	var a acquired
-	select {
-	case a = <-res:
-	case <-gotSig:
-		// Acquire returns at once when its ctx ends, unless it is stuck
-		// in a system call no context reaches (a FIFO planted in the lock
-		// directory, a hung filesystem). Then leaderrun leaves it behind:
-		// it holds no lock that its exit would not drop, and has started
-		// nothing.
-		t := time.NewTimer(stuckAcquire)
-		select {
-		case a = <-res:
-			t.Stop()
-		case <-t.C:
-			close(done)
-			wg.Wait()
-			o.logf("%v while waiting for %s; giving up (the request did not end: its system call is stuck)", got, o.name)
-			return nil, silentExit(ExitSignalBase + signalNumber(got))
-		}
-	}
-	lead, err := a.lead, a.err
+	o.whileWaiting(actx, lk, &wg, done)
+	lead, err, stuck := o.acquireOrSignal(actx, lk, gotSig)
 	close(done)
 	wg.Wait()
+	if stuck {
+		o.logf("%v while waiting for %s; giving up (the request did not end: its system call is stuck)", got, o.name)
+		return nil, silentExit(ExitSignalBase + signalNumber(got))
+	}
 	if got != nil {
 		if lead != nil {
 			lead.Release()
@@ -298,6 +271,61 @@ func (o *runOptions) acquire(ctx context.Context, lk Backend, sigs <-chan os.Sig
 		o.logf("%v while waiting for %s; giving up", got, o.name)
 		return nil, silentExit(ExitSignalBase + signalNumber(got))
 	}
+	return o.acquired(lk, lead, err)
+}
+
+// whileWaiting starts, on wg until done is closed, what runs while this
+// instance waits in line: the -v queue report and the --fanout follower.
+func (o *runOptions) whileWaiting(ctx context.Context, lk Backend, wg *sync.WaitGroup, done <-chan struct{}) {
+	if o.req.IfAvailable {
+		return
+	}
+	if o.verbose {
+		wg.Go(func() { o.reportQueue(ctx, lk, done) })
+	}
+	if o.fanout {
+		fctx, stop := context.WithCancel(ctx)
+		wg.Go(func() { followLeader(fctx, lk.Dir(), o.name) })
+		wg.Go(func() {
+			<-done
+			stop()
+		})
+	}
+}
+
+// acquireOrSignal runs the request until it returns, or until stuckAcquire
+// after a signal (gotSig) for a request that does not end (stuck).
+func (o *runOptions) acquireOrSignal(ctx context.Context, lk Backend, gotSig <-chan struct{}) (lead *elect.Leadership, err error, stuck bool) {
+	type acquired struct {
+		lead *elect.Leadership
+		err  error
+	}
+	res := make(chan acquired, 1)
+	go func() {
+		lead, err := lk.Acquire(ctx, o.name, o.req)
+		res <- acquired{lead, err}
+	}()
+	select {
+	case a := <-res:
+		return a.lead, a.err, false
+	case <-gotSig:
+	}
+	// Acquire returns at once when its ctx ends, unless it is stuck in a
+	// system call no context reaches (a FIFO planted in the lock
+	// directory, a hung filesystem). Then leaderrun leaves it behind: it
+	// holds no lock that its exit would not drop, and has started nothing.
+	t := time.NewTimer(stuckAcquire)
+	defer t.Stop()
+	select {
+	case a := <-res:
+		return a.lead, a.err, false
+	case <-t.C:
+		return nil, nil, true
+	}
+}
+
+// acquired maps the request's outcome to the leadership or the exit.
+func (o *runOptions) acquired(lk Backend, lead *elect.Leadership, err error) (*elect.Leadership, error) {
 	switch {
 	case err == nil:
 		return lead, nil
