@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"os/signal"
 	"os/user"
 	"path/filepath"
 	"runtime"
@@ -25,6 +26,14 @@ import (
 var update = flag.Bool("u", false, "update testscript files whose cmp fails")
 
 func TestMain(m *testing.M) {
+	if filepath.Base(os.Args[0]) != "leaderrun" && signal.Ignored(syscall.SIGHUP) {
+		// Run under nohup (a background soak), the test binary would pass
+		// an ignored SIGHUP on to every process a script starts, and a
+		// shell cannot trap a signal ignored on entry: the scripts that
+		// send SIGHUP would fail. A handler, unlike an ignore, is not
+		// inherited across exec.
+		signal.Notify(make(chan os.Signal, 1), syscall.SIGHUP)
+	}
 	testscript.Main(m, map[string]func(){"leaderrun": main})
 }
 

@@ -157,20 +157,33 @@ func classifyIn(err error, explicit bool) error {
 		return err
 	}
 	code := codeFor(err)
-	hint := ""
+	msg, hint := err.Error(), ""
+	// oslock's advice for a directory of another user is to leave --dir
+	// unset: said once, and not for the default directory, where the
+	// user did just that.
+	const otherOwner = "; use a directory you own, e.g. leave --dir unset for the private default"
 	switch {
 	case code == ExitUnavailable:
 		hint = " (with --dir or LEADERRUN_DIR)"
-	case code == ExitNoPerm && explicit:
+	case code == ExitNoPerm && explicit && !strings.Contains(msg, "leave --dir unset"):
 		hint = ", or leave --dir and LEADERRUN_DIR unset to use the private default"
-	case code == ExitNoPerm:
-		// The default directory itself is refused (another user made it,
-		// or it is open to others): leaving --dir unset is what the user
-		// did.
-		hint = "; give a private directory of your own with --dir DIR (mkdir -m 700 DIR)"
+	case code == ExitNoPerm && !explicit && strings.Contains(msg, otherOwner):
+		msg = strings.Replace(msg, otherOwner, "", 1)
+		hint = "; the default directory must be yours: have it removed and run leaderrun again, or give a private directory of your own with --dir DIR (mkdir -m 700 DIR)"
+	case code == ExitNoPerm && !explicit:
+		hint = "; or give a private directory of your own with --dir DIR (mkdir -m 700 DIR)"
 	}
-	return &exitError{code: code, err: fmt.Errorf("leaderrun: %w%s", err, hint)}
+	return &exitError{code: code, err: &messageError{msg: "leaderrun: " + msg + hint, err: err}}
 }
+
+// messageError is err with the message the command prints for it.
+type messageError struct {
+	msg string
+	err error
+}
+
+func (e *messageError) Error() string { return e.msg }
+func (e *messageError) Unwrap() error { return e.err }
 
 func printErr(err error) {
 	if msg := userMessage(err.Error()); msg != "" {
