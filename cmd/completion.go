@@ -3,6 +3,7 @@ package cmd
 import (
 	"fmt"
 	"os"
+	"reflect"
 	"strings"
 
 	"github.com/leaderrun/leaderrun/elect"
@@ -33,9 +34,19 @@ func completeNames(c *cli.Context) {
 }
 
 // fishNames adds the names of the lock directory to urfave/cli's fish
-// script, which completes flags and subcommands.
-const fishNames = `complete -c leaderrun -n '__fish_seen_subcommand_from who status publish subscribe lockfile' -f -a '(leaderrun (commandline -opc)[2..-1] --generate-bash-completion 2>/dev/null)'
-`
+// script, which completes flags and subcommands, after every command of
+// cmds that completes names (completeNames).
+func fishNames(cmds []*cli.Command) string {
+	var names []string
+	ours := reflect.ValueOf(completeNames).Pointer()
+	for _, c := range cmds {
+		if c.BashComplete != nil && reflect.ValueOf(c.BashComplete).Pointer() == ours {
+			names = append(names, c.Name)
+		}
+	}
+	return "complete -c leaderrun -n '__fish_seen_subcommand_from " + strings.Join(names, " ") +
+		"' -f -a '(leaderrun (commandline -opc)[2..-1] --generate-bash-completion 2>/dev/null)'\n"
+}
 
 func completionCommand() *cli.Command {
 	return &cli.Command{
@@ -61,7 +72,7 @@ EXAMPLES:
 				if err != nil {
 					return exitf(ExitSoftware, "leaderrun completion fish: %v", err)
 				}
-				fmt.Print(script + fishNames)
+				fmt.Print(script + fishNames(c.App.Commands))
 			default:
 				return usageErrorf("leaderrun completion: name a shell: bash, zsh or fish")
 			}
