@@ -1,6 +1,9 @@
 package elect
 
-import "fmt"
+import (
+	"fmt"
+	"unicode/utf8"
+)
 
 // MaxNameLen is the longest lock name, in bytes. It keeps every derived
 // path, the bus socket's included, well inside system limits.
@@ -20,11 +23,23 @@ func ValidateName(name string) error {
 	}
 	for i := 0; i < len(name); i++ {
 		if c := name[i]; !nameByte(c) {
-			return fmt.Errorf("%w: %q has %q at byte %d; use only letters, digits and . _ @ + = , : -", ErrInvalidName, name, c, i)
+			what := fmt.Sprintf("%q", c)
+			if c >= utf8.RuneSelf {
+				// A byte of a multi-byte character is not a character:
+				// quote the character, or the lone byte as "\xc3".
+				_, size := utf8.DecodeRuneInString(name[i:])
+				what = fmt.Sprintf("%q", name[i:i+size])
+			}
+			return fmt.Errorf("%w: %q has %s at byte %d; use only letters, digits and . _ @ + = , : -", ErrInvalidName, name, what, i)
 		}
 	}
 	return nil
 }
+
+// NameByte reports whether c may appear in a lock name (see
+// ValidateName): an ASCII letter or digit, or one of . _ @ + = , : -.
+// The command line derives names with it.
+func NameByte(c byte) bool { return nameByte(c) }
 
 func nameByte(c byte) bool {
 	switch {

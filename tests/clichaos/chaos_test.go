@@ -1,4 +1,4 @@
-package main
+package clichaos
 
 import (
 	"bytes"
@@ -45,10 +45,7 @@ func TestCLIChaos(t *testing.T) {
 	if testing.Short() {
 		t.Skip("multi-process chaos; skipped with -short")
 	}
-	bin, err := exec.LookPath("leaderrun")
-	if err != nil {
-		t.Fatalf("leaderrun is not in PATH, which TestMain (testscript.Main) sets up: %v", err)
-	}
+	bin := leaderrunBin // see TestMain
 	self, err := os.Executable()
 	if err != nil {
 		t.Fatal(err)

@@ -1,4 +1,4 @@
-package main
+package clichaos
 
 import (
 	"errors"
@@ -11,21 +11,27 @@ import (
 	"strconv"
 	"strings"
 	"syscall"
+	"testing"
 	"time"
 
+	"github.com/leaderrun/leaderrun/cmd"
 	"golang.org/x/sys/unix"
 )
 
-// The roles the test binary plays for TestCLIChaos: COMMAND under
-// leaderrun, and a grandchild that COMMAND leaves behind. The role is in
-// the environment, which leaderrun passes on to COMMAND; leaderrun itself
-// is this binary too (testscript.Main dispatches on argv[0]), and ignores
-// it.
+// The roles the test binary plays for TestCLIChaos: leaderrun itself,
+// when started through the link named leaderrun that TestMain makes
+// (cmd.Main, as main.go runs it); COMMAND under leaderrun; and a
+// grandchild that COMMAND leaves behind. The last two roles are in the
+// environment, which leaderrun passes on to COMMAND; leaderrun itself
+// ignores it.
 const cliChaosRole = "LEADERRUN_CLICHAOS_ROLE"
 
-func init() {
+// leaderrunBin is the link named leaderrun to this test binary.
+var leaderrunBin string
+
+func TestMain(m *testing.M) {
 	if filepath.Base(os.Args[0]) == "leaderrun" {
-		return
+		os.Exit(cmd.Main())
 	}
 	switch os.Getenv(cliChaosRole) {
 	case "command":
@@ -33,6 +39,28 @@ func init() {
 	case "grandchild":
 		os.Exit(chaosGrandchild())
 	}
+	os.Exit(runTests(m))
+}
+
+// runTests runs the tests with leaderrunBin set up, and removes it after.
+func runTests(m *testing.M) int {
+	self, err := os.Executable()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "clichaos:", err)
+		return 1
+	}
+	dir, err := os.MkdirTemp("", "clichaos-bin-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "clichaos:", err)
+		return 1
+	}
+	defer os.RemoveAll(dir)
+	leaderrunBin = filepath.Join(dir, "leaderrun")
+	if err := os.Symlink(self, leaderrunBin); err != nil {
+		fmt.Fprintln(os.Stderr, "clichaos:", err)
+		return 1
+	}
+	return m.Run()
 }
 
 // Exit codes of the roles. A violation is also written to the log, which
