@@ -27,7 +27,7 @@ func completeNames(c *cli.Context) {
 	}
 	entries, _ := os.ReadDir(dir)
 	for _, e := range entries {
-		if name, ok := strings.CutSuffix(e.Name(), ".lock"); ok && elect.ValidateName(name) == nil {
+		if name, ok := strings.CutSuffix(e.Name(), elect.LockFile("")); ok && elect.ValidateName(name) == nil {
 			fmt.Fprintln(c.App.Writer, name)
 		}
 	}

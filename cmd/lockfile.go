@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"path/filepath"
 
+	"github.com/leaderrun/leaderrun/elect"
 	cli "github.com/leaderrun/leaderrun/internal/urfavecli"
 )
 
@@ -38,6 +39,6 @@ func lockfileAction(c *cli.Context) error {
 	if err != nil {
 		dir = s.dir
 	}
-	fmt.Println(filepath.Join(dir, s.name+".lock"))
+	fmt.Println(elect.LockPath(dir, s.name))
 	return nil
 }

@@ -114,6 +114,9 @@ func readRunFlags(c *cli.Context, argv []string) *runOptions {
 	if o.name == "" {
 		o.name = deriveName(argv)
 	}
+	o.req.OnPolling = func(why string) {
+		o.logf("waiting for %s by polling (every 1ms to 100ms): %s", o.name, why)
+	}
 	return o
 }
 
@@ -188,7 +191,7 @@ func (o *runOptions) run(ctx context.Context) error {
 	o.logf("leading %s (epoch %d, %s)", o.name, lead.Epoch(), lead.Mode())
 	// Deferred after lead.Release, so it runs before it: the marker goes
 	// only once COMMAND has been stopped.
-	tm := beginTerm(ctx, dir, o.name, lead.Mode() == elect.Exclusive)
+	tm := o.beginTerm(ctx, lead, dir)
 	defer tm.end()
 
 	// An exclusive leader serves NAME's bus, for publish, subscribe and
@@ -573,7 +576,7 @@ func (o *runOptions) ended(lead *elect.Leadership) error {
 	if err := lead.Err(); errors.Is(err, elect.ErrStolen) {
 		return exitf(ExitStolen, "leaderrun: leadership of %s (epoch %d) was stolen; COMMAND was stopped", o.name, lead.Epoch())
 	} else if errors.Is(err, elect.ErrLockLost) {
-		return exitf(ExitLockLost, "leaderrun: the lock file %s was removed or replaced while this leaderrun led %s (epoch %d); COMMAND was stopped; keep cleaners away from the lock directory", filepath.Join(lead.Dir(), o.name+".lock"), o.name, lead.Epoch())
+		return exitf(ExitLockLost, "leaderrun: the lock file %s was removed or replaced while this leaderrun led %s (epoch %d); COMMAND was stopped; keep cleaners away from the lock directory", elect.LockPath(lead.Dir(), o.name), o.name, lead.Epoch())
 	} else {
 		return exitf(ExitSoftware, "leaderrun: leadership of %s (epoch %d) ended: %v; COMMAND was stopped", o.name, lead.Epoch(), err)
 	}

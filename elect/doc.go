@@ -87,7 +87,7 @@
 // queued; .tmp-* are tickets, beacons and inboxes being made. Beside them,
 // the bus (package bus) serves <name>.sock, bound as <name>.sock.tmp and
 // renamed into place, and the leaderrun command keeps a term marker
-// <name>.cmd.<id> while a term's COMMAND may run. [LockPath], [SocketPath],
+// <name>.cmd.<id> while a term's COMMAND may run. [LockPath], [LockFile], [SocketPath],
 // [SocketFile], [SocketTempFile] and [TermMarkerPrefix] are the only
 // spellings of these names. Files persist between uses; what dead
 // processes leave is removed by the next process that meets it, or by

@@ -41,7 +41,11 @@ const (
 
 // LockPath is the path of name's leadership lock file in dir: a
 // flock(1) of that file excludes leaderrun and is excluded by it.
-func LockPath(dir, name string) string { return filepath.Join(dir, name+lockSuffix) }
+func LockPath(dir, name string) string { return filepath.Join(dir, LockFile(name)) }
+
+// LockFile is the file name of name's leadership lock in the lock
+// directory.
+func LockFile(name string) string { return name + lockSuffix }
 
 // SocketPath is where the leader of name serves its bus in dir.
 func SocketPath(dir, name string) string { return filepath.Join(dir, SocketFile(name)) }
