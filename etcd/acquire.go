@@ -1,0 +1,450 @@
+package etcd
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"strconv"
+	"time"
+
+	"github.com/leaderrun/leaderrun/elect"
+	"go.etcd.io/etcd/api/v3/mvccpb"
+	clientv3 "go.etcd.io/etcd/client/v3"
+)
+
+// Acquire asks for the lock name as req says and returns the leadership
+// once it is granted. Requests are granted strictly in the order of their
+// keys' creation revisions (steals first), following the Web Locks rule for
+// modes. When ctx ends first, the request's key is deleted and Acquire
+// returns the context's cause; if etcd cannot be reached to delete it, the
+// session's lease is given up, so the key goes within the TTL. With
+// req.IfAvailable it never waits and returns elect.ErrBusy instead. When the
+// session is lost, or the request's key vanishes while it waits, it returns
+// an error matching elect.ErrSessionLost and is never granted. After Close
+// it returns elect.ErrClosed.
+func (l *Locker) Acquire(ctx context.Context, name string, req elect.Request) (*elect.Leadership, error) {
+	if err := elect.ValidateName(name); err != nil {
+		return nil, err
+	}
+	if err := validate(req); err != nil {
+		return nil, err
+	}
+	if req.Command == nil {
+		req.Command = os.Args
+	}
+	ctx, done, err := l.begin(ctx)
+	if err != nil {
+		return nil, err
+	}
+	defer done()
+	s, err := l.session(ctx)
+	if err != nil {
+		if ctx.Err() != nil {
+			return nil, context.Cause(ctx)
+		}
+		return nil, err
+	}
+	sctx, unbind := s.bind(ctx)
+	defer unbind()
+	a := &acquirer{l: l, s: s, name: name, req: req, base: l.base(name)}
+	a.id = l.nextID(s)
+	a.key = requestKey(a.base, req, a.id)
+	a.heldKey = a.base + dirHeld + a.id
+	lead, err := a.run(sctx)
+	if err != nil {
+		a.cleanup()
+		if sctx.Err() != nil {
+			err = context.Cause(sctx)
+		}
+		if a.deposed && !errors.Is(err, elect.ErrBusy) {
+			err = fmt.Errorf("%w: %w", elect.ErrStealAbandoned, err)
+		}
+		return nil, err
+	}
+	return lead, nil
+}
+
+// validate is elect's check of a Request. StealStopped is accepted and has
+// nothing to do here: a stopped holder cannot renew its lease, so its term
+// ends within the TTL anyway.
+func validate(r elect.Request) error {
+	switch {
+	case r.Mode != elect.Exclusive && r.Mode != elect.Shared:
+		return fmt.Errorf("%w: unknown mode %d", elect.ErrInvalidRequest, r.Mode)
+	case r.Steal && r.IfAvailable:
+		return fmt.Errorf("%w: steal cannot be combined with if-available (try-only)", elect.ErrInvalidRequest)
+	case r.Steal && r.Mode == elect.Shared:
+		return fmt.Errorf("%w: steal cannot be combined with shared mode", elect.ErrInvalidRequest)
+	case r.StealStopped < 0:
+		return fmt.Errorf("%w: negative StealStopped", elect.ErrInvalidRequest)
+	case r.StealStopped > 0 && r.IfAvailable:
+		return fmt.Errorf("%w: StealStopped cannot be combined with if-available (try-only)", elect.ErrInvalidRequest)
+	case r.KillAfter < 0:
+		return fmt.Errorf("%w: negative KillAfter", elect.ErrInvalidRequest)
+	case r.KillAfter > 0 && !r.Steal:
+		return fmt.Errorf("%w: KillAfter needs Steal", elect.ErrInvalidRequest)
+	}
+	return nil
+}
+
+// acquirer is one request on its way to the lock.
+type acquirer struct {
+	l    *Locker
+	s    *session
+	name string
+	req  elect.Request
+	base string
+
+	id      string
+	key     string // the request key
+	heldKey string
+	ticket  int64 // the request key's CreateRevision, once made
+	since   time.Time
+
+	deposed bool      // a steal that found holders with no steal ahead
+	killAt  time.Time // with Steal and KillAfter
+	killed  map[clientv3.LeaseID]bool
+
+	wch    clientv3.WatchChan
+	wstop  context.CancelFunc
+	wfails int
+}
+
+func (a *acquirer) value() string {
+	return encode(a.record())
+}
+
+func (a *acquirer) record() request {
+	return request{Mode: a.req.Mode, PID: os.Getpid(), Host: a.l.host, UID: os.Getuid(), Since: a.since, Command: a.req.Command, Steal: a.req.Steal}
+}
+
+func (a *acquirer) run(ctx context.Context) (*elect.Leadership, error) {
+	a.since = time.Now()
+	defer a.stopWatch()
+	if a.req.IfAvailable {
+		return a.tryOnce(ctx)
+	}
+	resp, err := a.l.cli.Txn(ctx).
+		If(clientv3.Compare(clientv3.CreateRevision(a.key), "=", 0)).
+		Then(clientv3.OpPut(a.key, a.value(), clientv3.WithLease(a.s.id))).
+		Commit()
+	if err != nil {
+		a.ticket = unknownTicket
+		return nil, a.rpcErr(ctx, err)
+	}
+	if !resp.Succeeded {
+		return nil, fmt.Errorf("etcd: request key %s exists already", a.key)
+	}
+	a.ticket = resp.Header.Revision
+	if a.req.Steal && a.req.KillAfter > 0 {
+		a.killAt = time.Now().Add(a.req.KillAfter)
+	}
+	for {
+		lead, err := a.step(ctx)
+		if lead != nil || err != nil {
+			return lead, err
+		}
+	}
+}
+
+// rpcErr prefers the context's cause to the RPC's report of it.
+func (a *acquirer) rpcErr(ctx context.Context, err error) error {
+	if ctx.Err() != nil {
+		return context.Cause(ctx)
+	}
+	return fmt.Errorf("etcd: %w", err)
+}
+
+// view is one consistent read of what a request waits on.
+type view struct {
+	rev      int64
+	mine     bool
+	granted  *mvccpb.KeyValue // our grant marker (a grant whose reply was lost)
+	blocker  *mvccpb.KeyValue // the nearest conflicting request ahead
+	holders  []*mvccpb.KeyValue
+	epoch    uint64
+	epochMod int64
+}
+
+// read takes one view at one revision: for an exclusive request the
+// newest request ahead of it, for a shared one the newest exclusive
+// request ahead, and the head of the steal lane; for a steal the newest
+// steal ahead and the grant markers.
+func (a *acquirer) read(ctx context.Context) (view, error) {
+	before := clientv3.WithMaxCreateRev(a.ticket - 1)
+	ops := []clientv3.Op{clientv3.OpGet(a.key), clientv3.OpGet(a.heldKey), clientv3.OpGet(a.base + keyEpoch)}
+	switch {
+	case a.req.Steal:
+		ops = append(ops,
+			clientv3.OpGet(a.base+dirSteal, append([]clientv3.OpOption{clientv3.WithPrefix(), before}, clientv3.WithLastCreate()...)...),
+			clientv3.OpGet(a.base+dirHeld, clientv3.WithPrefix(), clientv3.WithSort(clientv3.SortByCreateRevision, clientv3.SortAscend)))
+	case a.req.Mode == elect.Shared:
+		ops = append(ops,
+			clientv3.OpGet(a.base+dirExclusive, append([]clientv3.OpOption{clientv3.WithPrefix(), before}, clientv3.WithLastCreate()...)...),
+			clientv3.OpGet(a.base+dirSteal, append([]clientv3.OpOption{clientv3.WithPrefix()}, clientv3.WithFirstCreate()...)...))
+	default:
+		ops = append(ops,
+			clientv3.OpGet(a.base+dirQueue, append([]clientv3.OpOption{clientv3.WithPrefix(), before}, clientv3.WithLastCreate()...)...),
+			clientv3.OpGet(a.base+dirSteal, append([]clientv3.OpOption{clientv3.WithPrefix()}, clientv3.WithFirstCreate()...)...))
+	}
+	resp, err := a.l.cli.Txn(ctx).Then(ops...).Commit()
+	if err != nil {
+		return view{}, a.rpcErr(ctx, err)
+	}
+	kvs := func(i int) []*mvccpb.KeyValue { return resp.Responses[i].GetResponseRange().Kvs }
+	v := view{rev: resp.Header.Revision}
+	if k := kvs(0); len(k) == 1 && k[0].CreateRevision == a.ticket {
+		v.mine = true
+	}
+	if k := kvs(1); len(k) == 1 {
+		v.granted = k[0]
+	}
+	if k := kvs(2); len(k) == 1 {
+		v.epochMod = k[0].ModRevision
+		v.epoch, _ = strconv.ParseUint(string(k[0].Value), 10, 64)
+	}
+	if k := kvs(3); len(k) == 1 {
+		v.blocker = k[0]
+	}
+	if a.req.Steal {
+		for _, kv := range kvs(4) {
+			if string(kv.Key) != a.heldKey {
+				v.holders = append(v.holders, kv)
+			}
+		}
+	} else if k := kvs(4); len(k) == 1 {
+		v.holders = k // the head of the steal lane, in the way as a holder is
+	}
+	return v, nil
+}
+
+// step makes one attempt. It returns (nil, nil) to be called again.
+func (a *acquirer) step(ctx context.Context) (*elect.Leadership, error) {
+	v, err := a.read(ctx)
+	if err != nil {
+		return nil, err
+	}
+	switch {
+	case !v.mine:
+		// The key went with our lease or was deleted by someone else: etcd's
+		// Campaign would go on waiting for predecessors and then report a
+		// leadership nobody holds (etcd-io/etcd#11051, #19597).
+		return nil, fmt.Errorf("%w: request key %s was deleted while it waited", elect.ErrSessionLost, a.key)
+	case v.granted != nil:
+		return a.granted(ctx, v.granted)
+	case v.blocker != nil:
+		return nil, a.wait(ctx, v.rev, string(v.blocker.Key), time.Time{})
+	case len(v.holders) > 0:
+		if !a.req.Steal {
+			return nil, a.wait(ctx, v.rev, string(v.holders[0].Key), time.Time{})
+		}
+		// Next in line: the holders were told by our key's creation (they
+		// watch the steal lane); now wait for them to let go.
+		a.deposed = true
+		if !a.killAt.IsZero() && !time.Now().Before(a.killAt) {
+			a.revoke(ctx, v.holders)
+		}
+		return nil, a.wait(ctx, v.rev, string(v.holders[0].Key), a.killAt)
+	}
+	return a.grant(ctx, v)
+}
+
+// revoke ends the sessions of the holders that did not let go within
+// KillAfter. Their processes, on other hosts perhaps, are not signalled:
+// their terms end as their keys go.
+func (a *acquirer) revoke(ctx context.Context, holders []*mvccpb.KeyValue) {
+	for _, kv := range holders {
+		id := clientv3.LeaseID(kv.Lease)
+		if id == a.s.id || id == clientv3.NoLease || a.killed[id] {
+			continue // our own session: revoking it would end this request
+		}
+		if _, err := a.l.cli.Revoke(ctx, id); err == nil {
+			if a.killed == nil {
+				a.killed = map[clientv3.LeaseID]bool{}
+			}
+			a.killed[id] = true
+		}
+	}
+}
+
+// grant draws the epoch and writes the grant marker in one txn guarded by
+// the request key's creation revision, the epoch's last write, and an
+// empty steal lane (for a steal: no grant marker left).
+func (a *acquirer) grant(ctx context.Context, v view) (*elect.Leadership, error) {
+	epoch := nextEpoch(v.epoch)
+	now := time.Now()
+	h := held{request: a.record(), Epoch: epoch, Granted: now, Ticket: a.ticket}
+	cmps := []clientv3.Cmp{
+		clientv3.Compare(clientv3.CreateRevision(a.key), "=", a.ticket),
+		clientv3.Compare(clientv3.ModRevision(a.base+keyEpoch), "=", v.epochMod),
+	}
+	if a.req.Steal {
+		cmps = append(cmps, clientv3.Compare(clientv3.CreateRevision(a.base+dirHeld), "=", 0).WithPrefix())
+	} else {
+		cmps = append(cmps, clientv3.Compare(clientv3.CreateRevision(a.base+dirSteal), "=", 0).WithPrefix())
+	}
+	resp, err := a.l.cli.Txn(ctx).If(cmps...).Then(
+		clientv3.OpPut(a.base+keyEpoch, strconv.FormatUint(epoch, 10)),
+		clientv3.OpPut(a.heldKey, encode(h), clientv3.WithLease(a.s.id)),
+	).Commit()
+	if err != nil {
+		if ctx.Err() != nil {
+			return nil, context.Cause(ctx)
+		}
+		return nil, nil // unknown outcome: the next read finds our marker if it was made
+	}
+	if !resp.Succeeded {
+		return nil, nil // a steal came, a shared grant drew an epoch, or our key went
+	}
+	return a.hold(h, resp.Header.Revision)
+}
+
+// granted takes up a grant whose txn succeeded but whose reply was lost.
+func (a *acquirer) granted(ctx context.Context, kv *mvccpb.KeyValue) (*elect.Leadership, error) {
+	var h held
+	if err := json.Unmarshal(kv.Value, &h); err != nil || h.Ticket != a.ticket {
+		return nil, fmt.Errorf("etcd: grant marker %s holds %q, which this request did not write", a.heldKey, kv.Value)
+	}
+	return a.hold(h, kv.CreateRevision)
+}
+
+// nextEpoch is on the flock backend's scale: the larger of the last epoch
+// plus one and the wall clock in microseconds, so that epochs go on growing
+// when the epoch key is lost with the whole prefix.
+func nextEpoch(last uint64) uint64 {
+	return max(last+1, uint64(time.Now().UnixMicro()))
+}
+
+// tryOnce is IfAvailable: one txn that creates the request and its grant
+// together when nothing conflicting is queued or held, else elect.ErrBusy.
+// It retries only when a concurrent shared grant moved the epoch.
+func (a *acquirer) tryOnce(ctx context.Context) (*elect.Leadership, error) {
+	blockers := a.base + dirQueue
+	if a.req.Mode == elect.Shared {
+		blockers = a.base + dirExclusive
+	}
+	ek := a.base + keyEpoch
+	g, err := a.l.cli.Get(ctx, ek)
+	if err != nil {
+		return nil, a.rpcErr(ctx, err)
+	}
+	for range 100 {
+		var last uint64
+		var mod int64
+		if len(g.Kvs) == 1 {
+			last, _ = strconv.ParseUint(string(g.Kvs[0].Value), 10, 64)
+			mod = g.Kvs[0].ModRevision
+		}
+		epoch := nextEpoch(last)
+		h := held{request: a.record(), Epoch: epoch, Granted: time.Now()}
+		resp, err := a.l.cli.Txn(ctx).If(
+			clientv3.Compare(clientv3.CreateRevision(a.key), "=", 0),
+			clientv3.Compare(clientv3.CreateRevision(blockers), "=", 0).WithPrefix(),
+			clientv3.Compare(clientv3.CreateRevision(a.base+dirSteal), "=", 0).WithPrefix(),
+			clientv3.Compare(clientv3.ModRevision(ek), "=", mod),
+		).Then(
+			clientv3.OpPut(a.key, a.value(), clientv3.WithLease(a.s.id)),
+			clientv3.OpPut(a.heldKey, encode(h), clientv3.WithLease(a.s.id)),
+			clientv3.OpPut(ek, strconv.FormatUint(epoch, 10)),
+		).Else(clientv3.OpGet(ek)).Commit()
+		if err != nil {
+			a.ticket = unknownTicket
+			return nil, a.rpcErr(ctx, err)
+		}
+		if resp.Succeeded {
+			a.ticket = resp.Header.Revision
+			h.Ticket = a.ticket
+			return a.hold(h, resp.Header.Revision)
+		}
+		now := resp.Responses[0].GetResponseRange().Kvs
+		if len(now) == 1 && now[0].ModRevision != mod {
+			g = (*clientv3.GetResponse)(resp.Responses[0].GetResponseRange())
+			continue
+		}
+		return nil, elect.ErrBusy
+	}
+	return nil, elect.ErrBusy
+}
+
+// wait sleeps until key (a blocker) or our own key is deleted after rev,
+// the watch fails (then the caller reads again), until, or ctx ends.
+func (a *acquirer) wait(ctx context.Context, rev int64, key string, until time.Time) error {
+	if a.wch == nil {
+		if a.wfails > 0 {
+			// The watch failed (no leader, compaction): read again after
+			// a short back-off, never in a tight loop.
+			d := min(time.Duration(1<<min(a.wfails, 10))*10*time.Millisecond, time.Second)
+			t := time.NewTimer(d)
+			select {
+			case <-ctx.Done():
+				t.Stop()
+				return context.Cause(ctx)
+			case <-t.C:
+			}
+		}
+		wctx, cancel := context.WithCancel(clientv3.WithRequireLeader(ctx))
+		a.wch = a.l.cli.Watch(wctx, a.base, clientv3.WithPrefix(), clientv3.WithRev(rev+1), clientv3.WithFilterPut())
+		a.wstop = cancel // from rev+1 on, nothing can be missed
+	}
+	var timer <-chan time.Time
+	if !until.IsZero() {
+		t := time.NewTimer(time.Until(until))
+		defer t.Stop()
+		timer = t.C
+	}
+	for {
+		select {
+		case <-ctx.Done():
+			return context.Cause(ctx)
+		case <-timer:
+			return nil
+		case wr, ok := <-a.wch:
+			if !ok || wr.Err() != nil || wr.Canceled {
+				a.stopWatch()
+				a.wfails++
+				return nil
+			}
+			a.wfails = 0
+			for _, ev := range wr.Events {
+				k := string(ev.Kv.Key)
+				if ev.Kv.ModRevision > rev && (k == key || k == a.key) {
+					return nil
+				}
+			}
+		}
+	}
+}
+
+func (a *acquirer) stopWatch() {
+	if a.wstop != nil {
+		a.wstop()
+		a.wstop, a.wch = nil, nil
+	}
+}
+
+// unknownTicket marks a request whose creating txn failed with an unknown
+// outcome. Its key can only be ours (ids are never reused), so cleanup
+// deletes it by name.
+const unknownTicket = -1
+
+// cleanup deletes the request key (and a grant marker whose reply was
+// lost), guarded by the key's creation revision. If etcd cannot be
+// reached, the session is given up, so the key goes with its lease within
+// the TTL instead of living as long as this process.
+func (a *acquirer) cleanup() {
+	if a.ticket == 0 {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	txn := a.l.cli.Txn(ctx)
+	if a.ticket != unknownTicket {
+		txn = txn.If(clientv3.Compare(clientv3.CreateRevision(a.key), "=", a.ticket))
+	}
+	_, err := txn.Then(clientv3.OpDelete(a.key), clientv3.OpDelete(a.heldKey)).Commit()
+	if err != nil {
+		a.s.end(fmt.Errorf("%w: could not delete request key %s: %w", elect.ErrSessionLost, a.key, err), true)
+	}
+}

@@ -1,0 +1,158 @@
+package etcd
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/leaderrun/leaderrun/elect"
+	"go.etcd.io/etcd/api/v3/mvccpb"
+	clientv3 "go.etcd.io/etcd/client/v3"
+)
+
+// holding is a granted request: its keys, and the monitor that ends the
+// term when they go, when a steal comes, or when the session ends.
+type holding struct {
+	l        *Locker
+	s        *session
+	lead     *elect.Leadership
+	end      func(error)
+	base     string
+	key      string
+	heldKey  string
+	ticket   int64
+	grantRev int64
+	steal    bool
+
+	stop context.CancelFunc
+	done chan struct{}
+}
+
+func (a *acquirer) hold(h held, grantRev int64) (*elect.Leadership, error) {
+	t := &holding{l: a.l, s: a.s, base: a.base, key: a.key, heldKey: a.heldKey, ticket: a.ticket, grantRev: grantRev, steal: a.req.Steal}
+	lead, end := elect.NewLeadership(elect.Term{Name: a.name, Dir: a.l.prefix, Mode: h.Mode, Epoch: h.Epoch, Since: h.Granted, Release: t.release})
+	t.lead, t.end = lead, end
+	var ctx context.Context
+	ctx, t.stop = context.WithCancel(context.Background())
+	t.done = make(chan struct{})
+	go t.monitor(ctx)
+	a.ticket = 0 // the holding's now: cleanup leaves it
+	if err := a.l.track(lead); err != nil {
+		lead.Release()
+		return nil, err
+	}
+	return lead, nil
+}
+
+// monitor ends the term with elect.ErrStolen when a steal key appears (for
+// a holder that is not itself a steal: a later steal waits for an earlier
+// one), and with elect.ErrSessionLost when the session ends or either of
+// the term's keys is deleted. It watches the name from the grant on; when
+// the watch fails (no leader, compaction) it reads the keys again at once
+// and watches on from there.
+func (t *holding) monitor(ctx context.Context) {
+	defer close(t.done)
+	stop := context.AfterFunc(t.s.ctx, func() { t.end(t.s.err) })
+	defer stop()
+	rev := t.grantRev
+	fails := 0
+	for ctx.Err() == nil && t.lead.Err() == nil {
+		if fails > 0 {
+			r, err := t.check(ctx)
+			if err != nil {
+				sleep(ctx, min(time.Duration(fails)*50*time.Millisecond, time.Second))
+				fails++
+				continue
+			}
+			if t.lead.Err() != nil {
+				return
+			}
+			rev = r
+		}
+		wctx, cancel := context.WithCancel(clientv3.WithRequireLeader(ctx))
+		wch := t.l.cli.Watch(wctx, t.base, clientv3.WithPrefix(), clientv3.WithRev(rev+1))
+		for wr := range wch {
+			if wr.Err() != nil || wr.Canceled {
+				break
+			}
+			for _, ev := range wr.Events {
+				t.event(ev)
+			}
+			if wr.Header.Revision > rev {
+				rev = wr.Header.Revision
+			}
+			if t.lead.Err() != nil {
+				break
+			}
+		}
+		cancel()
+		fails++
+	}
+}
+
+func (t *holding) event(ev *clientv3.Event) {
+	k := string(ev.Kv.Key)
+	switch {
+	case ev.Type == mvccpb.DELETE && (k == t.key || k == t.heldKey):
+		t.end(fmt.Errorf("%w: key %s was deleted (lease revoked, or removed by hand)", elect.ErrSessionLost, k))
+	case ev.Type == mvccpb.PUT && !t.steal && strings.HasPrefix(k, t.base+dirSteal) && ev.Kv.Version == 1:
+		t.end(elect.ErrStolen)
+	}
+}
+
+// check reads the term's keys and the steal lane, as the watch would have
+// told, and returns the revision read.
+func (t *holding) check(ctx context.Context) (int64, error) {
+	resp, err := t.l.cli.Txn(ctx).Then(
+		clientv3.OpGet(t.key), clientv3.OpGet(t.heldKey),
+		clientv3.OpGet(t.base+dirSteal, clientv3.WithPrefix(), clientv3.WithCountOnly()),
+	).Commit()
+	if err != nil {
+		return 0, err
+	}
+	r := func(i int) *clientv3.GetResponse { return (*clientv3.GetResponse)(resp.Responses[i].GetResponseRange()) }
+	switch {
+	case len(r(0).Kvs) == 0 || r(0).Kvs[0].CreateRevision != t.ticket || len(r(1).Kvs) == 0 || r(1).Kvs[0].CreateRevision != t.grantRev:
+		t.end(fmt.Errorf("%w: the term's keys under %s are gone", elect.ErrSessionLost, t.base))
+	case !t.steal && r(2).Count > 0:
+		t.end(elect.ErrStolen)
+	}
+	return resp.Header.Revision, nil
+}
+
+// release deletes the term's keys in one txn guarded by their creation
+// revisions, so that a release that comes late (its reply lost, a retry)
+// deletes nothing of a newer request (etcd-io/etcd#22082). When etcd
+// cannot be reached, the session is given up: the keys go with the lease.
+func (t *holding) release() error {
+	t.stop()
+	<-t.done
+	defer t.l.untrack(t.lead)
+	select {
+	case <-t.s.done:
+		return nil // the session's end revokes or expires the keys
+	default:
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	_, err := t.l.cli.Txn(ctx).If(
+		clientv3.Compare(clientv3.CreateRevision(t.heldKey), "=", t.grantRev),
+		clientv3.Compare(clientv3.CreateRevision(t.key), "=", t.ticket),
+	).Then(clientv3.OpDelete(t.heldKey), clientv3.OpDelete(t.key)).Commit()
+	if err != nil {
+		err = fmt.Errorf("etcd: releasing %s: %w; the session is given up, so its keys go within the TTL", t.heldKey, err)
+		t.s.end(fmt.Errorf("%w: %w", elect.ErrSessionLost, err), true)
+		return err
+	}
+	return nil
+}
+
+func sleep(ctx context.Context, d time.Duration) {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+	case <-t.C:
+	}
+}
