@@ -11,6 +11,7 @@ import (
 
 	"github.com/leaderrun/leaderrun/elect"
 	"go.etcd.io/etcd/api/v3/mvccpb"
+	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
@@ -39,13 +40,31 @@ func (l *Locker) Acquire(ctx context.Context, name string, req elect.Request) (*
 		return nil, err
 	}
 	defer done()
-	s, err := l.session(ctx)
-	if err != nil {
-		if ctx.Err() != nil {
-			return nil, context.Cause(ctx)
+	for try := 0; ; try++ {
+		s, err := l.session(ctx)
+		if err != nil {
+			if ctx.Err() != nil {
+				return nil, context.Cause(ctx)
+			}
+			return nil, err
 		}
-		return nil, err
+		lead, err := l.acquire(ctx, s, name, req)
+		if errors.Is(err, errLeaseGone) && try < 2 {
+			// The lease went before this process noticed (revoked by a
+			// steal's KillAfter, or expired): nothing was created; start
+			// a new session.
+			s.end(fmt.Errorf("%w: lease %x is gone", elect.ErrSessionLost, int64(s.id)), false)
+			continue
+		}
+		return lead, err
 	}
+}
+
+// errLeaseGone: the request could not be created because the session's
+// lease no longer exists.
+var errLeaseGone = errors.New("etcd: lease not found")
+
+func (l *Locker) acquire(ctx context.Context, s *session, name string, req elect.Request) (*elect.Leadership, error) {
 	sctx, unbind := s.bind(ctx)
 	defer unbind()
 	a := &acquirer{l: l, s: s, name: name, req: req, base: l.base(name)}
@@ -126,11 +145,23 @@ func (a *acquirer) run(ctx context.Context) (*elect.Leadership, error) {
 	if a.req.IfAvailable {
 		return a.tryOnce(ctx)
 	}
+	ops := []clientv3.Op{clientv3.OpPut(a.key, a.value(), clientv3.WithLease(a.s.id))}
+	if a.req.Steal {
+		// Holders watch the steal lane: the key's creation deposes them
+		// if it heads the lane. These reads, after the put in the same
+		// txn, tell whether it did.
+		ops = append(ops,
+			clientv3.OpGet(a.base+dirSteal, append([]clientv3.OpOption{clientv3.WithPrefix()}, clientv3.WithFirstCreate()...)...),
+			clientv3.OpGet(a.base+dirHeld, clientv3.WithPrefix(), clientv3.WithCountOnly()))
+	}
 	resp, err := a.l.cli.Txn(ctx).
 		If(clientv3.Compare(clientv3.CreateRevision(a.key), "=", 0)).
-		Then(clientv3.OpPut(a.key, a.value(), clientv3.WithLease(a.s.id))).
+		Then(ops...).
 		Commit()
 	if err != nil {
+		if errors.Is(err, rpctypes.ErrLeaseNotFound) {
+			return nil, errLeaseGone
+		}
 		a.ticket = unknownTicket
 		return nil, a.rpcErr(ctx, err)
 	}
@@ -138,6 +169,10 @@ func (a *acquirer) run(ctx context.Context) (*elect.Leadership, error) {
 		return nil, fmt.Errorf("etcd: request key %s exists already", a.key)
 	}
 	a.ticket = resp.Header.Revision
+	if a.req.Steal {
+		head := resp.Responses[1].GetResponseRange().Kvs
+		a.deposed = len(head) == 1 && string(head[0].Key) == a.key && resp.Responses[2].GetResponseRange().Count > 0
+	}
 	if a.req.Steal && a.req.KillAfter > 0 {
 		a.killAt = time.Now().Add(a.req.KillAfter)
 	}
@@ -350,6 +385,9 @@ func (a *acquirer) tryOnce(ctx context.Context) (*elect.Leadership, error) {
 			clientv3.OpPut(ek, strconv.FormatUint(epoch, 10)),
 		).Else(clientv3.OpGet(ek)).Commit()
 		if err != nil {
+			if errors.Is(err, rpctypes.ErrLeaseNotFound) {
+				return nil, errLeaseGone
+			}
 			a.ticket = unknownTicket
 			return nil, a.rpcErr(ctx, err)
 		}

@@ -68,9 +68,9 @@ type Locker struct {
 	grantMu sync.Mutex // one lease grant at a time
 	mu      sync.Mutex
 	closed  bool
-	sess   *session
-	seq    uint64
-	terms  map[*elect.Leadership]struct{}
+	sess    *session
+	seq     uint64
+	terms   map[*elect.Leadership]struct{}
 }
 
 // Open checks cfg and returns a Locker. It does not contact etcd: the

@@ -23,7 +23,7 @@ import (
 type session struct {
 	l       *Locker
 	id      clientv3.LeaseID
-	ttl     time.Duration // as granted
+	ttl     time.Duration   // as granted
 	ctx     context.Context // ends with the session, its cause why
 	cancel  context.CancelCauseFunc
 	done    <-chan struct{} // ctx.Done()

@@ -29,10 +29,16 @@ type holding struct {
 	done chan struct{}
 }
 
+// testHookHold, when set by a test, is told of every holding.
+var testHookHold func(*holding)
+
 func (a *acquirer) hold(h held, grantRev int64) (*elect.Leadership, error) {
 	t := &holding{l: a.l, s: a.s, base: a.base, key: a.key, heldKey: a.heldKey, ticket: a.ticket, grantRev: grantRev, steal: a.req.Steal}
 	lead, end := elect.NewLeadership(elect.Term{Name: a.name, Dir: a.l.prefix, Mode: h.Mode, Epoch: h.Epoch, Since: h.Granted, Release: t.release})
 	t.lead, t.end = lead, end
+	if testHookHold != nil {
+		testHookHold(t)
+	}
 	var ctx context.Context
 	ctx, t.stop = context.WithCancel(context.Background())
 	t.done = make(chan struct{})
@@ -111,7 +117,9 @@ func (t *holding) check(ctx context.Context) (int64, error) {
 	if err != nil {
 		return 0, err
 	}
-	r := func(i int) *clientv3.GetResponse { return (*clientv3.GetResponse)(resp.Responses[i].GetResponseRange()) }
+	r := func(i int) *clientv3.GetResponse {
+		return (*clientv3.GetResponse)(resp.Responses[i].GetResponseRange())
+	}
 	switch {
 	case len(r(0).Kvs) == 0 || r(0).Kvs[0].CreateRevision != t.ticket || len(r(1).Kvs) == 0 || r(1).Kvs[0].CreateRevision != t.grantRev:
 		t.end(fmt.Errorf("%w: the term's keys under %s are gone", elect.ErrSessionLost, t.base))
