@@ -88,12 +88,6 @@ func (s *session) deadline() time.Time {
 	return s.dl
 }
 
-// cause is why the session ended.
-func (s *session) cause() error {
-	<-s.done
-	return s.err
-}
-
 // end ends the session once with cause; the lease is revoked in the
 // background, so that its keys go now rather than at its expiry, when
 // etcd can be reached.
