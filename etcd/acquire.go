@@ -145,15 +145,10 @@ func (a *acquirer) run(ctx context.Context) (*elect.Leadership, error) {
 	if a.req.IfAvailable {
 		return a.tryOnce(ctx)
 	}
-	ops := []clientv3.Op{clientv3.OpPut(a.key, a.value(), clientv3.WithLease(a.s.id))}
-	if a.req.Steal {
-		// Holders watch the steal lane: the key's creation deposes them
-		// if it heads the lane. These reads, after the put in the same
-		// txn, tell whether it did.
-		ops = append(ops,
-			clientv3.OpGet(a.base+dirSteal, append([]clientv3.OpOption{clientv3.WithPrefix()}, clientv3.WithFirstCreate()...)...),
-			clientv3.OpGet(a.base+dirHeld, clientv3.WithPrefix(), clientv3.WithCountOnly()))
-	}
+	// The request is created and the first view read in one txn: the
+	// reads after the put see it, and the newest keys of the queue are
+	// then ours and the one just ahead of it.
+	ops := append([]clientv3.Op{clientv3.OpPut(a.key, a.value(), clientv3.WithLease(a.s.id))}, a.viewOps(true)...)
 	resp, err := a.l.cli.Txn(ctx).
 		If(clientv3.Compare(clientv3.CreateRevision(a.key), "=", 0)).
 		Then(ops...).
@@ -169,17 +164,20 @@ func (a *acquirer) run(ctx context.Context) (*elect.Leadership, error) {
 		return nil, fmt.Errorf("etcd: request key %s exists already", a.key)
 	}
 	a.ticket = resp.Header.Revision
-	if a.req.Steal {
-		head := resp.Responses[1].GetResponseRange().Kvs
-		a.deposed = len(head) == 1 && string(head[0].Key) == a.key && resp.Responses[2].GetResponseRange().Count > 0
-	}
+	v := a.parseView(resp, 1)
+	// Holders watch the steal lane: the key's creation deposed them if it
+	// heads the lane.
+	a.deposed = a.req.Steal && v.blocker == nil && len(v.holders) > 0
 	if a.req.Steal && a.req.KillAfter > 0 {
 		a.killAt = time.Now().Add(a.req.KillAfter)
 	}
 	for {
-		lead, err := a.step(ctx)
+		lead, err := a.step(ctx, v)
 		if lead != nil || err != nil {
 			return lead, err
+		}
+		if v, err = a.read(ctx); err != nil {
+			return nil, err
 		}
 	}
 }
@@ -203,32 +201,47 @@ type view struct {
 	epochMod int64
 }
 
-// read takes one view at one revision: for an exclusive request the
-// newest request ahead of it, for a shared one the newest exclusive
-// request ahead, and the head of the steal lane; for a steal the newest
-// steal ahead and the grant markers.
-func (a *acquirer) read(ctx context.Context) (view, error) {
-	before := clientv3.WithMaxCreateRev(a.ticket - 1)
+// viewOps read what a request waits on: for an exclusive request the
+// newest request ahead of it, for a shared one the newest exclusive request
+// ahead, and the head of the steal lane; for a steal the newest steal ahead
+// and the grant markers. In the creating txn (first) the request is the
+// newest key of its queue, so the two newest are read instead.
+func (a *acquirer) viewOps(first bool) []clientv3.Op {
+	ahead := func(dir string) clientv3.Op {
+		if first && a.req.Mode == elect.Exclusive { // steals are exclusive too
+			return clientv3.OpGet(a.base+dir, clientv3.WithPrefix(), clientv3.WithSort(clientv3.SortByCreateRevision, clientv3.SortDescend), clientv3.WithLimit(2))
+		}
+		opts := []clientv3.OpOption{clientv3.WithPrefix()}
+		if !first {
+			opts = append(opts, clientv3.WithMaxCreateRev(a.ticket-1))
+		}
+		return clientv3.OpGet(a.base+dir, append(opts, clientv3.WithLastCreate()...)...)
+	}
 	ops := []clientv3.Op{clientv3.OpGet(a.key), clientv3.OpGet(a.heldKey), clientv3.OpGet(a.base + keyEpoch)}
 	switch {
 	case a.req.Steal:
-		ops = append(ops,
-			clientv3.OpGet(a.base+dirSteal, append([]clientv3.OpOption{clientv3.WithPrefix(), before}, clientv3.WithLastCreate()...)...),
+		return append(ops, ahead(dirSteal),
 			clientv3.OpGet(a.base+dirHeld, clientv3.WithPrefix(), clientv3.WithSort(clientv3.SortByCreateRevision, clientv3.SortAscend)))
 	case a.req.Mode == elect.Shared:
-		ops = append(ops,
-			clientv3.OpGet(a.base+dirExclusive, append([]clientv3.OpOption{clientv3.WithPrefix(), before}, clientv3.WithLastCreate()...)...),
-			clientv3.OpGet(a.base+dirSteal, append([]clientv3.OpOption{clientv3.WithPrefix()}, clientv3.WithFirstCreate()...)...))
-	default:
-		ops = append(ops,
-			clientv3.OpGet(a.base+dirQueue, append([]clientv3.OpOption{clientv3.WithPrefix(), before}, clientv3.WithLastCreate()...)...),
+		return append(ops, ahead(dirExclusive),
 			clientv3.OpGet(a.base+dirSteal, append([]clientv3.OpOption{clientv3.WithPrefix()}, clientv3.WithFirstCreate()...)...))
 	}
-	resp, err := a.l.cli.Txn(ctx).Then(ops...).Commit()
+	return append(ops, ahead(dirQueue),
+		clientv3.OpGet(a.base+dirSteal, append([]clientv3.OpOption{clientv3.WithPrefix()}, clientv3.WithFirstCreate()...)...))
+}
+
+// read takes one view at one revision.
+func (a *acquirer) read(ctx context.Context) (view, error) {
+	resp, err := a.l.cli.Txn(ctx).Then(a.viewOps(false)...).Commit()
 	if err != nil {
 		return view{}, a.rpcErr(ctx, err)
 	}
-	kvs := func(i int) []*mvccpb.KeyValue { return resp.Responses[i].GetResponseRange().Kvs }
+	return a.parseView(resp, 0), nil
+}
+
+// parseView reads the answers to viewOps, from the i-th response on.
+func (a *acquirer) parseView(resp *clientv3.TxnResponse, i int) view {
+	kvs := func(n int) []*mvccpb.KeyValue { return resp.Responses[i+n].GetResponseRange().Kvs }
 	v := view{rev: resp.Header.Revision}
 	if k := kvs(0); len(k) == 1 && k[0].CreateRevision == a.ticket {
 		v.mine = true
@@ -240,8 +253,11 @@ func (a *acquirer) read(ctx context.Context) (view, error) {
 		v.epochMod = k[0].ModRevision
 		v.epoch, _ = strconv.ParseUint(string(k[0].Value), 10, 64)
 	}
-	if k := kvs(3); len(k) == 1 {
-		v.blocker = k[0]
+	for _, kv := range kvs(3) {
+		if kv.CreateRevision < a.ticket && string(kv.Key) != a.key {
+			v.blocker = kv
+			break
+		}
 	}
 	if a.req.Steal {
 		for _, kv := range kvs(4) {
@@ -252,15 +268,11 @@ func (a *acquirer) read(ctx context.Context) (view, error) {
 	} else if k := kvs(4); len(k) == 1 {
 		v.holders = k // the head of the steal lane, in the way as a holder is
 	}
-	return v, nil
+	return v
 }
 
 // step makes one attempt. It returns (nil, nil) to be called again.
-func (a *acquirer) step(ctx context.Context) (*elect.Leadership, error) {
-	v, err := a.read(ctx)
-	if err != nil {
-		return nil, err
-	}
+func (a *acquirer) step(ctx context.Context, v view) (*elect.Leadership, error) {
 	switch {
 	case !v.mine:
 		// The key went with our lease or was deleted by someone else: etcd's
