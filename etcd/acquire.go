@@ -172,11 +172,13 @@ func (a *acquirer) run(ctx context.Context) (*elect.Leadership, error) {
 		a.killAt = time.Now().Add(a.req.KillAfter)
 	}
 	for {
-		lead, err := a.step(ctx, v)
+		lead, next, err := a.step(ctx, v)
 		if lead != nil || err != nil {
 			return lead, err
 		}
-		if v, err = a.read(ctx); err != nil {
+		if next != nil {
+			v = *next
+		} else if v, err = a.read(ctx); err != nil {
 			return nil, err
 		}
 	}
@@ -271,30 +273,41 @@ func (a *acquirer) parseView(resp *clientv3.TxnResponse, i int) view {
 	return v
 }
 
-// step makes one attempt. It returns (nil, nil) to be called again.
-func (a *acquirer) step(ctx context.Context, v view) (*elect.Leadership, error) {
+// step makes one attempt. It returns no leadership and no error to be
+// called again, with the next view when it has one (nil: read again).
+func (a *acquirer) step(ctx context.Context, v view) (*elect.Leadership, *view, error) {
+	var err error
 	switch {
 	case !v.mine:
 		// The key went with our lease or was deleted by someone else: etcd's
 		// Campaign would go on waiting for predecessors and then report a
 		// leadership nobody holds (etcd-io/etcd#11051, #19597).
-		return nil, fmt.Errorf("%w: request key %s was deleted while it waited", elect.ErrSessionLost, a.key)
+		return nil, nil, fmt.Errorf("%w: request key %s was deleted while it waited", elect.ErrSessionLost, a.key)
 	case v.granted != nil:
-		return a.granted(ctx, v.granted)
+		lead, err := a.granted(ctx, v.granted)
+		return lead, nil, err
 	case v.blocker != nil:
-		return nil, a.wait(ctx, v.rev, string(v.blocker.Key), time.Time{})
+		err = a.wait(ctx, &v, string(v.blocker.Key), time.Time{})
+	case len(v.holders) > 0 && !a.req.Steal:
+		err = a.wait(ctx, &v, string(v.holders[0].Key), time.Time{})
 	case len(v.holders) > 0:
-		if !a.req.Steal {
-			return nil, a.wait(ctx, v.rev, string(v.holders[0].Key), time.Time{})
-		}
 		// Next in line: the holders were told by our key's creation (they
 		// watch the steal lane); now wait for them to let go.
 		a.deposed = true
 		if !a.killAt.IsZero() && !time.Now().Before(a.killAt) {
 			a.revoke(ctx, v.holders)
 		}
-		return nil, a.wait(ctx, v.rev, string(v.holders[0].Key), a.killAt)
+		err = a.wait(ctx, &v, string(v.holders[0].Key), a.killAt)
+	default:
+		return a.grant(ctx, v)
 	}
+	if err != nil || a.req.Mode == elect.Shared {
+		return nil, nil, err
+	}
+	// An exclusive request's grant txn checks for itself that nothing is
+	// ahead, and the watch kept the epoch up to date: try at once, and
+	// take the fresh view from the txn if it fails. A handover is then
+	// one round trip, as with concurrency.Election.
 	return a.grant(ctx, v)
 }
 
@@ -317,9 +330,11 @@ func (a *acquirer) revoke(ctx context.Context, holders []*mvccpb.KeyValue) {
 }
 
 // grant draws the epoch and writes the grant marker in one txn guarded by
-// the request key's creation revision, the epoch's last write, and an
-// empty steal lane (for a steal: no grant marker left).
-func (a *acquirer) grant(ctx context.Context, v view) (*elect.Leadership, error) {
+// the request key's creation revision, the epoch's last write, an empty
+// steal lane (for a steal: no grant marker left) and, for exclusive
+// requests and steals, no older request in their queue. If the guard
+// fails, the txn reads the next view instead.
+func (a *acquirer) grant(ctx context.Context, v view) (*elect.Leadership, *view, error) {
 	epoch := nextEpoch(v.epoch)
 	now := time.Now()
 	h := held{request: a.record(), Epoch: epoch, Granted: now, Ticket: a.ticket}
@@ -327,25 +342,38 @@ func (a *acquirer) grant(ctx context.Context, v view) (*elect.Leadership, error)
 		clientv3.Compare(clientv3.CreateRevision(a.key), "=", a.ticket),
 		clientv3.Compare(clientv3.ModRevision(a.base+keyEpoch), "=", v.epochMod),
 	}
-	if a.req.Steal {
-		cmps = append(cmps, clientv3.Compare(clientv3.CreateRevision(a.base+dirHeld), "=", 0).WithPrefix())
-	} else {
+	// Our own key is in the range, so it is never empty (an empty range
+	// compares as a zero revision and would fail).
+	switch {
+	case a.req.Steal:
+		cmps = append(cmps,
+			clientv3.Compare(clientv3.CreateRevision(a.base+dirHeld), "=", 0).WithPrefix(),
+			clientv3.Compare(clientv3.CreateRevision(a.base+dirSteal), ">", a.ticket-1).WithPrefix())
+	case a.req.Mode == elect.Exclusive:
+		cmps = append(cmps,
+			clientv3.Compare(clientv3.CreateRevision(a.base+dirSteal), "=", 0).WithPrefix(),
+			clientv3.Compare(clientv3.CreateRevision(a.base+dirQueue), ">", a.ticket-1).WithPrefix())
+	default:
+		// Shared: the view found no exclusive request ahead, and none can
+		// join ahead later.
 		cmps = append(cmps, clientv3.Compare(clientv3.CreateRevision(a.base+dirSteal), "=", 0).WithPrefix())
 	}
 	resp, err := a.l.cli.Txn(ctx).If(cmps...).Then(
 		clientv3.OpPut(a.base+keyEpoch, strconv.FormatUint(epoch, 10)),
 		clientv3.OpPut(a.heldKey, encode(h), clientv3.WithLease(a.s.id)),
-	).Commit()
+	).Else(a.viewOps(false)...).Commit()
 	if err != nil {
 		if ctx.Err() != nil {
-			return nil, context.Cause(ctx)
+			return nil, nil, context.Cause(ctx)
 		}
-		return nil, nil // unknown outcome: the next read finds our marker if it was made
+		return nil, nil, nil // unknown outcome: the next read finds our marker if it was made
 	}
 	if !resp.Succeeded {
-		return nil, nil // a steal came, a shared grant drew an epoch, or our key went
+		next := a.parseView(resp, 0) // a steal came, a shared grant drew an epoch, or our key went
+		return nil, &next, nil
 	}
-	return a.hold(h, resp.Header.Revision)
+	lead, err := a.hold(h, resp.Header.Revision)
+	return lead, nil, err
 }
 
 // granted takes up a grant whose txn succeeded but whose reply was lost.
@@ -418,9 +446,11 @@ func (a *acquirer) tryOnce(ctx context.Context) (*elect.Leadership, error) {
 	return nil, elect.ErrBusy
 }
 
-// wait sleeps until key (a blocker) or our own key is deleted after rev,
-// the watch fails (then the caller reads again), until, or ctx ends.
-func (a *acquirer) wait(ctx context.Context, rev int64, key string, until time.Time) error {
+// wait sleeps until key (a blocker) or our own key is deleted after the
+// view's revision, the watch fails (then the caller reads again), until, or
+// ctx ends. It keeps the view's epoch up to date meanwhile.
+func (a *acquirer) wait(ctx context.Context, v *view, key string, until time.Time) error {
+	rev := v.rev
 	if a.wch == nil {
 		if a.wfails > 0 {
 			// The watch failed (no leader, compaction): read again after
@@ -435,7 +465,7 @@ func (a *acquirer) wait(ctx context.Context, rev int64, key string, until time.T
 			}
 		}
 		wctx, cancel := context.WithCancel(clientv3.WithRequireLeader(ctx))
-		a.wch = a.l.cli.Watch(wctx, a.base, clientv3.WithPrefix(), clientv3.WithRev(rev+1), clientv3.WithFilterPut())
+		a.wch = a.l.cli.Watch(wctx, a.base, clientv3.WithPrefix(), clientv3.WithRev(rev+1))
 		a.wstop = cancel // from rev+1 on, nothing can be missed
 	}
 	var timer <-chan time.Time
@@ -459,7 +489,14 @@ func (a *acquirer) wait(ctx context.Context, rev int64, key string, until time.T
 			a.wfails = 0
 			for _, ev := range wr.Events {
 				k := string(ev.Kv.Key)
-				if ev.Kv.ModRevision > rev && (k == key || k == a.key) {
+				switch {
+				case ev.Kv.ModRevision <= rev:
+				case k == a.base+keyEpoch && ev.Type == mvccpb.PUT:
+					v.epochMod = ev.Kv.ModRevision
+					v.epoch, _ = strconv.ParseUint(string(ev.Kv.Value), 10, 64)
+				case k == a.base+keyEpoch:
+					v.epochMod, v.epoch = 0, 0
+				case ev.Type == mvccpb.DELETE && (k == key || k == a.key):
 					return nil
 				}
 			}
