@@ -145,13 +145,19 @@ func (a *acquirer) run(ctx context.Context) (*elect.Leadership, error) {
 	if a.req.IfAvailable {
 		return a.tryOnce(ctx)
 	}
-	// The request is created and the first view read in one txn: the
-	// reads after the put see it, and the newest keys of the queue are
-	// then ours and the one just ahead of it.
-	ops := append([]clientv3.Op{clientv3.OpPut(a.key, a.value(), clientv3.WithLease(a.s.id))}, a.viewOps(true)...)
+	// One txn grants at once when nothing is in the way and the epoch is
+	// still the one this Locker last saw for the name; otherwise it
+	// creates the request and reads the first view: the reads after the
+	// put see it, and the newest keys of the queue are then ours and the
+	// one just ahead of it.
+	last, lastMod := a.l.lastEpoch(a.name)
+	epoch := nextEpoch(last)
+	h := held{request: a.record(), Epoch: epoch, Granted: time.Now(), Key: a.key}
+	put := clientv3.OpPut(a.key, a.value(), clientv3.WithLease(a.s.id))
 	resp, err := a.l.cli.Txn(ctx).
-		If(clientv3.Compare(clientv3.CreateRevision(a.key), "=", 0)).
-		Then(ops...).
+		If(append(a.freeCmps(), clientv3.Compare(clientv3.ModRevision(a.base+keyEpoch), "=", lastMod))...).
+		Then(put, clientv3.OpPut(a.heldKey, encode(h), clientv3.WithLease(a.s.id)), clientv3.OpPut(a.base+keyEpoch, strconv.FormatUint(epoch, 10))).
+		Else(append([]clientv3.Op{put}, a.viewOps(true)...)...).
 		Commit()
 	if err != nil {
 		if errors.Is(err, rpctypes.ErrLeaseNotFound) {
@@ -160,10 +166,10 @@ func (a *acquirer) run(ctx context.Context) (*elect.Leadership, error) {
 		a.ticket = unknownTicket
 		return nil, a.rpcErr(ctx, err)
 	}
-	if !resp.Succeeded {
-		return nil, fmt.Errorf("etcd: request key %s exists already", a.key)
-	}
 	a.ticket = resp.Header.Revision
+	if resp.Succeeded {
+		return a.hold(h, a.ticket)
+	}
 	v := a.parseView(resp, 1)
 	// Holders watch the steal lane: the key's creation deposed them if it
 	// heads the lane.
@@ -255,6 +261,7 @@ func (a *acquirer) parseView(resp *clientv3.TxnResponse, i int) view {
 		v.epochMod = k[0].ModRevision
 		v.epoch, _ = strconv.ParseUint(string(k[0].Value), 10, 64)
 	}
+	a.l.noteEpoch(a.name, v.epoch, v.epochMod, v.rev)
 	for _, kv := range kvs(3) {
 		if kv.CreateRevision < a.ticket && string(kv.Key) != a.key {
 			v.blocker = kv
@@ -337,7 +344,7 @@ func (a *acquirer) revoke(ctx context.Context, holders []*mvccpb.KeyValue) {
 func (a *acquirer) grant(ctx context.Context, v view) (*elect.Leadership, *view, error) {
 	epoch := nextEpoch(v.epoch)
 	now := time.Now()
-	h := held{request: a.record(), Epoch: epoch, Granted: now, Ticket: a.ticket}
+	h := held{request: a.record(), Epoch: epoch, Granted: now, Key: a.key}
 	cmps := []clientv3.Cmp{
 		clientv3.Compare(clientv3.CreateRevision(a.key), "=", a.ticket),
 		clientv3.Compare(clientv3.ModRevision(a.base+keyEpoch), "=", v.epochMod),
@@ -379,7 +386,7 @@ func (a *acquirer) grant(ctx context.Context, v view) (*elect.Leadership, *view,
 // granted takes up a grant whose txn succeeded but whose reply was lost.
 func (a *acquirer) granted(ctx context.Context, kv *mvccpb.KeyValue) (*elect.Leadership, error) {
 	var h held
-	if err := json.Unmarshal(kv.Value, &h); err != nil || h.Ticket != a.ticket {
+	if err := json.Unmarshal(kv.Value, &h); err != nil || h.Key != a.key {
 		return nil, fmt.Errorf("etcd: grant marker %s holds %q, which this request did not write", a.heldKey, kv.Value)
 	}
 	return a.hold(h, kv.CreateRevision)
@@ -392,38 +399,38 @@ func nextEpoch(last uint64) uint64 {
 	return max(last+1, uint64(time.Now().UnixMicro()))
 }
 
+// freeCmps hold when a new request of this kind could be granted at once:
+// no request it would wait for is queued or held, and no steal.
+func (a *acquirer) freeCmps() []clientv3.Cmp {
+	empty := func(dir string) clientv3.Cmp {
+		return clientv3.Compare(clientv3.CreateRevision(a.base+dir), "=", 0).WithPrefix()
+	}
+	cmps := []clientv3.Cmp{clientv3.Compare(clientv3.CreateRevision(a.key), "=", 0), empty(dirSteal)}
+	switch {
+	case a.req.Steal:
+		return append(cmps, empty(dirHeld))
+	case a.req.Mode == elect.Shared:
+		return append(cmps, empty(dirExclusive))
+	}
+	return append(cmps, empty(dirQueue))
+}
+
 // tryOnce is IfAvailable: one txn that creates the request and its grant
 // together when nothing conflicting is queued or held, else elect.ErrBusy.
 // It retries only when a concurrent shared grant moved the epoch.
 func (a *acquirer) tryOnce(ctx context.Context) (*elect.Leadership, error) {
-	blockers := a.base + dirQueue
-	if a.req.Mode == elect.Shared {
-		blockers = a.base + dirExclusive
-	}
 	ek := a.base + keyEpoch
-	g, err := a.l.cli.Get(ctx, ek)
-	if err != nil {
-		return nil, a.rpcErr(ctx, err)
-	}
+	last, mod := a.l.lastEpoch(a.name)
 	for range 100 {
-		var last uint64
-		var mod int64
-		if len(g.Kvs) == 1 {
-			last, _ = strconv.ParseUint(string(g.Kvs[0].Value), 10, 64)
-			mod = g.Kvs[0].ModRevision
-		}
 		epoch := nextEpoch(last)
-		h := held{request: a.record(), Epoch: epoch, Granted: time.Now()}
-		resp, err := a.l.cli.Txn(ctx).If(
-			clientv3.Compare(clientv3.CreateRevision(a.key), "=", 0),
-			clientv3.Compare(clientv3.CreateRevision(blockers), "=", 0).WithPrefix(),
-			clientv3.Compare(clientv3.CreateRevision(a.base+dirSteal), "=", 0).WithPrefix(),
-			clientv3.Compare(clientv3.ModRevision(ek), "=", mod),
-		).Then(
-			clientv3.OpPut(a.key, a.value(), clientv3.WithLease(a.s.id)),
-			clientv3.OpPut(a.heldKey, encode(h), clientv3.WithLease(a.s.id)),
-			clientv3.OpPut(ek, strconv.FormatUint(epoch, 10)),
-		).Else(clientv3.OpGet(ek)).Commit()
+		h := held{request: a.record(), Epoch: epoch, Granted: time.Now(), Key: a.key}
+		resp, err := a.l.cli.Txn(ctx).
+			If(append(a.freeCmps(), clientv3.Compare(clientv3.ModRevision(ek), "=", mod))...).
+			Then(
+				clientv3.OpPut(a.key, a.value(), clientv3.WithLease(a.s.id)),
+				clientv3.OpPut(a.heldKey, encode(h), clientv3.WithLease(a.s.id)),
+				clientv3.OpPut(ek, strconv.FormatUint(epoch, 10)),
+			).Else(clientv3.OpGet(ek)).Commit()
 		if err != nil {
 			if errors.Is(err, rpctypes.ErrLeaseNotFound) {
 				return nil, errLeaseGone
@@ -433,15 +440,19 @@ func (a *acquirer) tryOnce(ctx context.Context) (*elect.Leadership, error) {
 		}
 		if resp.Succeeded {
 			a.ticket = resp.Header.Revision
-			h.Ticket = a.ticket
 			return a.hold(h, resp.Header.Revision)
 		}
-		now := resp.Responses[0].GetResponseRange().Kvs
-		if len(now) == 1 && now[0].ModRevision != mod {
-			g = (*clientv3.GetResponse)(resp.Responses[0].GetResponseRange())
-			continue
+		var nowLast uint64
+		var nowMod int64
+		if kvs := resp.Responses[0].GetResponseRange().Kvs; len(kvs) == 1 {
+			nowLast, _ = strconv.ParseUint(string(kvs[0].Value), 10, 64)
+			nowMod = kvs[0].ModRevision
 		}
-		return nil, elect.ErrBusy
+		a.l.noteEpoch(a.name, nowLast, nowMod, resp.Header.Revision)
+		if nowMod == mod {
+			return nil, elect.ErrBusy
+		}
+		last, mod = nowLast, nowMod // only the epoch was not as we knew it
 	}
 	return nil, elect.ErrBusy
 }
@@ -464,9 +475,15 @@ func (a *acquirer) wait(ctx context.Context, v *view, key string, until time.Tim
 			case <-t.C:
 			}
 		}
+		// The watch starts at the server's current revision, not at
+		// rev+1: etcd serves a watch that starts in the past from a
+		// sweep that runs every 100ms, which would delay the wake-up of
+		// a waiter whose blocker went in the meantime. If anything was
+		// written since the view, the created notice says so, and the
+		// caller looks again.
 		wctx, cancel := context.WithCancel(clientv3.WithRequireLeader(ctx))
-		a.wch = a.l.cli.Watch(wctx, a.base, clientv3.WithPrefix(), clientv3.WithRev(rev+1))
-		a.wstop = cancel // from rev+1 on, nothing can be missed
+		a.wch = a.l.cli.Watch(wctx, a.base, clientv3.WithPrefix(), clientv3.WithCreatedNotify())
+		a.wstop = cancel
 	}
 	var timer <-chan time.Time
 	if !until.IsZero() {
@@ -487,6 +504,9 @@ func (a *acquirer) wait(ctx context.Context, v *view, key string, until time.Tim
 				return nil
 			}
 			a.wfails = 0
+			if wr.Created && wr.Header.Revision > rev {
+				return nil
+			}
 			for _, ev := range wr.Events {
 				k := string(ev.Kv.Key)
 				switch {

@@ -155,7 +155,7 @@ func TestCampaignPhantomGrant(t *testing.T) {
 	}
 }
 
-func waitKeys(t *testing.T, cli *clientv3.Client, pfx string, n int64) {
+func waitKeys(t testing.TB, cli *clientv3.Client, pfx string, n int64) {
 	t.Helper()
 	deadline := time.Now().Add(10 * time.Second)
 	for {

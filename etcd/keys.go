@@ -59,7 +59,7 @@ type held struct {
 	request
 	Epoch   uint64    `json:"epoch"`
 	Granted time.Time `json:"granted"`
-	Ticket  int64     `json:"ticket"`
+	Key     string    `json:"key"` // the request key it grants
 }
 
 func encode(v any) string {

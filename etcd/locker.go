@@ -71,6 +71,34 @@ type Locker struct {
 	sess    *session
 	seq     uint64
 	terms   map[*elect.Leadership]struct{}
+	epochs  map[string]seenEpoch // by name
+}
+
+// seenEpoch is the epoch key of a name as this Locker last saw it: its
+// value, its ModRevision, and the revision it was read at. A grant that
+// finds it unchanged needs no read first; the grant txn's compare of the
+// ModRevision makes a stale one harmless.
+type seenEpoch struct {
+	epoch    uint64
+	mod, rev int64
+}
+
+func (l *Locker) lastEpoch(name string) (uint64, int64) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	e := l.epochs[name]
+	return e.epoch, e.mod
+}
+
+func (l *Locker) noteEpoch(name string, epoch uint64, mod, rev int64) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.epochs == nil {
+		l.epochs = map[string]seenEpoch{}
+	}
+	if e, ok := l.epochs[name]; !ok || rev > e.rev {
+		l.epochs[name] = seenEpoch{epoch, mod, rev}
+	}
 }
 
 // Open checks cfg and returns a Locker. It does not contact etcd: the

@@ -34,7 +34,7 @@ var (
 )
 
 // sharedCluster is one etcd member for the tests that do not harm it.
-func sharedCluster(t *testing.T) *etcdtest.Cluster {
+func sharedCluster(t testing.TB) *etcdtest.Cluster {
 	t.Helper()
 	etcdtest.Require(t)
 	sharedOnce.Do(func() { shared, sharedErr = etcdtest.Start(etcdtest.Options{Members: 1}) })
@@ -45,13 +45,13 @@ func sharedCluster(t *testing.T) *etcdtest.Cluster {
 }
 
 // testPrefix is a key prefix no other test uses.
-func testPrefix(t *testing.T) string {
+func testPrefix(t testing.TB) string {
 	n := strings.NewReplacer("/", "_", " ", "_").Replace(t.Name())
 	return fmt.Sprintf("/lrtest/%s-%d/", n, prefixes.Add(1))
 }
 
 // open opens a Locker on c under prefix, closed when t ends.
-func open(t *testing.T, c *etcdtest.Cluster, prefix string, cfg Config) *Locker {
+func open(t testing.TB, c *etcdtest.Cluster, prefix string, cfg Config) *Locker {
 	t.Helper()
 	cfg.Endpoints = c.Endpoints()
 	cfg.Prefix = prefix

@@ -36,6 +36,7 @@ func (a *acquirer) hold(h held, grantRev int64) (*elect.Leadership, error) {
 	t := &holding{l: a.l, s: a.s, base: a.base, key: a.key, heldKey: a.heldKey, ticket: a.ticket, grantRev: grantRev, steal: a.req.Steal}
 	lead, end := elect.NewLeadership(elect.Term{Name: a.name, Dir: a.l.prefix, Mode: h.Mode, Epoch: h.Epoch, Since: h.Granted, Release: t.release})
 	t.lead, t.end = lead, end
+	a.l.noteEpoch(a.name, h.Epoch, grantRev, grantRev)
 	if testHookHold != nil {
 		testHookHold(t)
 	}
@@ -134,9 +135,11 @@ func (t *holding) check(ctx context.Context) (int64, error) {
 // deletes nothing of a newer request (etcd-io/etcd#22082). When etcd
 // cannot be reached, the session is given up: the keys go with the lease.
 func (t *holding) release() error {
-	t.stop()
-	<-t.done
+	// The monitor is stopped after the txn, so that the next holder is
+	// not kept waiting for the watch's teardown. The term has ended
+	// already (ErrReleased), so our own deletes end nothing.
 	defer t.l.untrack(t.lead)
+	defer func() { t.stop(); <-t.done }()
 	select {
 	case <-t.s.done:
 		return nil // the session's end revokes or expires the keys
