@@ -126,6 +126,13 @@ type acquirer struct {
 	killAt  time.Time // with Steal and KillAfter
 	killed  map[clientv3.LeaseID]bool
 
+	// after are the requests that joined after ours and before our grant,
+	// read in the grant txn; afterKnown says the set is complete, so the
+	// holding may hand the lock to its successor on release.
+	after      []*mvccpb.KeyValue
+	afterKnown bool
+	handed     *mvccpb.KeyValue // a grant marker our predecessor made for us
+
 	wch    clientv3.WatchChan
 	wstop  context.CancelFunc
 	wfails int
@@ -168,6 +175,7 @@ func (a *acquirer) run(ctx context.Context) (*elect.Leadership, error) {
 	}
 	a.ticket = resp.Header.Revision
 	if resp.Succeeded {
+		a.afterKnown = a.req.Mode == elect.Exclusive && !a.req.Steal // nobody was queued; the monitor sees who joins
 		return a.hold(h, a.ticket)
 	}
 	v := a.parseView(resp, 1)
@@ -308,8 +316,15 @@ func (a *acquirer) step(ctx context.Context, v view) (*elect.Leadership, *view, 
 	default:
 		return a.grant(ctx, v)
 	}
-	if err != nil || a.req.Mode == elect.Shared {
+	if err != nil {
 		return nil, nil, err
+	}
+	if a.handed != nil {
+		lead, err := a.granted(ctx, a.handed)
+		return lead, nil, err
+	}
+	if a.req.Mode == elect.Shared {
+		return nil, nil, nil
 	}
 	// An exclusive request's grant txn checks for itself that nothing is
 	// ahead, and the watch kept the epoch up to date: try at once, and
@@ -368,6 +383,7 @@ func (a *acquirer) grant(ctx context.Context, v view) (*elect.Leadership, *view,
 	resp, err := a.l.cli.Txn(ctx).If(cmps...).Then(
 		clientv3.OpPut(a.base+keyEpoch, strconv.FormatUint(epoch, 10)),
 		clientv3.OpPut(a.heldKey, encode(h), clientv3.WithLease(a.s.id)),
+		clientv3.OpGet(a.base+dirQueue, clientv3.WithPrefix(), clientv3.WithMinCreateRev(a.ticket+1)),
 	).Else(a.viewOps(false)...).Commit()
 	if err != nil {
 		if ctx.Err() != nil {
@@ -379,6 +395,11 @@ func (a *acquirer) grant(ctx context.Context, v view) (*elect.Leadership, *view,
 		next := a.parseView(resp, 0) // a steal came, a shared grant drew an epoch, or our key went
 		return nil, &next, nil
 	}
+	// Exclusive holders that are not steals may hand the lock on: the
+	// requests that joined before this grant are read here, those after
+	// it come through the monitor's watch.
+	a.after = resp.Responses[2].GetResponseRange().Kvs
+	a.afterKnown = a.req.Mode == elect.Exclusive && !a.req.Steal
 	lead, err := a.hold(h, resp.Header.Revision)
 	return lead, nil, err
 }
@@ -440,6 +461,7 @@ func (a *acquirer) tryOnce(ctx context.Context) (*elect.Leadership, error) {
 		}
 		if resp.Succeeded {
 			a.ticket = resp.Header.Revision
+			a.afterKnown = a.req.Mode == elect.Exclusive // the queue was empty
 			return a.hold(h, resp.Header.Revision)
 		}
 		var nowLast uint64
@@ -507,6 +529,7 @@ func (a *acquirer) wait(ctx context.Context, v *view, key string, until time.Tim
 			if wr.Created && wr.Header.Revision > rev {
 				return nil
 			}
+			wake := false
 			for _, ev := range wr.Events {
 				k := string(ev.Kv.Key)
 				switch {
@@ -516,9 +539,15 @@ func (a *acquirer) wait(ctx context.Context, v *view, key string, until time.Tim
 					v.epoch, _ = strconv.ParseUint(string(ev.Kv.Value), 10, 64)
 				case k == a.base+keyEpoch:
 					v.epochMod, v.epoch = 0, 0
-				case ev.Type == mvccpb.DELETE && (k == key || k == a.key):
+				case ev.Type == mvccpb.PUT && k == a.heldKey:
+					a.handed = ev.Kv // our predecessor granted us as it released
 					return nil
+				case ev.Type == mvccpb.DELETE && (k == key || k == a.key):
+					wake = true // after the whole txn's events: a hand-over comes with the delete
 				}
+			}
+			if wake {
+				return nil
 			}
 		}
 	}

@@ -59,8 +59,8 @@ func mutex(tb testing.TB, cli *clientv3.Client, pfx string) contender {
 }
 
 // BenchmarkHandover: two contenders (two sessions, as two hosts would be)
-// take turns; one op is one release and the next holder's grant. p50-ns is
-// the time from the release call to the next grant.
+// take turns, each holding for holdFor; one op is one term. p50-ns is the
+// time from the release call to the next grant: the handover.
 func BenchmarkHandover(b *testing.B) {
 	c := sharedCluster(b)
 	cli := c.Client(b)
@@ -78,6 +78,9 @@ func BenchmarkHandover(b *testing.B) {
 		handover(b, mutex(b, cli, pfx), mutex(b, cli, pfx))
 	})
 }
+
+// holdFor is how long a holder holds in BenchmarkHandover.
+const holdFor = 3 * time.Millisecond
 
 func handover(b *testing.B, cs ...contender) {
 	ctx := b.Context()
@@ -103,6 +106,10 @@ func handover(b *testing.B, cs ...contender) {
 					mu.Unlock()
 				}
 				last := n.Add(1) >= int64(b.N)
+				// Hold a moment, so that the other side is queued and
+				// waiting when we release: what is measured is the
+				// handover, not the other's joining.
+				time.Sleep(holdFor)
 				releasedAt.Store(int64(time.Since(t0)))
 				if last {
 					releasedAt.Store(0)

@@ -375,3 +375,97 @@ func uitoa(v uint64) string {
 		}
 	}
 }
+
+// TestReleaseHandsOver: a release grants the waiting successor in its own
+// txn: the successor's grant marker is made at the very revision that
+// deletes the holder's keys.
+func TestReleaseHandsOver(t *testing.T) {
+	c := sharedCluster(t)
+	cli := c.Client(t)
+	ctx := testCtx(t)
+	pfx := testPrefix(t)
+	a := open(t, c, pfx, Config{})
+	b := open(t, c, pfx, Config{})
+	h, err := a.Acquire(ctx, "job", elect.Request{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	w := async(ctx, b, "job", elect.Request{})
+	queuedN(t, a, "job", 1)
+	time.Sleep(100 * time.Millisecond) // the holder's monitor has seen the waiter join
+	before, err := cli.Get(ctx, "/nothing")
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.Release()
+	r := answer(t, w, 10*time.Second, "successor")
+	if r.err != nil {
+		t.Fatal(r.err)
+	}
+	defer r.lead.Release()
+	got, err := cli.Get(ctx, pfx+"job/"+dirHeld, clientv3.WithPrefix())
+	if err != nil || len(got.Kvs) != 1 {
+		t.Fatalf("grant markers: %v %v", got, err)
+	}
+	if rev := got.Kvs[0].CreateRevision; rev != before.Header.Revision+1 {
+		t.Fatalf("successor granted at revision %d; the release was revision %d", rev, before.Header.Revision+1)
+	}
+	if r.lead.Epoch() <= h.Epoch() {
+		t.Fatalf("epoch %d after %d", r.lead.Epoch(), h.Epoch())
+	}
+}
+
+// TestStaleHandOverGrantsNobody: a holder that believes a successor is
+// waiting whose request is gone hands nothing to it: the release's guard
+// fails, its own keys are deleted all the same, and the next request
+// grants itself.
+func TestStaleHandOverGrantsNobody(t *testing.T) {
+	c := sharedCluster(t)
+	cli := c.Client(t)
+	ctx := testCtx(t)
+	pfx := testPrefix(t)
+	var mu sync.Mutex
+	var holdings []*holding
+	testHookHold = func(h *holding) { mu.Lock(); holdings = append(holdings, h); mu.Unlock() }
+	defer func() { testHookHold = nil }()
+	a := open(t, c, pfx, Config{})
+	b := open(t, c, pfx, Config{})
+	h, err := a.Acquire(ctx, "job", elect.Request{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	wctx, cancel := context.WithCancel(ctx)
+	w1 := async(wctx, b, "job", elect.Request{})
+	queuedN(t, a, "job", 1)
+	keys, err := cli.Get(ctx, pfx+"job/"+dirExclusive, append([]clientv3.OpOption{clientv3.WithPrefix()}, clientv3.WithLastCreate()...)...)
+	if err != nil || len(keys.Kvs) != 1 {
+		t.Fatal(keys, err)
+	}
+	gone := keys.Kvs[0]
+	w2 := async(ctx, b, "job", elect.Request{})
+	queuedN(t, a, "job", 2)
+	cancel()
+	if r := answer(t, w1, 10*time.Second, "cancelled waiter"); !errors.Is(r.err, context.Canceled) {
+		t.Fatalf("cancelled waiter: %v", r.err)
+	}
+	mu.Lock()
+	hold := holdings[0]
+	mu.Unlock()
+	time.Sleep(100 * time.Millisecond)
+	hold.mu.Lock()
+	hold.after[string(gone.Key)] = gone // as if the monitor had not seen it go
+	hold.mu.Unlock()
+	h.Release()
+	r := answer(t, w2, 10*time.Second, "second waiter")
+	if r.err != nil {
+		t.Fatal(r.err)
+	}
+	defer r.lead.Release()
+	s, err := a.Inspect(ctx, "job")
+	if err != nil || len(s.Held) != 1 || s.Held[0].Epoch != r.lead.Epoch() || len(s.Pending) != 0 {
+		t.Fatalf("after a stale hand-over: %+v %v", s, err)
+	}
+	if g, _ := cli.Get(ctx, pfx+"job/"+dirHeld+idOf(string(gone.Key))); len(g.Kvs) != 0 {
+		t.Fatal("a grant marker was made for a request that is gone")
+	}
+}
