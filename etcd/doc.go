@@ -12,7 +12,13 @@
 // TTL less Config.Margin. A request is a key on that lease; its creation
 // revision is its ticket. A grant is one txn that checks the request key's
 // creation revision, the epoch key's last write and an empty steal lane,
-// and writes the new epoch and a grant marker. See keys.go for the layout.
+// and writes the new epoch and a grant marker. A release whose successor is
+// an exclusive request writes the successor's grant in its own txn, under
+// the same guards, so a handover costs one round trip. Waiters watch from
+// the server's current revision: etcd serves a watch that starts in the
+// past from a sweep that runs every 100ms, which is where the waiters of
+// concurrency.Election spend most of a handover. See keys.go for the
+// layout.
 //
 // # Guarantees
 //

@@ -60,7 +60,7 @@ func (r *report) etcd(ctx context.Context) error {
 		p50, mean := median(fast, n, "p50-ns"), median(fast, n, "ns/op")
 		ht.row(rc, dur(mean), dur(p50), dur(median(fast, n, "p99-ns")), ratio(ours50, p50), ratio(oursMean, mean))
 	}
-	ht.notef("Two contenders with sessions of their own take turns, 200 handovers per run, median of %d runs; p50/p99 from the release call to the next holder's grant (etcd/bench_test.go BenchmarkHandover). leaderrun's grant is a write (epoch and grant marker); the recipes' waiters only read.", etcdRuns)
+	ht.notef("Two contenders with sessions of their own take turns, each holding 3 ms so that the other is queued when it releases, 200 terms per run, median of %d runs; p50/p99 from the release call to the next holder's grant (etcd/bench_test.go BenchmarkHandover). leaderrun's release grants the successor in its own txn; the recipes' waiters watch from a revision in the past, which etcd serves from a sweep every 100 ms.", etcdRuns)
 	r.add("etcd: release → next holder", ht)
 	el50 := median(fast, "BenchmarkHandover/concurrency.Election", "p50-ns")
 	r.check("etcd handover", "p50 ≤ 1.2× concurrency.Election", ratio(ours50, el50), ours50 <= 1.2*el50, !math.IsNaN(ours50+el50))
