@@ -3,6 +3,7 @@ package etcd
 import (
 	"context"
 	"errors"
+	"runtime"
 	"strings"
 	"sync"
 	"testing"
@@ -467,5 +468,52 @@ func TestStaleHandOverGrantsNobody(t *testing.T) {
 	}
 	if g, _ := cli.Get(ctx, pfx+"job/"+dirHeld+idOf(string(gone.Key))); len(g.Kvs) != 0 {
 		t.Fatal("a grant marker was made for a request that is gone")
+	}
+}
+
+// TestCloseLeavesNoGoroutines: Close ends every goroutine of the Locker:
+// session loops, renewals, term monitors, waiters.
+func TestCloseLeavesNoGoroutines(t *testing.T) {
+	c := sharedCluster(t)
+	ctx := testCtx(t)
+	pfx := testPrefix(t)
+	l, err := Open(Config{Endpoints: c.Endpoints(), Prefix: pfx, TTL: 2 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h, err := l.Acquire(ctx, "a", elect.Request{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := l.Acquire(ctx, "b", elect.Request{Mode: elect.Shared}); err != nil {
+		t.Fatal(err)
+	}
+	w := async(ctx, l, "a", elect.Request{})
+	queuedN(t, l, "a", 1)
+	time.Sleep(800 * time.Millisecond) // a renewal or two
+	_ = h
+	if err := l.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if r := answer(t, w, 10*time.Second, "waiter at Close"); !errors.Is(r.err, elect.ErrClosed) {
+		t.Fatalf("waiter at Close: %v", r.err)
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		buf := make([]byte, 1<<20)
+		stacks := string(buf[:runtime.Stack(buf, true)])
+		var ours []string
+		for _, g := range strings.Split(stacks, "\n\n") {
+			if strings.Contains(g, "leaderrun/etcd.(*") && !strings.Contains(g, "_test.go") {
+				ours = append(ours, g)
+			}
+		}
+		if len(ours) == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("goroutines left after Close:\n%s", strings.Join(ours, "\n\n"))
+		}
+		time.Sleep(20 * time.Millisecond)
 	}
 }

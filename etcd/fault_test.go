@@ -314,3 +314,38 @@ func TestFaultCompactionAndRestart(t *testing.T) {
 	}
 	rw.lead.Release()
 }
+
+// TestFaultServerStopped: the only etcd member is SIGSTOPped (a frozen
+// VM, a stalled disk). Nothing answers, nothing fails: the holder's term
+// ends from its own deadline within the TTL all the same.
+func TestFaultServerStopped(t *testing.T) {
+	c := etcdtest.StartT(t, 1)
+	ctx := testCtx(t)
+	const ttl = 2 * time.Second
+	l := open(t, c, testPrefix(t), Config{TTL: ttl})
+	h, err := l.Acquire(ctx, "job", elect.Request{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer h.Release()
+	stopped := time.Now()
+	c.Members[0].Signal(syscall.SIGSTOP)
+	defer c.Members[0].Signal(syscall.SIGCONT)
+	select {
+	case <-h.Done():
+	case <-time.After(3 * ttl):
+		t.Fatalf("the term lasts %v with the server stopped", 3*ttl)
+	}
+	if took := time.Since(stopped); took > ttl || !errors.Is(h.Err(), elect.ErrSessionLost) {
+		t.Fatalf("term ended after %v with %v; want ErrSessionLost within %v", took, h.Err(), ttl)
+	}
+	c.Members[0].Signal(syscall.SIGCONT)
+	l2, err := l.Acquire(ctx, "job", elect.Request{})
+	if err != nil {
+		t.Fatalf("after the server continued: %v", err)
+	}
+	if l2.Epoch() <= h.Epoch() {
+		t.Fatalf("epoch %d after %d", l2.Epoch(), h.Epoch())
+	}
+	l2.Release()
+}
