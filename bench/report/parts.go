@@ -277,14 +277,6 @@ func (r *report) relearn(ctx context.Context, bin string) {
 	r.check("Member re-learns the leader", "p50 ≤ 5ms after SIGKILL", dur(worst*1e6), worst <= 5, ok)
 }
 
-// etcd: an etcd concurrency.Election is not part of this report yet.
-func (r *report) etcd(ctx context.Context) error {
-	if _, err := exec.LookPath("etcd"); err != nil {
-		return errors.New("etcd not installed (Debian: apt-get install etcd-server); no etcd concurrency.Election figures")
-	}
-	return errors.New("etcd is installed, but the etcd concurrency.Election run is not implemented here yet (it needs go.etcd.io/etcd/client/v3 in a module of its own); with a 1 s session TTL its crash failover is bounded below by the TTL")
-}
-
 // exhaustEnv has the benchmarks hold all but one of the user's inotify
 // instances, as a loaded desktop does, with -exhaust-inotify.
 func (r *report) exhaustEnv() []string {
