@@ -20,11 +20,13 @@ type Snapshot struct {
 
 // Holder is a granted request.
 type Holder struct {
-	Name    string    `json:"name"`
-	Mode    Mode      `json:"mode"`
-	PID     int       `json:"pid"`
-	Epoch   uint64    `json:"epoch"`
-	Since   time.Time `json:"since"`
+	Name  string `json:"name"`
+	Mode  Mode   `json:"mode"`
+	PID   int    `json:"pid"`
+	Epoch uint64 `json:"epoch"`
+	// Since is when the term began; unknown, zero and left out of JSON,
+	// for an External holder.
+	Since   time.Time `json:"since,omitzero"`
 	Command []string  `json:"command"`
 	// State is "running", "stopped" (SIGSTOP or a debugger: it still
 	// holds the lock), or "unknown" where the platform cannot tell.
