@@ -50,7 +50,7 @@ func main() {
 	flag.StringVar(&c.busTime, "bus-benchtime", "1s", "-benchtime for the bus benchmarks")
 	flag.StringVar(&c.out, "out", "bench/out", "output directory")
 	flag.StringVar(&c.docs, "docs", "docs/latency.svg", "copy of the picture for the README (empty: none)")
-	flag.StringVar(&c.only, "only", "", "comma-separated parts to run: failover,chain,idle,cli,startup,bus,etcd (default all)")
+	flag.StringVar(&c.only, "only", "", "comma-separated parts to run: failover,chain,idle,cli,clichain,startup,bus,etcd (default all)")
 	flag.Parse()
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	err := run(ctx, c)
@@ -87,7 +87,7 @@ func run(ctx context.Context, c config) error {
 		fn   func(context.Context) error
 	}{
 		{"failover", r.failover}, {"cli", r.cliFailover}, {"chain", r.chain}, {"idle", r.idleCost},
-		{"bus", r.bus}, {"startup", r.startup}, {"etcd", r.etcd},
+		{"clichain", r.cliChain}, {"bus", r.bus}, {"startup", r.startup}, {"etcd", r.etcd},
 	}
 	for _, p := range parts {
 		if c.only != "" && !strings.Contains(","+c.only+",", ","+p.name+",") {

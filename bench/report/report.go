@@ -60,7 +60,7 @@ func (r *report) markdown() string {
 	}
 	b.WriteString(".  \nRatios are leaderrun ÷ peer from the same run: for times and CPU below 1 is better, for deliveries/s above 1.\n\n")
 	if len(r.targets) > 0 {
-		t := newTable("Target (issue 5)", "Goal", "Measured", "Verdict")
+		t := newTable("Target (issues 5, 10, 12)", "Goal", "Measured", "Verdict")
 		for _, x := range r.targets {
 			t.row(x.what, x.goal, x.measured, x.verdict)
 		}

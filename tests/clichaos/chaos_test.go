@@ -524,11 +524,13 @@ func parseLogLine(s string) (logLine, bool) {
 	}
 	var r logLine
 	var err1, err2, err3, err4 error
+	// proctest.FencedLog's "KIND EPOCH PID UNIXNANO", then our WRAPPER
+	// and NOTE.
 	r.kind = f[0]
 	r.epoch, err1 = strconv.ParseUint(f[1], 10, 64)
-	r.wrapper, err2 = strconv.Atoi(f[2])
-	r.pid, err3 = strconv.Atoi(f[3])
-	r.ns, err4 = strconv.ParseInt(f[4], 10, 64)
+	r.pid, err3 = strconv.Atoi(f[2])
+	r.ns, err4 = strconv.ParseInt(f[3], 10, 64)
+	r.wrapper, err2 = strconv.Atoi(f[4])
 	if len(f) == 6 {
 		r.note = f[5]
 	}

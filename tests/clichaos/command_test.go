@@ -1,8 +1,8 @@
 package clichaos
 
 import (
-	"errors"
 	"fmt"
+	"github.com/leaderrun/leaderrun/internal/proctest"
 	"math/rand/v2"
 	"os"
 	"os/exec"
@@ -261,72 +261,25 @@ func chaosGrandchild() int {
 	return 0
 }
 
-// fencedLog is the shared resource: appends under flock(2) of its guard
-// file, which also keeps the highest epoch written so far. A write whose
-// epoch is lower is refused and recorded as an R line instead (fencing),
-// so the log can never hold a write of a deposed term after its
-// successor's first.
-type fencedLog struct{ guard, log *os.File }
-
+// The shared resource is a proctest.FencedLog: appends under flock(2) of
+// its guard, which refuses (and logs as R) a write whose epoch is lower
+// than one written before. Lines are "KIND EPOCH PID UNIXNANO WRAPPER
+// [NOTE]".
 func openFencedLog(dir string) (*fencedLog, error) {
-	g, err := os.OpenFile(filepath.Join(dir, "guard"), os.O_RDWR|os.O_CREATE, 0o600)
-	if err != nil {
-		return nil, err
-	}
-	l, err := os.OpenFile(filepath.Join(dir, "log"), os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o600)
-	if err != nil {
-		g.Close()
-		return nil, err
-	}
-	return &fencedLog{guard: g, log: l}, nil
+	l, err := proctest.OpenFencedLog(dir)
+	return &fencedLog{l}, err
 }
 
-func (f *fencedLog) Close() { f.guard.Close(); f.log.Close() }
+type fencedLog struct{ *proctest.FencedLog }
 
-// append writes "KIND EPOCH WRAPPER PID UNIXNANO [NOTE]" and reports
-// whether the epoch passed the fence. V (violation) lines are written
-// whatever their epoch.
+// append writes one line for wrapper wpid and reports whether the epoch
+// passed the fence. V (violation) lines are written whatever their epoch.
 func (f *fencedLog) append(kind string, epoch uint64, wpid, note string) (bool, error) {
-	// Bounded: a guard holder that is killed drops the lock.
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		err := flock(f.guard, unix.LOCK_EX|unix.LOCK_NB)
-		if err == nil {
-			break
-		}
-		if !errors.Is(err, unix.EWOULDBLOCK) {
-			return false, err
-		}
-		if time.Now().After(deadline) {
-			return false, errors.New("guard busy for 10s")
-		}
-		time.Sleep(200 * time.Microsecond)
-	}
-	defer flock(f.guard, unix.LOCK_UN)
-	buf := make([]byte, 24)
-	n, _ := f.guard.ReadAt(buf, 0)
-	highest, _ := strconv.ParseUint(strings.TrimSpace(string(buf[:n])), 10, 64)
-	ok := epoch >= highest
-	if !ok && kind != "V" {
-		note = fmt.Sprintf("%s refused: epoch %d after %d", kind, epoch, highest)
-		kind = "R"
-	}
-	if ok && epoch > highest {
-		// Before the line: a writer killed in between loses its line,
-		// never the fence.
-		s := strconv.FormatUint(epoch, 10)
-		if _, err := f.guard.WriteAt([]byte(s+"\n"), 0); err != nil {
-			return false, err
-		}
-	}
-	line := fmt.Sprintf("%s %d %s %d %d", kind, epoch, wpid, os.Getpid(), time.Now().UnixNano())
+	fields := []string{wpid}
 	if note != "" {
-		line += " " + strings.ReplaceAll(note, "\n", " ")
+		fields = append(fields, note)
 	}
-	if _, err := f.log.WriteString(line + "\n"); err != nil {
-		return false, err
-	}
-	return ok, nil
+	return f.Append(kind, epoch, fields...)
 }
 
 func flock(f *os.File, how int) error {

@@ -1,0 +1,155 @@
+//go:build unix
+
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/leaderrun/leaderrun/elect"
+	"golang.org/x/sys/unix"
+)
+
+// cliChain: N command-line instances queue one after another behind a
+// holder, which then releases; each runs its COMMAND once. leaderrun's
+// instances are `leaderrun --name chain -- sh -c 'echo I >> order'`,
+// flock(1)'s `flock F sh -c 'echo I >> order'`: the same shell, so the
+// ratio is of the tools. Total: from the release to the last instance's
+// exit. Order: COMMANDs that ran out of join order.
+func (r *report) cliChain(ctx context.Context) error {
+	bin, err := r.cli(ctx)
+	if err != nil {
+		return err
+	}
+	if _, err := exec.LookPath("flock"); err != nil {
+		return errors.New("flock(1) not installed (Debian: util-linux)")
+	}
+	t := newTable("N", "Tool", "total", "per handoff", "out of order", "leaderrun ÷ flock(1)", "load")
+	var worst60, worst500 float64
+	ok60, ok500 := false, false
+	inversions := 0.0
+	for _, n := range []int{60, 500} {
+		res := map[string]float64{}
+		for _, tool := range []string{"leaderrun", "flock1"} {
+			total, inv, err := cliChainRun(ctx, tool, bin, r.tmp, n)
+			if err != nil {
+				t.row(strconv.Itoa(n), toolNames[tool], "failed: "+err.Error(), "", "", "", "")
+				res[tool] = math.NaN()
+				continue
+			}
+			res[tool] = total
+			if tool == "leaderrun" {
+				inversions += float64(inv)
+			}
+			t.row(strconv.Itoa(n), toolNames[tool], dur(total), dur(total/float64(n)), strconv.Itoa(inv), ratio(res["leaderrun"], total), loadNow())
+		}
+		q := res["leaderrun"] / res["flock1"]
+		switch n {
+		case 60:
+			worst60, ok60 = q, !math.IsNaN(q)
+		case 500:
+			worst500, ok500 = q, !math.IsNaN(q)
+		}
+	}
+	t.notef("N instances join one at a time behind a holder (each queued before the next starts), which then releases; total: the release → the last instance's exit. leaderrun: `leaderrun --name chain -- sh -c 'echo I >> order'`; flock(1): `flock F sh -c 'echo I >> order'`.")
+	r.add("Planned handoff chain (CLI)", t)
+	r.check("Chain N=60, CLI", "≤ 2× flock(1)", fmt.Sprintf("%.2f×", worst60), worst60 <= 2, ok60)
+	r.check("Chain N=500, CLI", "≤ 2× flock(1)", fmt.Sprintf("%.2f×", worst500), worst500 <= 2, ok500)
+	r.check("Chain CLI, order", "0 out of order", num(inversions), inversions == 0, ok60 || ok500)
+	return nil
+}
+
+func cliChainRun(ctx context.Context, tool, bin, tmp string, n int) (total float64, inversions int, err error) {
+	dir, err := os.MkdirTemp(tmp, "clichain-")
+	if err != nil {
+		return 0, 0, err
+	}
+	order := filepath.Join(dir, "order")
+	file := filepath.Join(dir, "flock1.lock")
+	// The holder: the lock taken here, released below.
+	var release func()
+	var l *elect.Locker
+	if tool == "leaderrun" {
+		if l, err = elect.Open(elect.Config{Dir: dir}); err != nil {
+			return 0, 0, err
+		}
+		defer l.Close()
+		lead, err := l.Acquire(ctx, "chain", elect.Request{})
+		if err != nil {
+			return 0, 0, err
+		}
+		release = func() { lead.Release() }
+	} else {
+		f, err := os.OpenFile(file, os.O_RDWR|os.O_CREATE, 0o600)
+		if err != nil {
+			return 0, 0, err
+		}
+		defer f.Close()
+		if err := unix.Flock(int(f.Fd()), unix.LOCK_EX); err != nil {
+			return 0, 0, err
+		}
+		release = func() { f.Close() }
+	}
+	var procs []*exec.Cmd
+	defer func() {
+		for _, c := range procs {
+			if c.ProcessState == nil {
+				unix.Kill(-c.Process.Pid, unix.SIGKILL)
+				c.Wait()
+			}
+		}
+	}()
+	for i := range n {
+		script := fmt.Sprintf("echo %d >> %s", i, order)
+		argv := []string{"flock", file, "sh", "-c", script}
+		if tool == "leaderrun" {
+			argv = []string{bin, "--dir", dir, "--name", "chain", "--", "sh", "-c", script}
+		}
+		c := exec.CommandContext(ctx, argv[0], argv[1:]...)
+		c.SysProcAttr = &unix.SysProcAttr{Setpgid: true}
+		c.Stderr = os.Stderr
+		if err := c.Start(); err != nil {
+			return 0, 0, err
+		}
+		procs = append(procs, c)
+		queued := func() bool { return blockedInFlock(c.Process.Pid) }
+		if l != nil {
+			queued = func() bool {
+				s, err := l.Query(ctx, "chain")
+				return err == nil && len(s.Pending) == i+1
+			}
+		}
+		if err := until(queued, 30*time.Second); err != nil {
+			return 0, 0, fmt.Errorf("instance %d of %d not queued: %v", i+1, n, err)
+		}
+	}
+	t0 := time.Now()
+	release()
+	for _, c := range procs {
+		if err := c.Wait(); err != nil {
+			return 0, 0, fmt.Errorf("%s: %v", strings.Join(c.Args, " "), err)
+		}
+	}
+	total = float64(time.Since(t0))
+	b, err := os.ReadFile(order)
+	if err != nil {
+		return 0, 0, err
+	}
+	prev := -1
+	for _, f := range strings.Fields(string(b)) {
+		i, _ := strconv.Atoi(f)
+		if i < prev {
+			inversions++
+		}
+		prev = i
+	}
+	return total, inversions, nil
+}
