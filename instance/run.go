@@ -1,0 +1,243 @@
+package instance
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/leaderrun/leaderrun/bus"
+	"github.com/leaderrun/leaderrun/elect"
+)
+
+// runner is one launch. It queues for the lock at once and, while it
+// waits, tries to hand its invocation to the primary over the bus:
+// whichever comes first decides. The lock is exclusive, so two launches
+// in the same microsecond still make one primary; a launch that finds
+// the primary gone before it accepted is already in line to succeed it.
+type runner struct {
+	name    string
+	o       Options
+	lk      *elect.Locker
+	primary func(context.Context, *Primary) error
+
+	got     chan acquired // the queued Acquire's outcome, sent once
+	acancel context.CancelFunc
+	taken   bool // got has been read
+}
+
+type acquired struct {
+	l   *elect.Leadership
+	err error
+}
+
+// grace is how long past its deadline a caller waits for an acceptance
+// already on its way: the primary delivers nothing after the deadline.
+const grace = 250 * time.Millisecond
+
+// drainTimeout bounds how long a primary that has returned keeps serving
+// the answers its callers have not read yet.
+const drainTimeout = 5 * time.Second
+
+var errRetry = errors.New("instance: the primary ended before accepting")
+
+func (r *runner) run(ctx context.Context) (Result, error) {
+	actx, acancel := context.WithCancel(ctx)
+	r.acancel = acancel
+	defer acancel()
+	r.got = make(chan acquired, 1)
+	go func() {
+		l, err := r.lk.Acquire(actx, r.name, elect.Request{Command: r.o.Command})
+		r.got <- acquired{l, err}
+	}()
+	defer r.stopAcquire()
+	for {
+		res, err := r.attempt(ctx)
+		if errors.Is(err, errRetry) {
+			continue
+		}
+		return res, err
+	}
+}
+
+// stopAcquire ends the queued request; a grant that raced with it is
+// released (it cannot happen while a primary serves: the lock is
+// exclusive).
+func (r *runner) stopAcquire() {
+	if r.taken {
+		return
+	}
+	r.taken = true
+	r.acancel()
+	if a := <-r.got; a.err == nil {
+		a.l.Release()
+	}
+}
+
+type dialed struct {
+	c   *bus.Client
+	err error
+}
+
+// attempt waits, at most AckTimeout, for the lock or for a primary that
+// accepts the invocation; errRetry asks for another attempt.
+func (r *runner) attempt(ctx context.Context) (Result, error) {
+	start := time.Now()
+	deadline := start.Add(r.o.AckTimeout)
+	dctx, cancel := context.WithDeadline(ctx, deadline)
+	defer cancel()
+	dc := make(chan dialed, 1)
+	go func() {
+		c, err := bus.Dial(dctx, r.o.Dir, r.name, bus.WaitForLeader(), bus.PublishOnly())
+		dc <- dialed{c, err}
+	}()
+	closeDial := func() {
+		cancel()
+		if d := <-dc; d.c != nil {
+			d.c.Close()
+		}
+	}
+	select {
+	case a := <-r.got:
+		r.taken = true
+		closeDial()
+		if a.err != nil {
+			return Result{}, a.err
+		}
+		return r.lead(ctx, a.l)
+	case d := <-dc:
+		if d.err != nil {
+			switch {
+			case ctx.Err() != nil:
+				return Result{}, ctx.Err()
+			case errors.Is(d.err, bus.ErrRefused):
+				return Result{}, fmt.Errorf("%w: %w", ErrForeign, d.err)
+			case dctx.Err() != nil:
+				return r.notResponding(ctx, 0, time.Since(start))
+			}
+			return Result{}, d.err
+		}
+		defer d.c.Close()
+		return r.forward(ctx, d.c, start, deadline)
+	}
+}
+
+// forward hands the invocation to the primary d.c is connected to.
+func (r *runner) forward(ctx context.Context, c *bus.Client, start, deadline time.Time) (Result, error) {
+	pid := 0
+	if ld, ok := c.Leader(); ok {
+		pid = ld.PID
+	}
+	cwd, _ := os.Getwd()
+	sub, _ := json.Marshal(wireRequest{Op: opSubmit, ID: r.o.ID, Args: r.o.Args, Cwd: []byte(cwd), Env: environ(r.o.Env), Deadline: deadline.UnixNano()})
+	sctx, cancel := context.WithDeadline(ctx, deadline.Add(grace))
+	_, err := c.Request(sctx, sub)
+	cancel()
+	switch {
+	case err == nil:
+	case ctx.Err() != nil:
+		return Result{}, ctx.Err()
+	case errors.Is(err, bus.ErrLeaderChanged), errors.Is(err, bus.ErrNoLeader), errors.Is(err, bus.ErrLeaderGone), errors.Is(err, bus.ErrClosed):
+		return Result{}, errRetry
+	case errors.Is(err, bus.ErrNoHandler):
+		return Result{}, fmt.Errorf("%w: %s is held by pid %d", ErrNotInstance, r.name, pid)
+	case errors.Is(err, context.DeadlineExceeded), errors.Is(err, bus.ErrHandler) && strings.Contains(err.Error(), errNotTaken.Error()):
+		c.Close()
+		return r.notResponding(ctx, pid, time.Since(start))
+	default:
+		return Result{}, err
+	}
+	// Accepted: from here on the invocation is the primary's, and this
+	// launch never runs it, nor becomes the primary.
+	r.stopAcquire()
+	if r.o.OnForward != nil {
+		r.o.OnForward(pid)
+	}
+	var outOff, errOff int64
+	for {
+		w, _ := json.Marshal(wireRequest{Op: opWait, ID: r.o.ID, Out: outOff, Err: errOff})
+		b, err := c.Request(ctx, w)
+		if err != nil {
+			if ctx.Err() != nil {
+				return Result{}, ctx.Err()
+			}
+			return Result{PID: pid}, fmt.Errorf("%w: %s, pid %d: %w", ErrAcceptedLost, r.name, pid, err)
+		}
+		var rep wireReply
+		if err := json.Unmarshal(b, &rep); err != nil {
+			return Result{PID: pid}, fmt.Errorf("instance: malformed reply from pid %d: %w", pid, err)
+		}
+		if len(rep.Out) > 0 {
+			r.o.Stdout.Write(rep.Out)
+			outOff += int64(len(rep.Out))
+		}
+		if len(rep.Err) > 0 {
+			r.o.Stderr.Write(rep.Err)
+			errOff += int64(len(rep.Err))
+		}
+		if rep.Done {
+			if rep.Abandoned {
+				return Result{PID: pid}, fmt.Errorf("%w: %s, pid %d, returned without finishing it", ErrAcceptedLost, r.name, pid)
+			}
+			return Result{Exit: rep.Exit, PID: pid}, nil
+		}
+	}
+}
+
+// notResponding reports the holder that did not accept, or replaces it.
+func (r *runner) notResponding(ctx context.Context, pid int, waited time.Duration) (Result, error) {
+	e := &NotRespondingError{Name: r.name, PID: pid, State: "unknown", Wait: waited.Round(time.Millisecond)}
+	if snap, err := r.lk.Query(ctx, r.name); err == nil {
+		for _, h := range snap.Held {
+			if h.Mode == elect.Exclusive && (pid == 0 || h.PID == pid) {
+				e.PID, e.State, e.Epoch, e.Since = h.PID, h.State, h.Epoch, h.Since
+				break
+			}
+		}
+	}
+	if !r.o.Replace {
+		return Result{PID: e.PID}, e
+	}
+	r.stopAcquire()
+	l, err := r.lk.Acquire(ctx, r.name, elect.Request{Steal: true, KillAfter: r.o.KillAfter, Command: r.o.Command})
+	if err != nil {
+		return Result{PID: e.PID}, fmt.Errorf("instance: replacing %v: %w", e, err)
+	}
+	return r.lead(ctx, l)
+}
+
+// lead runs the primary for the term l.
+func (r *runner) lead(ctx context.Context, l *elect.Leadership) (Result, error) {
+	defer l.Release()
+	p := newPrimary(l)
+	p.manual = r.o.ManualAccept
+	srv, err := bus.Listen(l, bus.WithHandler(p.handle))
+	if err != nil {
+		return Result{}, err
+	}
+	p.srv = srv
+	lctx, cancel := context.WithCancelCause(l.Context())
+	defer cancel(nil)
+	stop := context.AfterFunc(ctx, func() { cancel(context.Cause(ctx)) })
+	defer stop()
+	served := make(chan struct{})
+	go func() {
+		defer close(served)
+		srv.Serve(lctx)
+	}()
+	cwd, _ := os.Getwd()
+	own := &Invocation{ID: r.o.ID, Args: r.o.Args, Cwd: cwd, PID: os.Getpid(), UID: os.Geteuid(), Local: true,
+		Stdout: r.o.Stdout, Stderr: r.o.Stderr, st: newInvState(r.o.ID)}
+	go p.deliverOwn(lctx, own)
+	err = r.primary(lctx, p)
+	p.close(drainTimeout)
+	srv.Close()
+	<-served
+	own.st.mu.Lock()
+	exit := own.st.exit
+	own.st.mu.Unlock()
+	return Result{Primary: true, Exit: exit, PID: os.Getpid()}, err
+}
