@@ -22,7 +22,7 @@ import (
 var update = flag.Bool("u", false, "update testscript files whose cmp fails")
 
 func TestMain(m *testing.M) {
-	testscript.Main(m, map[string]func(){"leaderrun": main})
+	testscript.Main(m, map[string]func(){"leaderrun": main, "singleapp": singleAppMain})
 }
 
 // TestScripts runs testscripts/<area>/<command>__<topic>.txtar. Each script

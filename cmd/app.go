@@ -22,11 +22,13 @@ func New() *App {
 leaderrun status [NAME] [--json] [--watch]
 leaderrun who NAME [--json]
 leaderrun publish NAME [MESSAGE...]
-leaderrun subscribe NAME [--json] [--count N]`,
+leaderrun subscribe NAME [--json] [--count N]
+leaderrun --single-instance [--name APP] -- COMMAND [ARG...]
+leaderrun send APP [--] [ARG...]`,
 		Description:            runDescription,
-		Flags:                  runFlags(),
+		Flags:                  append(runFlags(), singleFlags()...),
 		Action:                 runAction,
-		Commands:               []*cli.Command{statusCommand(), whoCommand(), publishCommand(), subscribeCommand(), completionCommand()},
+		Commands:               []*cli.Command{statusCommand(), whoCommand(), publishCommand(), subscribeCommand(), sendCommand(), completionCommand()},
 		EnableBashCompletion:   true,
 		HideVersion:            true,
 		Suggest:                true,
@@ -177,7 +179,7 @@ func takesValueOf(flags []cli.Flag) map[string]bool {
 
 func isSubcommand(name string) bool {
 	switch name {
-	case "status", "who", "publish", "subscribe", "completion", "help":
+	case "status", "who", "publish", "subscribe", "send", "completion", "help":
 		return true
 	}
 	return false
@@ -228,4 +230,5 @@ EXAMPLES:
    leaderrun status
    leaderrun who poller
 
+` + singleHelp + `
 ` + exitCodeHelp

@@ -22,6 +22,8 @@ var (
 	// single-instance primary (a plain elect holder or `leaderrun -n`),
 	// which cannot take invocations.
 	ErrNotInstance = errors.New("instance: the holder of the name does not take invocations")
+	// ErrNoPrimary: with Options.ForwardOnly, nobody holds the name.
+	ErrNoPrimary = errors.New("instance: no primary is running")
 	// ErrForeign: the primary runs as another user; invocations are
 	// never forwarded across users.
 	ErrForeign = errors.New("instance: the primary runs as another user")

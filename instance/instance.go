@@ -51,6 +51,9 @@ type Options struct {
 	// Command is recorded in the lock's ticket for `leaderrun status`.
 	// Default os.Args.
 	Command []string
+	// ForwardOnly never becomes the primary: with nobody holding the
+	// name, Run fails with ErrNoPrimary (for `leaderrun send`).
+	ForwardOnly bool
 	// ManualAccept, for the primary: the application accepts each
 	// forwarded invocation itself with Invocation.Accept (or Done), for
 	// an application that hands invocations on (as `leaderrun
@@ -115,6 +118,9 @@ func Run(ctx context.Context, name string, opts Options, primary func(ctx contex
 func (o Options) withDefaults() (Options, error) {
 	if o.AckTimeout < 0 || o.KillAfter < 0 {
 		return o, fmt.Errorf("instance: negative AckTimeout or KillAfter")
+	}
+	if o.ForwardOnly && o.Replace {
+		return o, fmt.Errorf("instance: ForwardOnly and Replace contradict each other")
 	}
 	if o.AckTimeout == 0 {
 		o.AckTimeout = 5 * time.Second

@@ -49,11 +49,19 @@ func (r *runner) run(ctx context.Context) (Result, error) {
 	r.acancel = acancel
 	defer acancel()
 	r.got = make(chan acquired, 1)
+	if r.o.ForwardOnly {
+		r.taken = true // never sent: this launch does not queue
+		return r.loop(ctx)
+	}
 	go func() {
 		l, err := r.lk.Acquire(actx, r.name, elect.Request{Command: r.o.Command})
 		r.got <- acquired{l, err}
 	}()
 	defer r.stopAcquire()
+	return r.loop(ctx)
+}
+
+func (r *runner) loop(ctx context.Context) (Result, error) {
 	for {
 		res, err := r.attempt(ctx)
 		if errors.Is(err, errRetry) {
@@ -85,6 +93,13 @@ type dialed struct {
 // attempt waits, at most AckTimeout, for the lock or for a primary that
 // accepts the invocation; errRetry asks for another attempt.
 func (r *runner) attempt(ctx context.Context) (Result, error) {
+	if r.o.ForwardOnly {
+		if h, ok := r.holder(ctx); !ok {
+			return Result{}, fmt.Errorf("%w: nobody holds %s in %s", ErrNoPrimary, r.name, r.o.Dir)
+		} else if h.External {
+			return Result{PID: h.PID}, fmt.Errorf("%w: %s is held by pid %d (%s), which is not a leaderrun client", ErrNotInstance, r.name, h.PID, strings.Join(h.Command, " "))
+		}
+	}
 	start := time.Now()
 	deadline := start.Add(r.o.AckTimeout)
 	dctx, cancel := context.WithDeadline(ctx, deadline)
@@ -190,13 +205,8 @@ func (r *runner) forward(ctx context.Context, c *bus.Client, start, deadline tim
 // notResponding reports the holder that did not accept, or replaces it.
 func (r *runner) notResponding(ctx context.Context, pid int, waited time.Duration) (Result, error) {
 	e := &NotRespondingError{Name: r.name, PID: pid, State: "unknown", Wait: waited.Round(time.Millisecond)}
-	if snap, err := r.lk.Query(ctx, r.name); err == nil {
-		for _, h := range snap.Held {
-			if h.Mode == elect.Exclusive && (pid == 0 || h.PID == pid) {
-				e.PID, e.State, e.Epoch, e.Since = h.PID, h.State, h.Epoch, h.Since
-				break
-			}
-		}
+	if h, ok := r.holder(ctx); ok && (pid == 0 || h.PID == pid) {
+		e.PID, e.State, e.Epoch, e.Since = h.PID, h.State, h.Epoch, h.Since
 	}
 	if !r.o.Replace {
 		return Result{PID: e.PID}, e
@@ -207,6 +217,20 @@ func (r *runner) notResponding(ctx context.Context, pid int, waited time.Duratio
 		return Result{PID: e.PID}, fmt.Errorf("instance: replacing %v: %w", e, err)
 	}
 	return r.lead(ctx, l)
+}
+
+// holder is the name's exclusive holder, as Query sees it.
+func (r *runner) holder(ctx context.Context) (elect.Holder, bool) {
+	snap, err := r.lk.Query(ctx, r.name)
+	if err != nil {
+		return elect.Holder{}, false
+	}
+	for _, h := range snap.Held {
+		if h.Mode == elect.Exclusive {
+			return h, true
+		}
+	}
+	return elect.Holder{}, false
 }
 
 // lead runs the primary for the term l.
