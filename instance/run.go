@@ -130,7 +130,9 @@ func (r *runner) attempt(ctx context.Context) (Result, error) {
 				return Result{}, ctx.Err()
 			case errors.Is(d.err, bus.ErrRefused):
 				return Result{}, fmt.Errorf("%w: %w", ErrForeign, d.err)
-			case dctx.Err() != nil:
+			case dctx.Err() != nil, errors.Is(d.err, os.ErrDeadlineExceeded), !time.Now().Before(deadline):
+				// The handshake itself ran into the deadline: a primary
+				// that is stopped does not even say hello.
 				return r.notResponding(ctx, 0, time.Since(start))
 			}
 			return Result{}, d.err
