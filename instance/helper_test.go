@@ -71,7 +71,7 @@ func runApp(role string) int {
 		mu.Unlock()
 	}
 	res, err := instance.Run(ctx, os.Getenv("INST_NAME"), instance.Options{
-		Dir: os.Getenv("INST_DIR"), Args: args, AckTimeout: ack, Replace: os.Getenv("INST_REPLACE") == "1",
+		Dir: os.Getenv("INST_DIR"), GroupShared: os.Getenv("INST_GROUP") == "1", Args: args, AckTimeout: ack, Replace: os.Getenv("INST_REPLACE") == "1",
 	}, func(ctx context.Context, p *instance.Primary) error {
 		say("primary %d", os.Getpid())
 		if os.Getenv("INST_NOREAD") == "1" {

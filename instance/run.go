@@ -5,8 +5,11 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
+	"path/filepath"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/leaderrun/leaderrun/bus"
@@ -128,8 +131,8 @@ func (r *runner) attempt(ctx context.Context) (Result, error) {
 			switch {
 			case ctx.Err() != nil:
 				return Result{}, ctx.Err()
-			case errors.Is(d.err, bus.ErrRefused):
-				return Result{}, fmt.Errorf("%w: %w", ErrForeign, d.err)
+			case errors.Is(d.err, bus.ErrRefused), errors.Is(d.err, fs.ErrPermission):
+				return r.foreign(ctx, d.err)
 			case dctx.Err() != nil, errors.Is(d.err, os.ErrDeadlineExceeded), !time.Now().Before(deadline):
 				// The handshake itself ran into the deadline: a primary
 				// that is stopped does not even say hello.
@@ -219,6 +222,23 @@ func (r *runner) notResponding(ctx context.Context, pid int, waited time.Duratio
 		return Result{PID: e.PID}, fmt.Errorf("instance: replacing %v: %w", e, err)
 	}
 	return r.lead(ctx, l)
+}
+
+// foreign reports a primary of another user: the bus refused us, or its
+// socket is closed to us.
+func (r *runner) foreign(ctx context.Context, err error) (Result, error) {
+	who := "a primary"
+	pid := 0
+	if h, ok := r.holder(ctx); ok {
+		pid = h.PID
+		who = fmt.Sprintf("the primary of %s, pid %d,", r.name, h.PID)
+	}
+	if fi, serr := os.Lstat(filepath.Join(r.o.Dir, r.name+".sock")); serr == nil {
+		if st, ok := fi.Sys().(*syscall.Stat_t); ok && int(st.Uid) != os.Geteuid() {
+			return Result{PID: pid}, fmt.Errorf("%w: %s runs as uid %d, this launch as uid %d", ErrForeign, who, st.Uid, os.Geteuid())
+		}
+	}
+	return Result{PID: pid}, fmt.Errorf("%w: %s refused this launch: %w", ErrForeign, who, err)
 }
 
 // holder is the name's exclusive holder, as Query sees it.
