@@ -1,0 +1,78 @@
+package elect
+
+import (
+	"context"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// nextSnap waits for the watch to report a snapshot that satisfies ok.
+func nextSnap(t *testing.T, ch <-chan Snapshot, what string, ok func(Snapshot) bool) Snapshot {
+	t.Helper()
+	timeout := time.After(10 * time.Second)
+	for {
+		select {
+		case s, open := <-ch:
+			if !open {
+				t.Fatalf("watch ended before %s", what)
+			}
+			if ok(s) {
+				return s
+			}
+		case <-timeout:
+			t.Fatalf("watch did not report %s within 10s", what)
+		}
+	}
+}
+
+func TestWatch(t *testing.T) {
+	l, dir := testLocker(t)
+	ctx, cancel := context.WithCancel(testCtx(t))
+	ch, err := l.Watch(ctx, "w")
+	if err != nil {
+		t.Fatal(err)
+	}
+	nextSnap(t, ch, "the empty start", func(s Snapshot) bool { return len(s.Held) == 0 && len(s.Pending) == 0 })
+
+	// A holder in another process, a waiter here.
+	p := spawn(t, dir, "w")
+	p.expect("leader")
+	nextSnap(t, ch, "the other process holding", func(s Snapshot) bool { return len(s.Held) == 1 && s.Held[0].PID == p.pid })
+	got := make(chan *Leadership, 1)
+	go func() {
+		lead, err := l.Acquire(ctx, "w", Request{})
+		if err != nil {
+			t.Error(err)
+		}
+		got <- lead
+	}()
+	nextSnap(t, ch, "this process waiting", func(s Snapshot) bool { return len(s.Pending) == 1 })
+
+	// SIGKILL: the beacon hangs up, the waiter takes over, the watch says so.
+	p.signal(syscall.SIGKILL)
+	lead := <-got
+	nextSnap(t, ch, "this process holding", func(s Snapshot) bool {
+		return len(s.Held) == 1 && s.Held[0].Epoch == lead.Epoch() && len(s.Pending) == 0
+	})
+	lead.Release()
+	nextSnap(t, ch, "nobody holding", func(s Snapshot) bool { return len(s.Held) == 0 })
+	cancel()
+	for range ch {
+	}
+}
+
+// TestWatchHolderDies: a lone holder killed leaves its ticket behind; the
+// watch learns of it from the beacon's hang-up, with no queue change.
+func TestWatchHolderDies(t *testing.T) {
+	l, dir := testLocker(t)
+	p := spawn(t, dir, "w")
+	p.expect("leader")
+	ch, err := l.Watch(testCtx(t), "w")
+	if err != nil {
+		t.Fatal(err)
+	}
+	nextSnap(t, ch, "the holder", func(s Snapshot) bool { return len(s.Held) == 1 })
+	p.signal(syscall.SIGKILL)
+	nextSnap(t, ch, "the holder gone", func(s Snapshot) bool { return len(s.Held) == 0 })
+}
