@@ -2,7 +2,6 @@ package instance
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -152,9 +151,9 @@ func (r *runner) forward(ctx context.Context, c *bus.Client, start, deadline tim
 		pid = ld.PID
 	}
 	cwd, _ := os.Getwd()
-	sub, _ := json.Marshal(wireRequest{Op: opSubmit, ID: r.o.ID, Args: r.o.Args, Cwd: []byte(cwd), Env: environ(r.o.Env), Deadline: deadline.UnixNano()})
+	sub := wireRequest{Op: opSubmit, ID: r.o.ID, Args: r.o.Args, Cwd: []byte(cwd), Env: environ(r.o.Env), Deadline: deadline.UnixNano()}.encode()
 	sctx, cancel := context.WithDeadline(ctx, deadline.Add(grace))
-	_, err := c.Request(sctx, sub)
+	first, err := c.Request(sctx, sub)
 	cancel()
 	switch {
 	case err == nil:
@@ -177,18 +176,19 @@ func (r *runner) forward(ctx context.Context, c *bus.Client, start, deadline tim
 		r.o.OnForward(pid)
 	}
 	var outOff, errOff int64
-	for {
-		w, _ := json.Marshal(wireRequest{Op: opWait, ID: r.o.ID, Out: outOff, Err: errOff})
-		b, err := c.Request(ctx, w)
-		if err != nil {
-			if ctx.Err() != nil {
-				return Result{}, ctx.Err()
+	for b := first; ; b = nil {
+		if b == nil {
+			w := wireRequest{Op: opWait, ID: r.o.ID, Out: outOff, Err: errOff}.encode()
+			if b, err = c.Request(ctx, w); err != nil {
+				if ctx.Err() != nil {
+					return Result{}, ctx.Err()
+				}
+				return Result{PID: pid}, fmt.Errorf("%w: %s, pid %d: %w", ErrAcceptedLost, r.name, pid, err)
 			}
-			return Result{PID: pid}, fmt.Errorf("%w: %s, pid %d: %w", ErrAcceptedLost, r.name, pid, err)
 		}
-		var rep wireReply
-		if err := json.Unmarshal(b, &rep); err != nil {
-			return Result{PID: pid}, fmt.Errorf("instance: malformed reply from pid %d: %w", pid, err)
+		rep, err := decodeReply(b)
+		if err != nil {
+			return Result{PID: pid}, fmt.Errorf("instance: from pid %d: %w", pid, err)
 		}
 		if len(rep.Out) > 0 {
 			r.o.Stdout.Write(rep.Out)

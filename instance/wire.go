@@ -1,13 +1,15 @@
 package instance
 
 import (
-	"encoding/json"
+	"encoding/binary"
+	"errors"
 	"fmt"
 )
 
-// The bus carries two requests, as JSON (byte slices travel as base64, so
-// arguments, paths and variables keep their exact bytes, valid UTF-8 or
-// not):
+// The bus carries two requests, in a compact binary form (JSON cost a
+// forward a quarter of its time in decoding). Byte strings travel as they
+// are, so arguments, paths and variables keep their exact bytes, valid
+// UTF-8 or not:
 //
 //	submit  {op, id, args, cwd, env, deadline}  ->  {accepted}
 //	wait    {op, id, out, err}                  ->  {out, err, done, exit, abandoned}
@@ -18,41 +20,190 @@ import (
 // and is repeated until done. Both are idempotent: a repeated submit of a
 // known id never delivers it again, and a repeated wait returns the same
 // bytes from the same offsets.
+//
+// Request: version u8, op u8, deadline i64, out i64, err i64, then the
+// byte strings id, cwd, each arg, each env (u32 length + bytes), with a
+// u32 count before args and before env. Reply: flags u8 (accepted,
+// done, abandoned), exit i32, out and err as byte strings.
 type wireRequest struct {
-	Op       string   `json:"op"`
-	ID       string   `json:"id"`
-	Args     [][]byte `json:"args,omitempty"`
-	Cwd      []byte   `json:"cwd,omitempty"`
-	Env      [][]byte `json:"env,omitempty"`
-	Deadline int64    `json:"deadline,omitempty"` // Unix ns: do not deliver later
-	Out      int64    `json:"out,omitempty"`
-	Err      int64    `json:"err,omitempty"`
+	Op       byte
+	ID       string
+	Args     [][]byte
+	Cwd      []byte
+	Env      [][]byte
+	Deadline int64 // Unix ns: do not deliver later
+	Out      int64
+	Err      int64
 }
 
 type wireReply struct {
-	Accepted  bool   `json:"accepted,omitempty"`
-	Out       []byte `json:"out,omitempty"`
-	Err       []byte `json:"err,omitempty"`
-	Done      bool   `json:"done,omitempty"`
-	Exit      int    `json:"exit,omitempty"`
-	Abandoned bool   `json:"abandoned,omitempty"`
+	Accepted  bool
+	Out       []byte
+	Err       []byte
+	Done      bool
+	Exit      int
+	Abandoned bool
 }
 
 const (
-	opSubmit = "submit"
-	opWait   = "wait"
+	wireVersion = 1
+	opSubmit    = 1
+	opWait      = 2
 	// maxChunk bounds the output of one wait reply, each stream, so that
-	// it stays well under the bus's 1 MiB message limit after base64.
+	// it stays under the bus's 1 MiB message limit.
 	maxChunk = 256 << 10
 )
 
+const (
+	flagAccepted = 1 << iota
+	flagDone
+	flagAbandoned
+)
+
+var be = binary.BigEndian
+
+func appendBytes(b, s []byte) []byte {
+	b = be.AppendUint32(b, uint32(len(s)))
+	return append(b, s...)
+}
+
+func (r wireRequest) encode() []byte {
+	n := 32 + len(r.ID) + len(r.Cwd)
+	for _, a := range r.Args {
+		n += 4 + len(a)
+	}
+	for _, e := range r.Env {
+		n += 4 + len(e)
+	}
+	b := make([]byte, 0, n+16)
+	b = append(b, wireVersion, r.Op)
+	b = be.AppendUint64(b, uint64(r.Deadline))
+	b = be.AppendUint64(b, uint64(r.Out))
+	b = be.AppendUint64(b, uint64(r.Err))
+	b = appendBytes(b, []byte(r.ID))
+	b = appendBytes(b, r.Cwd)
+	b = be.AppendUint32(b, uint32(len(r.Args)))
+	for _, a := range r.Args {
+		b = appendBytes(b, a)
+	}
+	b = be.AppendUint32(b, uint32(len(r.Env)))
+	for _, e := range r.Env {
+		b = appendBytes(b, e)
+	}
+	return b
+}
+
+func (r wireReply) encode() []byte {
+	var f byte
+	if r.Accepted {
+		f |= flagAccepted
+	}
+	if r.Done {
+		f |= flagDone
+	}
+	if r.Abandoned {
+		f |= flagAbandoned
+	}
+	b := make([]byte, 0, 13+len(r.Out)+len(r.Err))
+	b = append(b, f)
+	b = be.AppendUint32(b, uint32(int32(r.Exit)))
+	b = appendBytes(b, r.Out)
+	return appendBytes(b, r.Err)
+}
+
+var errShort = errors.New("truncated")
+
+// reader takes fields off a message; the first failure sticks.
+type reader struct {
+	b   []byte
+	err error
+}
+
+func (r *reader) u8() byte {
+	if r.err != nil || len(r.b) < 1 {
+		r.err = errShort
+		return 0
+	}
+	v := r.b[0]
+	r.b = r.b[1:]
+	return v
+}
+
+func (r *reader) u32() uint32 {
+	if r.err != nil || len(r.b) < 4 {
+		r.err = errShort
+		return 0
+	}
+	v := be.Uint32(r.b)
+	r.b = r.b[4:]
+	return v
+}
+
+func (r *reader) u64() uint64 {
+	if r.err != nil || len(r.b) < 8 {
+		r.err = errShort
+		return 0
+	}
+	v := be.Uint64(r.b)
+	r.b = r.b[8:]
+	return v
+}
+
+// bytes returns a copy: messages belong to the bus's buffers.
+func (r *reader) bytes() []byte {
+	n := r.u32()
+	if r.err != nil || uint64(n) > uint64(len(r.b)) {
+		r.err = errShort
+		return nil
+	}
+	v := append([]byte{}, r.b[:n]...)
+	r.b = r.b[n:]
+	return v
+}
+
+func (r *reader) list() [][]byte {
+	n := r.u32()
+	if r.err != nil || uint64(n)*4 > uint64(len(r.b)) {
+		r.err = errShort
+		return nil
+	}
+	var out [][]byte
+	for range n {
+		out = append(out, r.bytes())
+	}
+	return out
+}
+
 func decodeRequest(b []byte) (wireRequest, error) {
-	var r wireRequest
-	if err := json.Unmarshal(b, &r); err != nil {
-		return r, fmt.Errorf("instance: malformed request: %w", err)
+	r := &reader{b: b}
+	var q wireRequest
+	if v := r.u8(); r.err == nil && v != wireVersion {
+		return q, fmt.Errorf("instance: request of version %d, this primary speaks %d", v, wireVersion)
 	}
-	if r.ID == "" || len(r.ID) > 128 {
-		return r, fmt.Errorf("instance: malformed request: id of %d bytes", len(r.ID))
+	q.Op = r.u8()
+	q.Deadline, q.Out, q.Err = int64(r.u64()), int64(r.u64()), int64(r.u64())
+	q.ID = string(r.bytes())
+	q.Cwd = r.bytes()
+	q.Args = r.list()
+	q.Env = r.list()
+	if r.err != nil {
+		return q, fmt.Errorf("instance: malformed request: %w", r.err)
 	}
-	return r, nil
+	if q.ID == "" || len(q.ID) > 128 {
+		return q, fmt.Errorf("instance: malformed request: id of %d bytes", len(q.ID))
+	}
+	return q, nil
+}
+
+func decodeReply(b []byte) (wireReply, error) {
+	r := &reader{b: b}
+	f := r.u8()
+	rep := wireReply{Accepted: f&flagAccepted != 0, Done: f&flagDone != 0, Abandoned: f&flagAbandoned != 0}
+	rep.Exit = int(int32(r.u32()))
+	rep.Out = r.bytes()
+	rep.Err = r.bytes()
+	if r.err != nil {
+		return rep, fmt.Errorf("instance: malformed reply: %w", r.err)
+	}
+	return rep, nil
 }
