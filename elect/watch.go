@@ -20,7 +20,7 @@ const watchFallback = 250 * time.Millisecond
 // OnNewLeader: it sends a snapshot of name's holders and queue at once,
 // then a new one after every change, until ctx ends; the channel is then
 // closed. A reader that falls behind gets the latest snapshot, never a
-// backlog: intermediate ones are dropped.
+// backlog: intermediate ones are dropped. Closing the Locker ends it too.
 //
 // It wakes on the kernel's word, not by polling Query: a change of the
 // queue directory (a ticket added, granted, deposed or removed), reported
@@ -39,13 +39,20 @@ func (l *Locker) Watch(ctx context.Context, name string) (<-chan Snapshot, error
 	if err != nil {
 		return nil, err
 	}
+	// Counted as a request in flight: Close ends it and waits for it
+	// before closing the directory it reads.
+	ctx, end, err := l.begin(ctx)
+	if err != nil {
+		return nil, err
+	}
 	ch := make(chan Snapshot, 1)
 	ch <- first
-	go l.watch(ctx, name, first, ch)
+	go l.watch(ctx, end, name, first, ch)
 	return ch, nil
 }
 
-func (l *Locker) watch(ctx context.Context, name string, last Snapshot, ch chan Snapshot) {
+func (l *Locker) watch(ctx context.Context, end func(), name string, last Snapshot, ch chan Snapshot) {
+	defer end()
 	defer close(ch)
 	if l.alone {
 		<-ctx.Done()
