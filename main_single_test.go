@@ -13,7 +13,7 @@ import (
 // in testscripts. It prints "primary ARGS" and answers each forwarded
 // invocation by its first argument: "exit N" exits N; "hold" accepts and
 // never answers; "quit" answers and ends the primary; "big N" writes N
-// bytes; anything else echoes the arguments (quoted, exact bytes), the cwd
+// bytes; "cat" answers with its stdin (--forward-stdin); anything else echoes the arguments (quoted, exact bytes), the cwd
 // and the variables. SINGLEAPP_DEAF=1 never reads its invocations;
 // SINGLEAPP_PIDFILE names a file for its leaderrun's pid; "hold" also
 // creates the file "held".
@@ -30,16 +30,27 @@ func singleAppMain() {
 	enc := json.NewEncoder(out)
 	sc := bufio.NewScanner(in)
 	sc.Buffer(nil, 16<<20)
+	cats := map[string][]byte{} // "cat" invocations reading their stdin
 	for sc.Scan() {
 		var inv struct {
-			ID   string   `json:"id"`
-			Args [][]byte `json:"args_base64"`
-			Cwd  string   `json:"cwd"`
-			Env  []string `json:"env"`
+			ID       string   `json:"id"`
+			Args     [][]byte `json:"args_base64"`
+			Cwd      string   `json:"cwd"`
+			Env      []string `json:"env"`
+			Stdin    []byte   `json:"stdin_base64"`
+			StdinEOF bool     `json:"stdin_eof"`
 		}
 		if err := json.Unmarshal(sc.Bytes(), &inv); err != nil {
 			fmt.Fprintln(os.Stderr, "singleapp:", err)
 			os.Exit(2)
+		}
+		if buf, ok := cats[inv.ID]; ok && inv.Args == nil {
+			cats[inv.ID] = append(buf, inv.Stdin...)
+			if inv.StdinEOF {
+				enc.Encode(map[string]any{"id": inv.ID, "stdout_base64": cats[inv.ID], "exit": 0})
+				delete(cats, inv.ID)
+			}
+			continue
 		}
 		args := make([]string, len(inv.Args))
 		for i, a := range inv.Args {
@@ -53,6 +64,9 @@ func singleAppMain() {
 		case first == "exit" && len(args) == 2:
 			n, _ := strconv.Atoi(args[1])
 			enc.Encode(map[string]any{"id": inv.ID, "exit": n})
+		case first == "cat":
+			cats[inv.ID] = []byte{}
+			enc.Encode(map[string]any{"id": inv.ID, "accepted": true})
 		case first == "hold":
 			enc.Encode(map[string]any{"id": inv.ID, "accepted": true})
 			os.WriteFile("held", nil, 0o644)

@@ -26,6 +26,7 @@ before answering; 77 when it runs as another user.`,
 		Flags: []cli.Flag{
 			dirFlag(),
 			&cli.StringSliceFlag{Name: "forward-env", Usage: "also forward the variable `NAME` (repeat, or NAME,NAME; * for all)"},
+			&cli.BoolFlag{Name: "forward-stdin", Usage: "stream stdin to the primary's COMMAND"},
 			&cli.GenericFlag{Name: "ack-timeout", Usage: "how long the primary has to accept (`DURATION`)", Value: &durationValue{d: 5 * time.Second, set: true}},
 		},
 		Action: sendAction,
@@ -58,7 +59,7 @@ func sendAction(c *cli.Context) error {
 	}
 	res, err := instance.Run(c.Context, name, instance.Options{
 		Dir: dir, GroupShared: c.Bool("group-shared"), Args: args, Env: forwardEnv(c),
-		AckTimeout: ack, ForwardOnly: true,
+		AckTimeout: ack, ForwardOnly: true, Stdin: stdinIf(c.Bool("forward-stdin")),
 	}, func(context.Context, *instance.Primary) error {
 		return errors.New("leaderrun send: became the primary, which ForwardOnly forbids")
 	})

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"os/signal"
@@ -47,6 +48,10 @@ func singleFlags() []cli.Flag {
 			Value: &durationValue{d: 5 * time.Second, set: true},
 		},
 		&cli.BoolFlag{
+			Name:  "forward-stdin",
+			Usage: "with --single-instance or send: stream stdin to the primary's COMMAND (lines {\"id\",\"stdin_base64\"} on fd 3, then {\"id\",\"stdin_eof\":true})",
+		},
+		&cli.BoolFlag{
 			Name:  "replace",
 			Usage: "with --single-instance: replace a primary that did not accept within --ack-timeout (its term is stolen, it is killed) and run COMMAND here",
 		},
@@ -68,6 +73,8 @@ const singleHelp = `SINGLE INSTANCE:
                                       and "stdout_base64"/"stderr_base64")
      {"id":"…","exit":N}              done; the later instance exits N
    An id not accepted (or answered) by its deadline is refused: drop it.
+   With --forward-stdin, the later instance's stdin follows its line on
+   fd 3 as {"id":"…","stdin_base64":"…"} lines, then {"id","stdin_eof":true}.
    The later instance prints what COMMAND answered, and nothing else, and
    exits with its code; each failure prints one line naming the primary:
    75 it did not accept within --ack-timeout (stopped, hung, or not reading
@@ -128,7 +135,7 @@ func singleAction(c *cli.Context) error {
 	res, err := instance.Run(c.Context, o.name, instance.Options{
 		Dir: dir, GroupShared: c.Bool("group-shared"), Args: args, Env: forwardEnv(c),
 		AckTimeout: ack, Replace: c.Bool("replace"), KillAfter: max(2*o.grace, time.Second),
-		Command: o.argv, ManualAccept: true,
+		Command: o.argv, ManualAccept: true, Stdin: stdinIf(c.Bool("forward-stdin")),
 	}, s.primary)
 	if err != nil {
 		return singleError(o.name, err)
@@ -137,6 +144,13 @@ func singleAction(c *cli.Context) error {
 		return s.err
 	}
 	return silentExit(res.Exit)
+}
+
+func stdinIf(on bool) io.Reader {
+	if on {
+		return os.Stdin
+	}
+	return nil
 }
 
 func forwardEnv(c *cli.Context) []string {
@@ -239,8 +253,11 @@ func (s *singleRun) primary(ctx context.Context, p *instance.Primary) error {
 		return nil
 	}
 	lines := make(chan []byte, 1024)
-	go writeLines(invW, lines)
-	defer close(lines)
+	stopped := make(chan struct{})
+	// lines is never closed: stdin copiers may still hold it; stopped
+	// ends the writer and them.
+	go writeLines(invW, lines, stopped)
+	defer close(stopped)
 	readDone := make(chan struct{})
 	go func() {
 		defer close(readDone)
@@ -269,7 +286,14 @@ func (s *singleRun) primary(ctx context.Context, p *instance.Primary) error {
 			s.mu.Lock()
 			s.pending[inv.ID] = inv
 			s.mu.Unlock()
-			lines <- append(b, '\n')
+			select {
+			case lines <- append(b, '\n'):
+			case <-ch.done:
+				// Exiting: the next round says so.
+			}
+			if inv.Stdin != nil {
+				go copyStdin(inv, lines, stopped)
+			}
 		case <-ch.done:
 			ch.stop(s.o.grace, s.sigs)
 			own.Done(ch.status())
@@ -299,6 +323,33 @@ func (s *singleRun) primary(ctx context.Context, p *instance.Primary) error {
 	}
 }
 
+// copyStdin passes a forwarded stdin on to COMMAND, as lines on fd 3.
+func copyStdin(inv *instance.Invocation, lines chan<- []byte, stopped <-chan struct{}) {
+	buf := make([]byte, 32<<10)
+	for {
+		n, err := inv.Stdin.Read(buf)
+		var line []byte
+		switch {
+		case n > 0:
+			line, _ = json.Marshal(map[string]any{"id": inv.ID, "stdin_base64": buf[:n]})
+		case err == io.EOF:
+			line, _ = json.Marshal(map[string]any{"id": inv.ID, "stdin_eof": true})
+		case err != nil:
+			return // the invocation is done
+		default:
+			continue
+		}
+		select {
+		case lines <- append(line, '\n'):
+		case <-stopped:
+			return
+		}
+		if n == 0 {
+			return
+		}
+	}
+}
+
 func lineOf(inv *instance.Invocation) invocationLine {
 	l := invocationLine{ID: inv.ID, Args: inv.Strings(), ArgsBase64: inv.Args, Cwd: inv.Cwd, Env: inv.Env, PID: inv.PID, UID: inv.UID, Deadline: inv.Deadline.UnixMilli()}
 	if l.Env == nil {
@@ -310,14 +361,19 @@ func lineOf(inv *instance.Invocation) invocationLine {
 // writeLines writes to COMMAND's fd 3 off the primary's loop, so that a
 // COMMAND that does not read never holds leaderrun up: its invocations
 // are simply not accepted in time.
-func writeLines(w *os.File, lines <-chan []byte) {
+func writeLines(w *os.File, lines <-chan []byte, stopped <-chan struct{}) {
 	defer w.Close()
 	broken := false
-	for b := range lines {
-		if !broken {
-			if _, err := w.Write(b); err != nil {
-				broken = true // COMMAND closed fd 3: nothing accepts
+	for {
+		select {
+		case b := <-lines:
+			if !broken {
+				if _, err := w.Write(b); err != nil {
+					broken = true // COMMAND closed fd 3: nothing accepts
+				}
 			}
+		case <-stopped:
+			return
 		}
 	}
 }

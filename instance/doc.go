@@ -51,7 +51,9 @@
 //     caller's. No variable is sent unless named in Options.Env.
 //   - Output written to Invocation.Stdout and Stderr is streamed to the
 //     caller, of any size; each stream keeps its order, not their
-//     interleaving. The exit status comes back unchanged.
+//     interleaving. The exit status comes back unchanged. With
+//     Options.Stdin, the caller's input is streamed to Invocation.Stdin,
+//     paced by the application's reading.
 //   - Invocations never cross users: the bus admits peers of the
 //     primary's uid only, and a launch talks only to a primary of its own
 //     uid (ErrForeign otherwise).
@@ -67,7 +69,9 @@
 //     the application has it.
 //   - The primary's state is read when AckTimeout expires; it describes
 //     the past by the time it is shown.
-//   - Stdin and other descriptors are not passed.
+//   - Descriptors are not passed: stdin is streamed (Options.Stdin), and
+//     relative paths resolve against Invocation.Cwd as a path, which may
+//     differ from the caller's view in another mount namespace.
 //
 // # Scope
 //

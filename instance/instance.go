@@ -41,6 +41,11 @@ type Options struct {
 	// KillAfter, with Replace, is how long a replaced primary has to let
 	// go before SIGKILL. Default 2s.
 	KillAfter time.Duration
+	// Stdin, if set, is streamed to the primary's application as
+	// Invocation.Stdin, as fast as it reads it (`cat f | app -`). Default
+	// nil: nothing is sent, and Invocation.Stdin is nil. The local
+	// invocation's Stdin is this reader too.
+	Stdin io.Reader
 	// Stdout and Stderr receive the primary's output for a forwarded
 	// invocation, and are the local invocation's. Default os.Stdout and
 	// os.Stderr.

@@ -101,6 +101,24 @@ func TestExitCodesAndLargeOutput(t *testing.T) {
 	}
 }
 
+// TestStdin: the caller's stdin reaches the primary's application, byte
+// for byte, as it reads it.
+func TestStdin(t *testing.T) {
+	dir := lockDir(t)
+	p := startApp(t, dir, "app")
+	p.expect(t, "primary ")
+	in := bytes.Repeat([]byte("line\x00\xff\n"), 50000) // 400 kB, several pieces
+	var out, errOut bytes.Buffer
+	res, err := instance.Run(testCtx(t), "app", instance.Options{Dir: dir, Args: [][]byte{[]byte("cat")}, Stdin: bytes.NewReader(in), Stdout: &out, Stderr: &errOut},
+		func(context.Context, *instance.Primary) error { t.Error("became the primary"); return nil })
+	if err != nil || res.Exit != 0 {
+		t.Fatalf("%+v, %v", res, err)
+	}
+	if !bytes.Equal(out.Bytes(), in) || errOut.String() != fmt.Sprintf("%d <nil>\n", len(in)) {
+		t.Fatalf("got %d bytes back (equal %v), stderr %q", out.Len(), bytes.Equal(out.Bytes(), in), errOut.String())
+	}
+}
+
 // TestRetryRunsOnce: a launch retried with the same ID is answered without
 // being delivered again.
 func TestRetryRunsOnce(t *testing.T) {

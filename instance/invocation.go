@@ -33,6 +33,9 @@ type Invocation struct {
 	// Stdout and Stderr reach the caller's standard output and error,
 	// streamed while the invocation runs. Writes after Done fail.
 	Stdout, Stderr io.Writer
+	// Stdin is the caller's Options.Stdin, streamed as the application
+	// reads it; nil when the caller sends none.
+	Stdin io.Reader
 
 	st *invState
 }
@@ -79,6 +82,7 @@ type invState struct {
 	abandoned bool
 	changed   chan struct{} // closed and replaced on every change
 	onDone    func()
+	stdinW    *io.PipeWriter // the caller's stdin, when sent
 }
 
 func newInvState(id string) *invState {
@@ -135,7 +139,11 @@ func (s *invState) finish(exit int, abandoned bool) {
 	s.done, s.exit, s.abandoned = true, exit, abandoned
 	s.notifyLocked()
 	f := s.onDone
+	w := s.stdinW
 	s.mu.Unlock()
+	if w != nil {
+		w.CloseWithError(errDone) // a caller still sending learns it
+	}
 	if f != nil {
 		f()
 	}

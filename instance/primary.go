@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"runtime"
 	"sync"
 	"time"
@@ -72,6 +73,8 @@ func (p *Primary) handle(ctx context.Context, req bus.Request) ([]byte, error) {
 		rep, err = p.submit(ctx, r, req)
 	case opWait:
 		rep, err = p.wait(ctx, r)
+	case opStdin:
+		err = p.stdin(ctx, r)
 	default:
 		return nil, fmt.Errorf("instance: unknown request %d", r.Op)
 	}
@@ -133,6 +136,10 @@ func (p *Primary) submit(ctx context.Context, r wireRequest, req bus.Request) (w
 	}
 	for _, e := range r.Env {
 		inv.Env = append(inv.Env, string(e))
+	}
+	if r.Stdin {
+		pr, pw := io.Pipe()
+		inv.Stdin, st.stdinW = pr, pw
 	}
 	err := p.deliver(ctx, inv, deadline)
 	if err == nil {
@@ -233,6 +240,38 @@ func (p *Primary) wait(ctx context.Context, r wireRequest) (wireReply, error) {
 			return wireReply{}, ctx.Err()
 		}
 	}
+}
+
+// stdin hands a piece of the caller's stdin to the application, and
+// returns once it has been read (the caller sends the next piece only
+// then: the application's reading paces it).
+func (p *Primary) stdin(ctx context.Context, r wireRequest) error {
+	p.mu.Lock()
+	st := p.invs[r.ID]
+	p.mu.Unlock()
+	if st == nil || st.stdinW == nil {
+		return fmt.Errorf("instance: no invocation %s reading stdin", r.ID)
+	}
+	if len(r.Data) > 0 {
+		done := make(chan error, 1)
+		go func() {
+			_, err := st.stdinW.Write(r.Data)
+			done <- err
+		}()
+		select {
+		case err := <-done:
+			if err != nil {
+				return err
+			}
+		case <-ctx.Done():
+			st.stdinW.CloseWithError(ctx.Err())
+			return ctx.Err()
+		}
+	}
+	if r.EOF {
+		st.stdinW.Close()
+	}
+	return nil
 }
 
 // retire moves a finished invocation, read to the end, to the bounded

@@ -151,7 +151,7 @@ func (r *runner) forward(ctx context.Context, c *bus.Client, start, deadline tim
 		pid = ld.PID
 	}
 	cwd, _ := os.Getwd()
-	sub := wireRequest{Op: opSubmit, ID: r.o.ID, Args: r.o.Args, Cwd: []byte(cwd), Env: environ(r.o.Env), Deadline: deadline.UnixNano()}.encode()
+	sub := wireRequest{Op: opSubmit, ID: r.o.ID, Args: r.o.Args, Cwd: []byte(cwd), Env: environ(r.o.Env), Deadline: deadline.UnixNano(), Stdin: r.o.Stdin != nil}.encode()
 	sctx, cancel := context.WithDeadline(ctx, deadline.Add(grace))
 	first, err := c.Request(sctx, sub)
 	cancel()
@@ -174,6 +174,11 @@ func (r *runner) forward(ctx context.Context, c *bus.Client, start, deadline tim
 	r.stopAcquire()
 	if r.o.OnForward != nil {
 		r.o.OnForward(pid)
+	}
+	if r.o.Stdin != nil {
+		sctx, stop := context.WithCancel(ctx)
+		defer stop()
+		go r.sendStdin(sctx, c)
 	}
 	var outOff, errOff int64
 	for b := first; ; b = nil {
@@ -203,6 +208,25 @@ func (r *runner) forward(ctx context.Context, c *bus.Client, start, deadline tim
 				return Result{PID: pid}, fmt.Errorf("%w: %s, pid %d, returned without finishing it", ErrAcceptedLost, r.name, pid)
 			}
 			return Result{Exit: rep.Exit, PID: pid}, nil
+		}
+	}
+}
+
+// sendStdin streams Options.Stdin to the primary, a piece at a time; it
+// stops when the invocation is done (the primary refuses more).
+func (r *runner) sendStdin(ctx context.Context, c *bus.Client) {
+	buf := make([]byte, 64<<10)
+	for {
+		n, err := r.o.Stdin.Read(buf)
+		eof := err != nil
+		if n > 0 || eof {
+			req := wireRequest{Op: opStdin, ID: r.o.ID, Data: buf[:n], EOF: eof}.encode()
+			if _, rerr := c.Request(ctx, req); rerr != nil {
+				return
+			}
+		}
+		if eof {
+			return
 		}
 	}
 }
@@ -276,7 +300,7 @@ func (r *runner) lead(ctx context.Context, l *elect.Leadership) (Result, error) 
 	}()
 	cwd, _ := os.Getwd()
 	own := &Invocation{ID: r.o.ID, Args: r.o.Args, Cwd: cwd, PID: os.Getpid(), UID: os.Geteuid(), Local: true,
-		Stdout: r.o.Stdout, Stderr: r.o.Stderr, st: newInvState(r.o.ID)}
+		Stdout: r.o.Stdout, Stderr: r.o.Stderr, Stdin: r.o.Stdin, st: newInvState(r.o.ID)}
 	go p.deliverOwn(lctx, own)
 	err = r.primary(lctx, p)
 	p.close(drainTimeout)

@@ -13,6 +13,7 @@ import (
 //
 //	submit  {op, id, args, cwd, env, deadline}  ->  {accepted}
 //	wait    {op, id, out, err}                  ->  {out, err, done, exit, abandoned}
+//	stdin   {op, id, data, eof}                 ->  {} once the application has read it
 //
 // submit returns once the primary's application has taken the invocation
 // (the first phase); wait returns as soon as there is output past the
@@ -23,7 +24,8 @@ import (
 //
 // Request: version u8, op u8, deadline i64, out i64, err i64, then the
 // byte strings id, cwd, each arg, each env (u32 length + bytes), with a
-// u32 count before args and before env. Reply: flags u8 (accepted,
+// u32 count before args and before env, then flags u8 (stdin follows,
+// end of stdin) and the byte string data (a piece of stdin). Reply: flags u8 (accepted,
 // done, abandoned), exit i32, out and err as byte strings.
 type wireRequest struct {
 	Op       byte
@@ -34,6 +36,9 @@ type wireRequest struct {
 	Deadline int64 // Unix ns: do not deliver later
 	Out      int64
 	Err      int64
+	Stdin    bool   // submit: the caller will send its stdin
+	Data     []byte // stdin: the next bytes of it
+	EOF      bool   // stdin: the end of it
 }
 
 type wireReply struct {
@@ -49,6 +54,7 @@ const (
 	wireVersion = 1
 	opSubmit    = 1
 	opWait      = 2
+	opStdin     = 3
 	// maxChunk bounds the output of one wait reply, each stream, so that
 	// it stays under the bus's 1 MiB message limit.
 	maxChunk = 256 << 10
@@ -90,7 +96,15 @@ func (r wireRequest) encode() []byte {
 	for _, e := range r.Env {
 		b = appendBytes(b, e)
 	}
-	return b
+	var f byte
+	if r.Stdin {
+		f |= 1
+	}
+	if r.EOF {
+		f |= 2
+	}
+	b = append(b, f)
+	return appendBytes(b, r.Data)
 }
 
 func (r wireReply) encode() []byte {
@@ -186,6 +200,9 @@ func decodeRequest(b []byte) (wireRequest, error) {
 	q.Cwd = r.bytes()
 	q.Args = r.list()
 	q.Env = r.list()
+	f := r.u8()
+	q.Stdin, q.EOF = f&1 != 0, f&2 != 0
+	q.Data = r.bytes()
 	if r.err != nil {
 		return q, fmt.Errorf("instance: malformed request: %w", r.err)
 	}
