@@ -80,7 +80,8 @@ const singleHelp = `SINGLE INSTANCE:
    75 it did not accept within --ack-timeout (stopped, hung, or not reading
    fd 3; --replace takes over), 76 it accepted and ended before answering
    (not run again), 77 it runs as another user. Without --name the name
-   comes from COMMAND alone, not its ARGs.
+   comes from COMMAND alone, not its ARGs: give --name when COMMAND is an
+   interpreter (python3 app.py), or every script it runs would share one.
    leaderrun send APP -- ARG... forwards without ever running COMMAND
    (exit 1 when no primary runs).
 `
