@@ -13,6 +13,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/leaderrun/leaderrun/bus"
+	"github.com/leaderrun/leaderrun/elect"
 	"github.com/leaderrun/leaderrun/instance"
 )
 
@@ -345,12 +347,61 @@ func TestPrimaryStopped(t *testing.T) {
 	}
 }
 
-// TestPrimaryReturns: a primary that returns with accepted invocations
-// unfinished tells their callers, which do not run them.
-func TestNotInstance(t *testing.T) {
+func TestBadName(t *testing.T) {
 	dir := lockDir(t)
 	_, _, err := forward(t, testCtx(t), dir, "bad name", instance.Options{})
-	if err == nil {
-		t.Fatal("a bad name was accepted")
+	if !errors.Is(err, elect.ErrInvalidName) {
+		t.Fatalf("a bad name: %v", err)
 	}
+}
+
+// TestNotInstance: the name is held by a plain leader whose bus takes no
+// requests: the launch says so rather than wait or take over.
+func TestNotInstance(t *testing.T) {
+	dir := lockDir(t)
+	ctx := testCtx(t)
+	lk, err := elect.Open(elect.Config{Dir: dir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer lk.Close()
+	lead, err := lk.Acquire(ctx, "app", elect.Request{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sctx, stop := context.WithCancel(ctx)
+	served := make(chan struct{})
+	go func() { defer close(served); bus.Serve(sctx, lead) }()
+	defer func() { stop(); <-served }()
+	_, _, err = forward(t, ctx, dir, "app", instance.Options{AckTimeout: 2 * time.Second})
+	if !errors.Is(err, instance.ErrNotInstance) {
+		t.Fatalf("got %v, want ErrNotInstance", err)
+	}
+}
+
+// TestPrimaryNotReading: a primary that runs but never takes invocations
+// is reported as not responding, state running, within AckTimeout.
+func TestPrimaryNotReading(t *testing.T) {
+	dir := lockDir(t)
+	p := startApp(t, dir, "app", "INST_NOREAD=1")
+	p.expect(t, "primary ")
+	_, _, err := forward(t, testCtx(t), dir, "app", instance.Options{AckTimeout: 300 * time.Millisecond})
+	var nr *instance.NotRespondingError
+	if !errors.As(err, &nr) || nr.PID != p.pid() || nr.State != "running" {
+		t.Fatalf("got %v, want pid %d not responding, state running", err, p.pid())
+	}
+}
+
+// TestPrimaryReturnsUnfinished: a primary whose function returns with an
+// accepted invocation unfinished tells its caller (ErrAcceptedLost), which
+// does not run it.
+func TestPrimaryReturnsUnfinished(t *testing.T) {
+	dir := lockDir(t)
+	p := startApp(t, dir, "app", "INST_MAX=1")
+	p.expect(t, "primary ")
+	_, _, err := forward(t, testCtx(t), dir, "app", instance.Options{Args: [][]byte{[]byte("hold")}})
+	if !errors.Is(err, instance.ErrAcceptedLost) || !strings.Contains(err.Error(), "returned without finishing") {
+		t.Fatalf("got %v, want ErrAcceptedLost: returned without finishing", err)
+	}
+	p.expect(t, "primary-done")
 }
