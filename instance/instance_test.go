@@ -280,7 +280,7 @@ func TestPrimaryKilledBeforeAccept(t *testing.T) {
 			})
 		done <- outcome{res, own, err, time.Since(start)}
 	}()
-	time.Sleep(200 * time.Millisecond) // let it reach the primary (either way the test holds)
+	p.expect(t, "member") // connected: its invocation waits to be taken
 	p.signal(t, syscall.SIGKILL)
 	o := <-done
 	if o.err != nil || !o.res.Primary || o.res.Exit != 5 {
