@@ -13,6 +13,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/leaderrun/leaderrun/elect"
@@ -128,17 +129,35 @@ func singleAction(c *cli.Context) error {
 		}
 	}
 	defer signal.Stop(sigs)
-	s.sigs = sigs
+	// Until this instance is the primary, a terminating signal ends the
+	// forward (the exit status says which); once it is, signals go to
+	// COMMAND as in a plain run.
+	s.sigs = make(chan os.Signal, 8)
+	ctx, cancel := context.WithCancelCause(c.Context)
+	defer cancel(nil)
+	go func() {
+		for sig := range sigs {
+			if s.leading.Load() {
+				s.sigs <- sig
+			} else if terminating(sig) {
+				cancel(signalled{sig})
+			}
+		}
+	}()
 	args := make([][]byte, len(o.argv)-1)
 	for i, a := range o.argv[1:] {
 		args[i] = []byte(a)
 	}
-	res, err := instance.Run(c.Context, o.name, instance.Options{
+	res, err := instance.Run(ctx, o.name, instance.Options{
 		Dir: dir, GroupShared: c.Bool("group-shared"), Args: args, Env: forwardEnv(c),
 		AckTimeout: ack, Replace: c.Bool("replace"), KillAfter: max(2*o.grace, time.Second),
 		Command: o.argv, ManualAccept: true, Stdin: stdinIf(c.Bool("forward-stdin")),
 	}, s.primary)
 	if err != nil {
+		var sig signalled
+		if errors.As(context.Cause(ctx), &sig) {
+			return exitf(ExitSignalBase+signalNumber(sig.sig), "leaderrun: %v while handing the arguments to the primary of %s; if it had accepted them, it goes on with them", sig.sig, o.name)
+		}
 		return singleError(o.name, err)
 	}
 	if res.Primary && s.err != nil {
@@ -191,10 +210,11 @@ func singleError(name string, err error) error {
 // singleRun is the primary's side: COMMAND, and the bridge between
 // forwarded invocations and its descriptors.
 type singleRun struct {
-	o    *runOptions
-	dir  string
-	sigs chan os.Signal
-	err  error // how leading ended, when not by COMMAND's exit
+	o       *runOptions
+	dir     string
+	sigs    chan os.Signal // as the primary: the signals for COMMAND
+	leading atomic.Bool
+	err     error // how leading ended, when not by COMMAND's exit
 
 	mu      sync.Mutex
 	pending map[string]*instance.Invocation
@@ -224,6 +244,7 @@ type replyLine struct {
 }
 
 func (s *singleRun) primary(ctx context.Context, p *instance.Primary) error {
+	s.leading.Store(true)
 	var own *instance.Invocation
 	select {
 	case own = <-p.Invocations():
