@@ -36,7 +36,8 @@ type Request struct {
 	// Labels are recorded with the request for Query (Pending.Labels,
 	// Holder.Labels), so that a leader deciding whether to Yield can
 	// tell its followers apart ("visible", "on-battery"). At most 16 of
-	// at most 64 bytes each.
+	// at most 64 bytes each. They are fixed for the request's life: a
+	// follower whose labels change asks again (joining the tail).
 	Labels []string
 }
 

@@ -2,6 +2,8 @@ package elect
 
 import (
 	"context"
+	"fmt"
+	"os"
 	"syscall"
 	"testing"
 	"time"
@@ -75,4 +77,55 @@ func TestWatchHolderDies(t *testing.T) {
 	nextSnap(t, ch, "the holder", func(s Snapshot) bool { return len(s.Held) == 1 })
 	p.signal(syscall.SIGKILL)
 	nextSnap(t, ch, "the holder gone", func(s Snapshot) bool { return len(s.Held) == 0 })
+}
+
+// TestWatchSharesInotify: many watches of many names cost no inotify
+// instance of their own; they share the process's one.
+func TestWatchSharesInotify(t *testing.T) {
+	l, _ := testLocker(t)
+	ctx := testCtx(t)
+	count := func() int {
+		n := 0
+		ents, _ := os.ReadDir("/proc/self/fd")
+		for _, e := range ents {
+			if dst, err := os.Readlink("/proc/self/fd/" + e.Name()); err == nil && dst == "anon_inode:inotify" {
+				n++
+			}
+		}
+		return n
+	}
+	if _, err := os.Stat("/proc/self/fd"); err != nil {
+		t.Skip("no /proc")
+	}
+	// The process's instance, made once.
+	first, err := l.Watch(ctx, "first")
+	if err != nil {
+		t.Fatal(err)
+	}
+	<-first
+	lead, err := l.Acquire(ctx, "first", Request{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	nextSnap(t, first, "first held", func(s Snapshot) bool { return len(s.Held) == 1 })
+	lead.Release()
+	before := count()
+	// Twenty more, each shown to be armed: it reports its name being taken.
+	for i := range 20 {
+		name := fmt.Sprintf("w%d", i)
+		ch, err := l.Watch(ctx, name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		<-ch
+		lead, err := l.Acquire(ctx, name, Request{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		nextSnap(t, ch, name+" held", func(s Snapshot) bool { return len(s.Held) == 1 })
+		defer lead.Release()
+	}
+	if after := count(); after != before || after > 1 {
+		t.Fatalf("inotify instances: %d before 20 more watches, %d after; want the one shared", before, after)
+	}
 }
