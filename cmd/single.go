@@ -74,7 +74,11 @@ const singleHelp = `SINGLE INSTANCE:
    exits with its code; each failure prints one line naming the primary:
    75 it did not accept within --ack-timeout (stopped, hung, or not reading
    fd 3; --replace takes over), 76 it accepted and ended before answering
-   (not run again), 77 it runs as another user. Without --name the name
+   (not run again), 77 it runs as another user. With -v, a later instance
+   says on stderr when the primary has accepted. COMMAND has an
+   invocation a moment before leaderrun tells the later instance it was
+   accepted: if the primary's leaderrun is killed in between, the later
+   instance runs COMMAND with it itself. Without --name the name
    comes from COMMAND alone, not its ARGs: give --name when COMMAND is an
    interpreter (python3 app.py), or every script it runs would share one.
    leaderrun send APP -- ARG... forwards without ever running COMMAND
@@ -148,6 +152,7 @@ func singleAction(c *cli.Context) error {
 		Dir: dir, GroupShared: c.Bool("group-shared"), Args: args, Env: forwardEnv(c),
 		AckTimeout: ack, Replace: c.Bool("replace"), KillAfter: max(2*o.grace, time.Second),
 		Command: o.argv, ManualAccept: true, Stdin: stdinIf(c.Bool("forward-stdin")),
+		OnForward: func(pid int) { o.logf("the primary of %s, pid %d, accepted the arguments", o.name, pid) },
 	}, s.primary)
 	if err != nil {
 		var sig signalled

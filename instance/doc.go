@@ -63,10 +63,14 @@
 //
 // # Not guaranteed
 //
-//   - An invocation is accepted the moment the application takes it; if
-//     the primary is stopped in the instant between taking it and
-//     telling the caller, the caller reports it as not responding while
-//     the application has it.
+//   - An invocation is accepted the moment the application takes it, and
+//     the caller learns so a moment later. A primary killed in that
+//     instant leaves the caller believing it was never taken: the caller
+//     then handles it itself, and the dead primary's application may have
+//     begun it too. One stopped in that instant is reported as not
+//     responding while its application has the invocation. No protocol
+//     closes this window (the commit is local to the primary); it lasts a
+//     scheduling slice and one write to a socket.
 //   - The primary's state is read when AckTimeout expires; it describes
 //     the past by the time it is shown.
 //   - Descriptors are not passed: stdin is streamed (Options.Stdin), and

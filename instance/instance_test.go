@@ -299,11 +299,13 @@ func TestPrimaryKilledAfterAccept(t *testing.T) {
 	p.expect(t, "primary ")
 	p.expect(t, "inv ")
 	done := make(chan error, 1)
+	accepted := make(chan struct{})
 	go func() {
-		_, _, err := forward(t, testCtx(t), dir, "app", instance.Options{Args: [][]byte{[]byte("hold")}})
+		_, _, err := forward(t, testCtx(t), dir, "app", instance.Options{Args: [][]byte{[]byte("hold")},
+			OnForward: func(int) { close(accepted) }})
 		done <- err
 	}()
-	p.expect(t, "inv ")
+	<-accepted // the caller knows it was accepted (see doc.go on the instant before)
 	p.signal(t, syscall.SIGKILL)
 	err := <-done
 	if !errors.Is(err, instance.ErrAcceptedLost) {
