@@ -42,9 +42,10 @@
 //     handles its own invocation, or forwards to whoever did. One that
 //     ends after accepting gives ErrAcceptedLost: the invocation is never
 //     run again, by anyone.
-//   - Every invocation carries an ID (Options.ID, random by default); the
-//     primary delivers an ID once, so a retry is answered, not run again
-//     (the last 4096 finished IDs are remembered).
+//   - Every invocation carries an ID (Options.ID, random by default); a
+//     primary delivers an ID once, so a retry to it is answered, not run
+//     again (it remembers its last 4096 finished IDs). A new primary knows
+//     nothing of its predecessor's: after ErrAcceptedLost, do not retry.
 //   - Arguments, working directory and variables arrive byte for byte:
 //     nothing is joined, split, reordered or re-encoded; invalid UTF-8,
 //     empty strings and newlines survive. The working directory is the
