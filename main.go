@@ -2,18 +2,12 @@
 // machine, elected over flock(2); see `leaderrun --help`.
 package main
 
+//go:generate go run ./internal/man/mangen -o docs/leaderrun.1 -readme README.md
+
 import (
-	"context"
 	"os"
-	"os/signal"
-	"syscall"
 
 	"github.com/leaderrun/leaderrun/cmd"
 )
 
-func main() {
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	err := cmd.New().RunContext(ctx, os.Args)
-	stop()
-	os.Exit(cmd.ExitCode(err))
-}
+func main() { os.Exit(cmd.Main()) }

@@ -7,8 +7,10 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"os/signal"
 	"os/user"
 	"path/filepath"
+	"runtime"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -16,12 +18,22 @@ import (
 	"testing"
 	"time"
 
+	"github.com/leaderrun/leaderrun/cmd"
 	"github.com/rogpeppe/go-internal/testscript"
+	"github.com/rogpeppe/go-internal/txtar"
 )
 
 var update = flag.Bool("u", false, "update testscript files whose cmp fails")
 
 func TestMain(m *testing.M) {
+	if filepath.Base(os.Args[0]) != "leaderrun" && signal.Ignored(syscall.SIGHUP) {
+		// Run under nohup (a background soak), the test binary would pass
+		// an ignored SIGHUP on to every process a script starts, and a
+		// shell cannot trap a signal ignored on entry: the scripts that
+		// send SIGHUP would fail. A handler, unlike an ignore, is not
+		// inherited across exec.
+		signal.Notify(make(chan os.Signal, 1), syscall.SIGHUP)
+	}
 	testscript.Main(m, map[string]func(){"leaderrun": main, "singleapp": singleAppMain})
 }
 
@@ -35,33 +47,81 @@ func TestScripts(t *testing.T) {
 	for _, area := range areas {
 		t.Run(filepath.Base(area), func(t *testing.T) {
 			t.Parallel()
-			testscript.Run(t, testscript.Params{
-				Dir:                 area,
-				RequireExplicitExec: true,
-				RequireUniqueNames:  true,
-				UpdateScripts:       *update,
-				Setup: func(env *testscript.Env) error {
-					dir := filepath.Join(env.WorkDir, "locks")
-					if err := os.Mkdir(dir, 0o700); err != nil {
-						return err
-					}
-					env.Setenv("LEADERRUN_DIR", dir)
-					return nil
-				},
-				Condition: scriptCondition,
-				Cmds: map[string]func(ts *testscript.TestScript, neg bool, args []string){
-					"testgroup":  cmdTestgroup,
-					"testuser":   cmdTestuser,
-					"waitfile":   cmdWaitfile,
-					"waitleader": cmdWaitleader,
-					"waitqueue":  cmdWaitqueue,
-					"sleep":      cmdSleep,
-					"sigpid":     cmdSigpid,
-					"gone":       cmdGone,
-					"stopwatch":  cmdStopwatch,
-				},
-			})
+			p := scriptParams("")
+			p.Dir = area
+			testscript.Run(t, p)
 		})
+	}
+}
+
+// installedScripts are the testscripts TestInstalled runs against the
+// installed binary.
+var installedScripts = []string{
+	"testscripts/run/run__version.txtar",
+	"testscripts/run/run__unix_codes.txtar",
+	"testscripts/run/run__exit_codes.txtar",
+	"testscripts/run/run__help.txtar",
+	"testscripts/hygiene/run__flock.txtar",
+	"testscripts/hygiene/run__sigkill_leader.txtar",
+	"testscripts/bus/publish__subscribe.txtar",
+	"testscripts/recipes/run__flock.txtar",
+	"testscripts/recipes/run__self_wrapping.txtar",
+	"testscripts/recipes/who__recipe.txtar",
+}
+
+// TestInstalled runs installedScripts with the leaderrun that
+// $LEADERRUN_INSTALLED names (/usr/bin/leaderrun from the .deb, in
+// .ci/run) first on PATH instead of the test binary.
+func TestInstalled(t *testing.T) {
+	bin := os.Getenv("LEADERRUN_INSTALLED")
+	if bin == "" {
+		t.Skip("LEADERRUN_INSTALLED is not set (.ci/run sets it after installing the .deb)")
+	}
+	if _, err := os.Stat(bin); err != nil {
+		t.Fatal(err)
+	}
+	p := scriptParams(bin)
+	p.Files = installedScripts
+	testscript.Run(t, p)
+}
+
+// scriptParams are the testscript parameters of this package; a
+// non-empty installed puts that binary first on PATH as leaderrun.
+func scriptParams(installed string) testscript.Params {
+	return testscript.Params{
+		RequireExplicitExec: true,
+		RequireUniqueNames:  true,
+		UpdateScripts:       *update,
+		Setup: func(env *testscript.Env) error {
+			dir := filepath.Join(env.WorkDir, "locks")
+			if err := os.Mkdir(dir, 0o700); err != nil {
+				return err
+			}
+			env.Setenv("LEADERRUN_DIR", dir)
+			if installed != "" {
+				bin := filepath.Join(env.WorkDir, ".installed")
+				if err := os.Mkdir(bin, 0o755); err != nil {
+					return err
+				}
+				if err := os.Symlink(installed, filepath.Join(bin, "leaderrun")); err != nil {
+					return err
+				}
+				env.Setenv("PATH", bin+string(filepath.ListSeparator)+env.Getenv("PATH"))
+			}
+			return nil
+		},
+		Condition: scriptCondition,
+		Cmds: map[string]func(ts *testscript.TestScript, neg bool, args []string){
+			"testgroup":  cmdTestgroup,
+			"testuser":   cmdTestuser,
+			"waitfile":   cmdWaitfile,
+			"waitleader": cmdWaitleader,
+			"waitqueue":  cmdWaitqueue,
+			"sleep":      cmdSleep,
+			"sigpid":     cmdSigpid,
+			"gone":       cmdGone,
+			"stopwatch":  cmdStopwatch,
+		},
 	}
 }
 
@@ -191,6 +251,9 @@ func cmdWaitfile(ts *testscript.TestScript, neg bool, args []string) {
 // readiness commands, with the script's lock directory.
 func leaderrun(ts *testscript.TestScript, args ...string) ([]byte, error) {
 	cmd := exec.Command("leaderrun", args...)
+	if path, err := exec.LookPath(filepath.Join(ts.Getenv("WORK"), ".installed", "leaderrun")); err == nil {
+		cmd = exec.Command(path, args...) // TestInstalled
+	}
 	cmd.Env = append(os.Environ(), "LEADERRUN_DIR="+ts.Getenv("LEADERRUN_DIR"))
 	return cmd.Output()
 }
@@ -266,6 +329,9 @@ func cmdGone(ts *testscript.TestScript, neg bool, args []string) {
 	if len(args) != 1 {
 		ts.Fatalf("usage: gone FILE")
 	}
+	if runtime.GOOS != "linux" {
+		ts.Fatalf("gone reads /proc/PID/stat: give the script [!linux] skip")
+	}
 	pid := pidIn(ts, args[0])
 	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
 	dead := err != nil
@@ -297,5 +363,118 @@ func cmdStopwatch(ts *testscript.TestScript, neg bool, args []string) {
 	ts.Check(err)
 	if el := time.Since(time.Unix(0, start)); el < lo || el > hi {
 		ts.Fatalf("%s elapsed, want between %s and %s", el, lo, hi)
+	}
+}
+
+// TestReadmeRecipes fails when a code block of the README's Recipes
+// section is not, byte for byte, a recipe* file of a testscript in
+// testscripts/recipes/, which runs it.
+func TestReadmeRecipes(t *testing.T) {
+	b, err := os.ReadFile("README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := string(b)
+	start := strings.Index(s, "\n### Recipes\n")
+	if start < 0 {
+		t.Fatal("README.md has no Recipes section")
+	}
+	s = s[start+1:]
+	if end := strings.Index(s, "\n## "); end >= 0 {
+		s = s[:end]
+	}
+	recipes := map[string]string{} // content -> file
+	scripts, _ := filepath.Glob("testscripts/recipes/*.txtar")
+	for _, f := range scripts {
+		a, err := txtar.ParseFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, file := range a.Files {
+			if strings.HasPrefix(file.Name, "recipe") {
+				recipes[string(file.Data)] = f + ": " + file.Name
+			}
+		}
+	}
+	blocks := 0
+	for {
+		i := strings.Index(s, "```")
+		if i < 0 {
+			break
+		}
+		body := s[i+3:]
+		nl := strings.IndexByte(body, '\n')
+		end := strings.Index(body, "```")
+		if nl < 0 || end < 0 {
+			t.Fatal("unterminated code block in Recipes")
+		}
+		block := body[nl+1 : end]
+		s = body[end+3:]
+		blocks++
+		if _, ok := recipes[block]; !ok {
+			t.Errorf("README recipe has no testscript in testscripts/recipes/ that runs it as written:\n%s", block)
+		}
+	}
+	if blocks < 8 {
+		t.Errorf("found %d code blocks in Recipes, want at least 8", blocks)
+	}
+}
+
+// TestExitCodesTested fails when a row of cmd.ExitCodes is exercised by no
+// testscript (an `rc=CODE` line) and no Go test listed here.
+func TestExitCodesTested(t *testing.T) {
+	// Codes that need conditions a testscript cannot make (a read-only or
+	// network filesystem, an internal failure), and the Go tests that make
+	// them.
+	goTests := map[string]string{
+		"69": "cmd.TestCodeFor (ErrUnsupported, a network filesystem)",
+		"70": "cmd.TestCodeFor (an unexpected error); cmd.TestBusErrorNoInternalPath",
+		"73": "cmd.TestDirReadOnly, cmd.TestDirFull",
+	}
+	// N and 128+N are tested through examples of each.
+	example := map[string]string{"N": "3", "128+N": "143"}
+	var all strings.Builder
+	scripts, _ := filepath.Glob("testscripts/*/*.txtar")
+	for _, f := range scripts {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		all.Write(b)
+	}
+	text := all.String()
+	for _, r := range cmd.ExitCodes {
+		code := r.Code
+		if e, ok := example[code]; ok {
+			code = e
+		}
+		if strings.Contains(text, "rc="+code+"$") || strings.Contains(text, "rc="+code+"'") {
+			continue
+		}
+		if code == "0" && strings.Contains(text, "exec leaderrun --version") {
+			continue
+		}
+		if _, ok := goTests[code]; ok {
+			continue
+		}
+		t.Errorf("exit code %s (%s) is tested by no testscript; add one that checks rc=%s", r.Code, r.Meaning, code)
+	}
+}
+
+// TestNoManPageCodeLinked fails when the leaderrun binary, built without
+// tags, links a man-page or Markdown package (urfave/cli's docs.go brings
+// go-md2man and blackfriday, whose initialisation every start pays for) or
+// the manual's generator.
+func TestNoManPageCodeLinked(t *testing.T) {
+	out, err := exec.Command("go", "list", "-deps", ".").Output()
+	if err != nil {
+		t.Fatalf("go list -deps: %v", err)
+	}
+	for _, pkg := range strings.Fields(string(out)) {
+		for _, bad := range []string{"github.com/cpuguy83/go-md2man", "github.com/russross/blackfriday", "github.com/urfave/cli", "github.com/leaderrun/leaderrun/internal/man"} {
+			if strings.HasPrefix(pkg, bad) {
+				t.Errorf("the binary links %s", pkg)
+			}
+		}
 	}
 }

@@ -5,13 +5,12 @@ import (
 	"fmt"
 	"net"
 	"os"
-	"os/exec"
-	"os/user"
 	"path/filepath"
-	"strconv"
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/leaderrun/leaderrun/internal/proctest"
 )
 
 // readBye reads frames until the leader's bye and returns it.
@@ -158,24 +157,6 @@ func TestBadFrames(t *testing.T) {
 	nextKind(t, ctx, good, EventMessage)
 }
 
-// throwawayUser returns the uid and gid of a user that is not root,
-// creating one with useradd if need be.
-func throwawayUser(t *testing.T) (uint32, uint32) {
-	const name = "leaderrun-bus-test"
-	u, err := user.Lookup(name)
-	if err != nil {
-		if out, err := exec.Command("useradd", "--system", "--no-create-home", "--shell", "/usr/sbin/nologin", name).CombinedOutput(); err != nil {
-			t.Skipf("cannot create a throwaway user for the foreign-uid test: useradd: %v: %s", err, out)
-		}
-		if u, err = user.Lookup(name); err != nil {
-			t.Skipf("throwaway user %s not found after useradd: %v", name, err)
-		}
-	}
-	uid, _ := strconv.ParseUint(u.Uid, 10, 32)
-	gid, _ := strconv.ParseUint(u.Gid, 10, 32)
-	return uint32(uid), uint32(gid)
-}
-
 // TestForeignUIDRefused runs a client as another user against a socket it
 // may connect to (the lock directory is opened up to 0755 and the socket
 // to 0666 for this test only) and checks that the leader's peer check
@@ -188,38 +169,25 @@ func TestForeignUIDRefused(t *testing.T) {
 		t.Skip("multi-process test skipped in -short mode")
 	}
 	ctx := testCtx(t, 20*time.Second)
-	uid, gid := throwawayUser(t)
+	_, uid, gid := proctest.User(t, "leaderrun-bus-test", "/nonexistent")
 
 	// The other user must be able to reach both the socket and a copy of
 	// the test binary.
-	base, err := os.MkdirTemp("", "busuid")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { os.RemoveAll(base) })
+	base := proctest.SharedTempDir(t)
 	dir := filepath.Join(base, "locks")
-	for _, d := range []string{base, dir} {
-		if err := os.MkdirAll(d, 0o755); err != nil {
-			t.Fatal(err)
-		}
-		os.Chmod(d, 0o755)
-	}
-	exe, _ := os.Executable()
-	bin, err := os.ReadFile(exe)
-	if err != nil {
+	if err := os.Mkdir(dir, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	copyExe := filepath.Join(base, "bus.test")
-	if err := os.WriteFile(copyExe, bin, 0o755); err != nil {
-		t.Fatal(err)
-	}
+	os.Chmod(dir, 0o755)
+	copyExe := proctest.CopyBinary(t, base)
 	s, _ := startServer(t, dir, 1)
 	sock := filepath.Join(dir, testName+".sock")
 	if err := os.Chmod(sock, 0o666); err != nil {
 		t.Fatal(err)
 	}
-	p := startExe(t, copyExe, "foreign client", "rawdial", []string{"BUS_SOCK=" + sock}, &syscall.Credential{Uid: uid, Gid: gid})
-	line, _ := p.waitPrefix(ctx, 0, "")
+	foreign := &syscall.Credential{Uid: uint32(uid), Gid: uint32(gid)}
+	p := proctest.Start(t, "foreign client", proctest.CommandAt(copyExe, "rawdial", []string{"BUS_SOCK=" + sock}), proctest.Options{Cred: foreign})
+	line, _ := p.WaitPrefix(ctx, 0, "")
 	want := fmt.Sprintf("refused bus: peer refused: it runs as another user: uid %d may not use a bus of uid 0", uid)
 	if line != want {
 		t.Fatalf("foreign client: %q, want %q", line, want)
@@ -228,8 +196,8 @@ func TestForeignUIDRefused(t *testing.T) {
 		t.Fatalf("%d members after the refusal", n)
 	}
 	// The same binary as ourselves is let in.
-	self := startExe(t, copyExe, "own client", "rawdial", []string{"BUS_SOCK=" + sock}, nil)
-	if line, _ := self.waitPrefix(ctx, 0, ""); line != "hello" {
+	self := proctest.Start(t, "own client", proctest.CommandAt(copyExe, "rawdial", []string{"BUS_SOCK=" + sock}), proctest.Options{})
+	if line, _ := self.WaitPrefix(ctx, 0, ""); line != "hello" {
 		t.Fatalf("own client: %q", line)
 	}
 }

@@ -12,6 +12,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/leaderrun/leaderrun/internal/proctest"
 )
 
 // The benchmarks compare the bus with the plainest fan-out over Unix
@@ -128,9 +130,7 @@ func newBus(b *testing.B, k int, deliver func(reader int, msg []byte)) *busFan {
 			}
 		})
 	}
-	for s.Members() != k {
-		time.Sleep(time.Millisecond)
-	}
+	proctest.Eventually(b, "every member connected", func() bool { return s.Members() == k })
 	return f
 }
 

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/leaderrun/leaderrun/elect"
+	"github.com/leaderrun/leaderrun/oslock"
 )
 
 const testName = "job"
@@ -22,8 +23,18 @@ func testCtx(t *testing.T, d time.Duration) context.Context {
 	return ctx
 }
 
+// newLead is a leadership made by hand, as a backend makes one, on the
+// checked directory dir (its handle lives as long as the test binary).
 func newLead(dir string, epoch uint64) (*elect.Leadership, func(error)) {
-	return elect.NewLeadership(elect.Term{Name: testName, Dir: dir, Mode: elect.Exclusive, Epoch: epoch, Since: time.Now()})
+	return elect.NewLeadership(elect.Term{Name: testName, Dir: dir, LockDir: lockDir(dir), Mode: elect.Exclusive, Epoch: epoch, Since: time.Now()})
+}
+
+func lockDir(dir string) *oslock.Dir {
+	d, err := oslock.OpenDir(dir, oslock.DirOptions{})
+	if err != nil {
+		panic(err)
+	}
+	return d
 }
 
 // startServer serves a bus for a fake leadership of epoch until the test
@@ -125,6 +136,17 @@ func TestFanOutAndOrder(t *testing.T) {
 		cs = append(cs, c)
 	}
 	const n = 200
+	publishFromAll(t, ctx, s, cs, n)
+	checkOneOrder(t, ctx, cs, n*(len(cs)+1))
+	if l, ok := cs[0].Leader(); !ok || l.Epoch != 7 {
+		t.Fatalf("Leader() = %+v, %v", l, ok)
+	}
+}
+
+// publishFromAll publishes n messages from each client and n from s, all
+// at once.
+func publishFromAll(t *testing.T, ctx context.Context, s *Server, cs []*Client, n int) {
+	t.Helper()
 	var wg sync.WaitGroup
 	for i, c := range cs {
 		wg.Go(func() {
@@ -142,7 +164,12 @@ func TestFanOutAndOrder(t *testing.T) {
 		}
 	}
 	wg.Wait()
-	total := n * (len(cs) + 1)
+}
+
+// checkOneOrder reads total messages of epoch 7 on each client and checks
+// that every client saw them numbered 1..total, in one order.
+func checkOneOrder(t *testing.T, ctx context.Context, cs []*Client, total int) {
+	t.Helper()
 	var first []string
 	for i, c := range cs {
 		var got []string
@@ -162,9 +189,6 @@ func TestFanOutAndOrder(t *testing.T) {
 				t.Fatalf("client %d saw %q at %d, client 0 saw %q", i, got[k], k, first[k])
 			}
 		}
-	}
-	if l, ok := cs[0].Leader(); !ok || l.Epoch != 7 {
-		t.Fatalf("Leader() = %+v, %v", l, ok)
 	}
 }
 
@@ -335,7 +359,7 @@ func TestServeEndsWithLeadership(t *testing.T) {
 	if _, err := Listen(lead); err == nil {
 		t.Fatal("Listen with an ended leadership succeeded")
 	}
-	shared, _ := elect.NewLeadership(elect.Term{Name: testName, Dir: dir, Mode: elect.Shared, Epoch: 2})
+	shared, _ := elect.NewLeadership(elect.Term{Name: testName, Dir: dir, LockDir: lockDir(dir), Mode: elect.Shared, Epoch: 2})
 	if _, err := Listen(shared); !errors.Is(err, ErrNotExclusive) {
 		t.Fatalf("Listen with a shared leadership: %v", err)
 	}

@@ -11,14 +11,17 @@
 // # Guarantees
 //
 //   - Only the holder of the exclusive lock serves <dir>/<name>.sock, mode
-//     0600. It replaces a stale socket with an atomic rename, which is safe
+//     0600: Listen takes only an exclusive leadership of the flock backend
+//     (elect.Locker), and serves in the very directory it was granted in
+//     (Leadership.OpenDir), not in whatever is at the path by then. It replaces a stale socket with an atomic rename, which is safe
 //     only because it holds the lock; nobody else removes the socket, and
 //     a leader that has lost its lock leaves it for the next one.
 //   - A member learns the leader (pid, epoch, since, mode) as the first
 //     event of every connection (EventLeader), and loses it with
 //     EventLost and a reason. It reconnects by itself when the next
-//     leader's socket appears, woken by a directory event (inotify on
-//     Linux), not by polling.
+//     leader's socket appears, woken by a directory event (on Linux
+//     through the process's one inotify instance, shared with every other
+//     watch of the process; kqueue elsewhere), not by polling.
 //   - Within one term (epoch), every message gets the next sequence number
 //     from 1, and every member receives the term's messages in that one
 //     order, its own publications included, without holes for as long as

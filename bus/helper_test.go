@@ -6,42 +6,32 @@ import (
 	"crypto/sha256"
 	"errors"
 	"fmt"
-	"io"
+	"hash"
 	"net"
 	"os"
-	"os/exec"
 	"strconv"
 	"strings"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
 	"github.com/leaderrun/leaderrun/elect"
+	"github.com/leaderrun/leaderrun/internal/proctest"
 )
 
-// runRole plays the part a re-executed test binary was given. Roles read
-// commands from stdin, one a line, and report on stdout, one a line; they
-// exit when stdin closes.
-func runRole(role string) int {
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-	defer cancel()
-	var err error
-	switch role {
-	case "leader":
-		err = roleLeader(ctx)
-	case "member":
-		err = roleMember(ctx)
-	case "rawdial":
-		err = roleRawDial(ctx)
-	default:
-		err = fmt.Errorf("unknown role %q", role)
+// role makes a role of run: roles read commands from stdin, one a line,
+// and report on stdout, one a line; they exit when stdin closes, or after
+// a minute.
+func role(name string, run func(context.Context) error) func() int {
+	return func() int {
+		ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+		defer cancel()
+		if err := run(ctx); err != nil {
+			fmt.Fprintln(os.Stderr, name+":", err)
+			return 1
+		}
+		return 0
 	}
-	if err != nil {
-		fmt.Fprintln(os.Stderr, role+":", err)
-		return 1
-	}
-	return 0
 }
 
 type out struct {
@@ -123,35 +113,14 @@ func roleMember(ctx context.Context) error {
 		return err
 	}
 	defer c.Close()
-	var (
-		mu      sync.Mutex
-		changed = make(chan struct{})
-		epoch   uint64
-		count   int
-		lastSeq uint64
-		digest  = sha256.New()
-	)
+	d := &termDigest{changed: make(chan struct{}), digest: sha256.New()}
 	go func() {
 		for ev := range c.Events() {
 			switch ev.Kind {
 			case EventLeader:
 				o.say("leader %d %d %v", ev.Leader.Epoch, ev.Leader.PID, ev.Gap)
 			case EventMessage:
-				m := ev.Message
-				mu.Lock()
-				if m.Epoch != epoch {
-					epoch, count, lastSeq = m.Epoch, 0, 0
-					digest.Reset()
-				}
-				if m.Seq <= lastSeq {
-					o.say("bad sequence %d after %d", m.Seq, lastSeq)
-				}
-				lastSeq = m.Seq
-				count++
-				fmt.Fprintf(digest, "%d %d %s\n", m.Seq, m.PID, m.Data)
-				close(changed)
-				changed = make(chan struct{})
-				mu.Unlock()
+				d.add(o, ev.Message)
 			case EventLost:
 				o.say("lost %v", ev.Err)
 			}
@@ -188,29 +157,63 @@ func roleMember(ctx context.Context) error {
 			if len(f) > 2 {
 				want, _ = strconv.ParseUint(f[2], 10, 64)
 			}
-			go func() {
-				for {
-					mu.Lock()
-					e, k, ch := epoch, count, changed
-					var sum []byte
-					if k >= n && (want == 0 || e == want) {
-						sum = digest.Sum(nil)
-					}
-					mu.Unlock()
-					if sum != nil {
-						o.say("have %d %d %x", e, k, sum[:8])
-						return
-					}
-					select {
-					case <-ch:
-					case <-ctx.Done():
-						return
-					}
-				}
-			}()
+			go d.await(ctx, o, n, want)
 		}
 	}
 	return nil
+}
+
+// termDigest is a member's count and digest of the current term's
+// messages.
+type termDigest struct {
+	mu      sync.Mutex
+	changed chan struct{} // closed and replaced at each message
+	epoch   uint64
+	count   int
+	lastSeq uint64
+	digest  hash.Hash
+}
+
+// add counts m, starting over at a new epoch, and says "bad sequence" if
+// its number does not grow.
+func (d *termDigest) add(o *out, m Message) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if m.Epoch != d.epoch {
+		d.epoch, d.count, d.lastSeq = m.Epoch, 0, 0
+		d.digest.Reset()
+	}
+	if m.Seq <= d.lastSeq {
+		o.say("bad sequence %d after %d", m.Seq, d.lastSeq)
+	}
+	d.lastSeq = m.Seq
+	d.count++
+	fmt.Fprintf(d.digest, "%d %d %s\n", m.Seq, m.PID, m.Data)
+	close(d.changed)
+	d.changed = make(chan struct{})
+}
+
+// await says "have EPOCH COUNT DIGEST" once the current term (or term
+// want, if not 0) has n messages, or returns at ctx's end.
+func (d *termDigest) await(ctx context.Context, o *out, n int, want uint64) {
+	for {
+		d.mu.Lock()
+		e, k, ch := d.epoch, d.count, d.changed
+		var sum []byte
+		if k >= n && (want == 0 || e == want) {
+			sum = d.digest.Sum(nil)
+		}
+		d.mu.Unlock()
+		if sum != nil {
+			o.say("have %d %d %x", e, k, sum[:8])
+			return
+		}
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			return
+		}
+	}
 }
 
 // roleRawDial connects to the socket in BUS_SOCK without any check of its
@@ -236,153 +239,17 @@ func roleRawDial(ctx context.Context) error {
 	return nil
 }
 
-// proc is a re-executed test binary playing a role.
-type proc struct {
-	t     *testing.T
-	name  string
-	cmd   *exec.Cmd
-	stdin io.WriteCloser
-
-	mu      sync.Mutex
-	lines   []string
-	changed chan struct{}
-	exited  bool
-}
-
-func startRole(t *testing.T, name, role string, env []string, cred *syscall.Credential) *proc {
+// startRole starts the test binary as role; at the end of the test it is
+// given 5s to exit after its stdin closes.
+func startRole(t *testing.T, name, role string, env []string) *proctest.Proc {
 	t.Helper()
-	exe, err := os.Executable()
-	if err != nil {
-		t.Fatal(err)
-	}
-	return startExe(t, exe, name, role, env, cred)
+	return proctest.Start(t, name, proctest.Command(role, env...), proctest.Options{Grace: 5 * time.Second})
 }
 
-func startExe(t *testing.T, exe, name, role string, env []string, cred *syscall.Credential) *proc {
+// send writes line to p's stdin, failing the test if p cannot take it.
+func send(t *testing.T, p *proctest.Proc, line string) {
 	t.Helper()
-	cmd := exec.Command(exe, "-test.run=^$")
-	cmd.Env = append(append(os.Environ(), roleEnv+"="+role), env...)
-	cmd.Stderr = &prefixWriter{t: t, name: name}
-	if cred != nil {
-		cmd.SysProcAttr = &syscall.SysProcAttr{Credential: cred}
+	if err := p.Send(line); err != nil {
+		t.Fatalf("%s: %v", p.Name, err)
 	}
-	stdin, err := cmd.StdinPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	stdout, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	p := &proc{t: t, name: name, cmd: cmd, stdin: stdin, changed: make(chan struct{})}
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		sc := bufio.NewScanner(stdout)
-		sc.Buffer(nil, 1<<20)
-		for sc.Scan() {
-			p.add(sc.Text(), false)
-		}
-		p.add("", true)
-	}()
-	t.Cleanup(func() {
-		// Only this process, which the test started, is signalled.
-		stdin.Close()
-		p.cmd.Process.Signal(syscall.SIGCONT)
-		timer := time.AfterFunc(5*time.Second, func() { p.cmd.Process.Kill() })
-		<-done
-		p.cmd.Wait()
-		timer.Stop()
-	})
-	return p
-}
-
-func (p *proc) add(line string, eof bool) {
-	p.mu.Lock()
-	if eof {
-		p.exited = true
-	} else {
-		p.lines = append(p.lines, line)
-	}
-	close(p.changed)
-	p.changed = make(chan struct{})
-	p.mu.Unlock()
-}
-
-func (p *proc) send(line string) {
-	if _, err := io.WriteString(p.stdin, line+"\n"); err != nil {
-		p.t.Fatalf("%s: %v", p.name, err)
-	}
-}
-
-// wait returns once ok holds for the lines so far, failing the test at
-// ctx's end or if the process ends first.
-func (p *proc) wait(ctx context.Context, what string, ok func(lines []string) bool) []string {
-	p.t.Helper()
-	for {
-		p.mu.Lock()
-		lines, changed, exited := p.lines, p.changed, p.exited
-		p.mu.Unlock()
-		if ok(lines) {
-			return lines
-		}
-		if exited {
-			p.t.Fatalf("%s exited before %s; its output:\n%s", p.name, what, tail(lines))
-		}
-		select {
-		case <-changed:
-		case <-ctx.Done():
-			p.t.Fatalf("%s: no %s before the deadline; its output:\n%s", p.name, what, tail(lines))
-		}
-	}
-}
-
-// waitPrefix waits for a line starting with prefix after the first from
-// lines, and returns it and its index.
-func (p *proc) waitPrefix(ctx context.Context, from int, prefix string) (string, int) {
-	p.t.Helper()
-	var line string
-	var at int
-	p.wait(ctx, fmt.Sprintf("%q", prefix), func(lines []string) bool {
-		for i := from; i < len(lines); i++ {
-			if strings.HasPrefix(lines[i], prefix) {
-				line, at = lines[i], i
-				return true
-			}
-		}
-		return false
-	})
-	return line, at
-}
-
-func (p *proc) count(prefix string) int {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	n := 0
-	for _, l := range p.lines {
-		if strings.HasPrefix(l, prefix) {
-			n++
-		}
-	}
-	return n
-}
-
-func tail(lines []string) string {
-	if len(lines) > 20 {
-		lines = lines[len(lines)-20:]
-	}
-	return strings.Join(lines, "\n")
-}
-
-type prefixWriter struct {
-	t    *testing.T
-	name string
-}
-
-func (w *prefixWriter) Write(b []byte) (int, error) {
-	w.t.Logf("%s stderr: %s", w.name, strings.TrimRight(string(b), "\n"))
-	return len(b), nil
 }

@@ -1,18 +1,22 @@
 package bus
 
 import (
-	"os"
 	"testing"
 
 	"go.uber.org/goleak"
+
+	"github.com/leaderrun/leaderrun/internal/proctest"
 )
 
-// roleEnv names the part a re-executed test binary plays; see helper_test.go.
-const roleEnv = "LEADERRUN_BUS_TEST_ROLE"
+// The test binary doubles as the leaders and members of the multi-process
+// tests: TestMain runs the role that proctest.RoleEnv names (see
+// helper_test.go) instead of the tests.
 
 func TestMain(m *testing.M) {
-	if role := os.Getenv(roleEnv); role != "" {
-		os.Exit(runRole(role))
-	}
+	proctest.Main(map[string]func() int{
+		"leader":  role("leader", roleLeader),
+		"member":  role("member", roleMember),
+		"rawdial": role("rawdial", roleRawDial),
+	})
 	goleak.VerifyTestMain(m, goleak.IgnoreAnyFunction("github.com/leaderrun/leaderrun/oslock.readSentinel"))
 }

@@ -81,7 +81,7 @@ type Server struct {
 	lead   *elect.Leadership
 	cfg    serverConfig
 	dir    *oslock.Dir
-	ln     *net.UnixListener
+	ln     sockListener
 	sockID oslock.FileID
 	pid    int
 	uid    int
@@ -100,7 +100,7 @@ type Server struct {
 	stopOnce sync.Once
 }
 
-func sockName(name string) string { return name + ".sock" }
+func sockName(name string) string { return elect.SocketFile(name) }
 
 // Listen starts serving the bus of lead's name: it creates the socket
 // <dir>/<name>.sock (mode 0600) and announces lead to every member that
@@ -127,10 +127,11 @@ func Listen(lead *elect.Leadership, opts ...ServerOption) (*Server, error) {
 	if err := elect.ValidateName(lead.Name()); err != nil {
 		return nil, err
 	}
-	// elect has checked the directory already; do not refuse what it took.
-	dir, err := oslock.OpenDir(lead.Dir(), oslock.DirOptions{GroupShared: true, AllowUnsafeFS: true})
+	// The directory the Locker checked and granted in, not its path
+	// reopened: a directory put at the path since is not served.
+	dir, err := lead.OpenDir()
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("bus: %w", err)
 	}
 	s := &Server{lead: lead, cfg: cfg, dir: dir, pid: os.Getpid(), uid: os.Geteuid()}
 	if err := s.listen(); err != nil {
@@ -147,7 +148,7 @@ func Listen(lead *elect.Leadership, opts ...ServerOption) (*Server, error) {
 // atomically rather than removed first.
 func (s *Server) listen() error {
 	name := sockName(s.lead.Name())
-	tmp := name + ".tmp"
+	tmp := elect.SocketTempFile(s.lead.Name())
 	if err := s.dir.Remove(tmp); err != nil && !errors.Is(err, fs.ErrNotExist) {
 		return err
 	}
@@ -173,7 +174,7 @@ func (s *Server) listen() error {
 	if err != nil {
 		return fail(err)
 	}
-	s.ln, s.sockID = ln, id
+	s.ln, s.sockID = listenerAbove(ln), id
 	return nil
 }
 
@@ -315,10 +316,10 @@ func (s *Server) keepSocket() {
 	}
 }
 
-func (s *Server) acceptLoop(ln *net.UnixListener) {
+func (s *Server) acceptLoop(ln sockListener) {
 	defer s.wg.Done()
 	for {
-		uc, err := ln.AcceptUnix()
+		uc, err := ln.accept()
 		if err != nil {
 			if s.ctx.Err() != nil || errors.Is(err, net.ErrClosed) {
 				return

@@ -2,19 +2,93 @@ package cmd
 
 import (
 	"context"
+	"fmt"
+	"io"
 	"os"
+	"os/signal"
 	"strings"
+	"syscall"
 
-	"github.com/urfave/cli/v2"
+	"github.com/leaderrun/leaderrun/elect"
+	cli "github.com/leaderrun/leaderrun/internal/urfavecli"
 )
 
 // App is the leaderrun command line. It wraps *cli.App to keep
 // `leaderrun -- who` running who(1) rather than the who command, and to
 // print the final error once.
-type App struct{ *cli.App }
+type App struct {
+	*cli.App
+	open Opener
+}
+
+// Backend is what the commands need from the election layer;
+// *elect.Locker provides it, and another backend (etcd) may.
+type Backend interface {
+	Dir() string
+	Close() error
+	Acquire(ctx context.Context, name string, r elect.Request) (*elect.Leadership, error)
+	Query(ctx context.Context, name string) (elect.Snapshot, error)
+	QueryAll(ctx context.Context) (elect.Snapshot, error)
+}
+
+// Opener opens the Backend for the lock directory settings of one command
+// line (--dir, LEADERRUN_DIR, --group-shared, --allow-unsafe-fs).
+type Opener func(elect.Config) (Backend, error)
+
+// Option changes how New builds the app.
+type Option func(*App)
+
+// WithBackend makes the commands use open instead of elect.Open.
+func WithBackend(open Opener) Option { return func(a *App) { a.open = open } }
+
+func openElect(c elect.Config) (Backend, error) {
+	lk, err := elect.Open(c)
+	if err != nil {
+		return nil, err
+	}
+	return lk, nil
+}
+
+// commands is the list of subcommands, in the order --help shows them.
+// Every other list of subcommand names (isSubcommand, the manual,
+// completion) is derived from it.
+func commands() []*cli.Command {
+	return []*cli.Command{
+		statusCommand(),
+		whoCommand(),
+		publishCommand(),
+		subscribeCommand(),
+		sendCommand(),
+		lockfileCommand(),
+		completionCommand(),
+	}
+}
+
+func init() {
+	// urfave/cli's default --version has the alias -v, which is --verbose
+	// here; its printer is replaced so that the build info is read only
+	// when asked for.
+	cli.VersionFlag = &cli.BoolFlag{Name: "version", Usage: "print the version and VCS revision, then exit"}
+	cli.VersionPrinter = func(c *cli.Context) { fmt.Fprintln(c.App.Writer, version()) }
+	// The exit status table is rendered into the app's help only when
+	// help is printed, not at every start.
+	printHelp := cli.HelpPrinter
+	cli.HelpPrinter = func(w io.Writer, templ string, data any) {
+		if a, ok := data.(*cli.App); ok && a.Description == runDescription {
+			d := *a
+			d.Description = runDescription + exitCodeHelp()
+			data = &d
+		}
+		printHelp(w, templ, data)
+	}
+}
 
 // New builds the command line.
-func New() *App {
+func New(opts ...Option) *App {
+	a := &App{open: openElect}
+	for _, o := range opts {
+		o(a)
+	}
 	app := &cli.App{
 		Name:  "leaderrun",
 		Usage: "run a command on only one instance at a time, elected over flock(2)",
@@ -23,14 +97,17 @@ leaderrun status [NAME] [--json] [--watch]
 leaderrun who NAME [--json]
 leaderrun publish NAME [MESSAGE...]
 leaderrun subscribe NAME [--json] [--count N]
+leaderrun lockfile NAME
+leaderrun completion bash|zsh|fish
+leaderrun --version
 leaderrun --single-instance [--name APP] -- COMMAND [ARG...]
 leaderrun send APP [--] [ARG...]`,
 		Description:            runDescription,
 		Flags:                  append(runFlags(), singleFlags()...),
 		Action:                 runAction,
-		Commands:               []*cli.Command{statusCommand(), whoCommand(), publishCommand(), subscribeCommand(), sendCommand(), completionCommand()},
+		Commands:               commands(),
 		EnableBashCompletion:   true,
-		HideVersion:            true,
+		Version:                "see --version", // printed by cli.VersionPrinter
 		Suggest:                true,
 		UseShortOptionHandling: true,
 		Writer:                 os.Stdout,
@@ -39,11 +116,26 @@ leaderrun send APP [--] [ARG...]`,
 		// deferred cleanup; main exits once with ExitCode.
 		ExitErrHandler: func(*cli.Context, error) {},
 		OnUsageError:   onUsageError,
+		// The version is read from the build info only for --version
+		// (VersionPrinter); the placeholder in Version is not shown.
+		CustomAppHelpTemplate: strings.Replace(cli.AppHelpTemplate, "{{if .Version}}{{if not .HideVersion}}\n\nVERSION:\n   {{.Version}}{{end}}{{end}}", "", 1),
+		Metadata:              map[string]any{backendKey: a},
 	}
 	for _, c := range app.Commands {
 		c.OnUsageError = onUsageError
 	}
-	return &App{app}
+	a.App = app
+	return a
+}
+
+const backendKey = "leaderrun.app"
+
+// Main runs leaderrun with os.Args and returns its exit status; main.go
+// and the CLI tests (tests/clichaos) call it.
+func Main() int {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	return ExitCode(New().RunContext(ctx, os.Args))
 }
 
 func onUsageError(c *cli.Context, err error, isSubcommand bool) error {
@@ -57,7 +149,11 @@ func onUsageError(c *cli.Context, err error, isSubcommand bool) error {
 // RunContext runs the command line in args (os.Args) and prints the error,
 // if any, once. Map the error to an exit status with ExitCode.
 func (a *App) RunContext(ctx context.Context, args []string) error {
+	args = dropPartialFlag(args)
 	err := startPoller()
+	if err == nil {
+		err = a.checkHelp(args)
+	}
 	if err == nil {
 		err = a.App.RunContext(ctx, hoistFlags(protectDashDash(args, a.Flags), a.Flags, a.Commands))
 	}
@@ -70,20 +166,24 @@ func (a *App) RunContext(ctx context.Context, args []string) error {
 	return err
 }
 
+// dropPartialFlag removes the word being completed (`who --j
+// --generate-bash-completion`) when it is a partial flag: urfave/cli would
+// fail to parse it, and then crash completing. Its completer reads the
+// word from os.Args.
+func dropPartialFlag(args []string) []string {
+	n := len(args)
+	if n >= 3 && args[n-1] == "--generate-bash-completion" && strings.HasPrefix(args[n-2], "-") && args[n-2] != "--" {
+		return append(append([]string{}, args[:n-2]...), args[n-1])
+	}
+	return args
+}
+
 // protectDashDash doubles the `--` that ends leaderrun's own flags, so that
 // urfave/cli, which drops it while parsing, leaves one in front of COMMAND
 // and does not take a COMMAND named like a subcommand (who, status) for
 // that subcommand. runAction removes it again.
 func protectDashDash(args []string, flags []cli.Flag) []string {
-	takesValue := map[string]bool{}
-	for _, f := range flags {
-		if _, ok := f.(*cli.BoolFlag); ok {
-			continue
-		}
-		for _, n := range f.Names() {
-			takesValue[n] = true
-		}
-	}
+	takesValue := takesValueOf(flags)
 	for i := 1; i < len(args); i++ {
 		a := args[i]
 		switch {
@@ -111,17 +211,7 @@ func protectDashDash(args []string, flags []cli.Flag) []string {
 // urfave/cli stops parsing flags at the first argument. Only the
 // subcommand's own flag names move, and nothing after `--`.
 func hoistFlags(args []string, appFlags []cli.Flag, cmds []*cli.Command) []string {
-	// The subcommand is the first argument after the app's own flags
-	// (`leaderrun --dir D who NAME --json`).
-	at := 1
-	appValue := takesValueOf(appFlags)
-	for at < len(args) && strings.HasPrefix(args[at], "-") && args[at] != "-" && args[at] != "--" {
-		name, _, hasValue := strings.Cut(strings.TrimLeft(args[at], "-"), "=")
-		if appValue[name] && !hasValue {
-			at++
-		}
-		at++
-	}
+	at := subcommandAt(args, appFlags)
 	if at+1 >= len(args) {
 		return args
 	}
@@ -134,13 +224,10 @@ func hoistFlags(args []string, appFlags []cli.Flag, cmds []*cli.Command) []strin
 	if cmd == nil {
 		return args
 	}
-	known, takesValue := map[string]bool{"help": true, "h": true}, map[string]bool{}
-	for _, f := range cmd.Flags {
-		_, isBool := f.(*cli.BoolFlag)
-		for _, n := range f.Names() {
-			known[n] = true
-			takesValue[n] = !isBool
-		}
+	takesValue := takesValueOf(cmd.Flags)
+	known := map[string]bool{"help": true, "h": true}
+	for n := range takesValue {
+		known[n] = true
 	}
 	var flags, rest []string
 	for i := at + 1; i < len(args); i++ {
@@ -165,6 +252,53 @@ func hoistFlags(args []string, appFlags []cli.Flag, cmds []*cli.Command) []strin
 	return append(out, rest...)
 }
 
+// subcommandAt is the index in args of the first argument after the app's
+// own flags (`leaderrun --dir D who NAME --json`): the subcommand, if
+// any, or COMMAND.
+func subcommandAt(args []string, appFlags []cli.Flag) int {
+	at := 1
+	appValue := takesValueOf(appFlags)
+	for at < len(args) && strings.HasPrefix(args[at], "-") && args[at] != "-" && args[at] != "--" {
+		name, _, hasValue := strings.Cut(strings.TrimLeft(args[at], "-"), "=")
+		if appValue[name] && !hasValue {
+			at++
+		}
+		at++
+	}
+	return at
+}
+
+// checkHelp refuses `leaderrun help NOSUCH` with a usage error (urfave/cli
+// returns a plain error, which would exit 70).
+func (a *App) checkHelp(args []string) error {
+	at := subcommandAt(args, a.Flags)
+	if at+1 >= len(args) || (args[at] != "help" && args[at] != "h") {
+		return nil
+	}
+	topic := args[at+1]
+	if strings.HasPrefix(topic, "-") {
+		return nil
+	}
+	for _, c := range a.Commands {
+		if c.HasName(topic) {
+			return nil
+		}
+	}
+	return usageErrorf("leaderrun help: %q is not a command; the commands are %s", topic, strings.Join(subcommandNames(a.Commands), ", "))
+}
+
+// subcommandNames lists the names of cmds.
+func subcommandNames(cmds []*cli.Command) []string {
+	var names []string
+	for _, c := range cmds {
+		names = append(names, c.Name)
+	}
+	return names
+}
+
+// The flag-arity map: every parser here (protectDashDash, hoistFlags,
+// subcommandAt) asks it whether a flag takes a value.
+//
 // takesValueOf maps each flag name to whether it takes a value.
 func takesValueOf(flags []cli.Flag) map[string]bool {
 	m := map[string]bool{}
@@ -177,10 +311,15 @@ func takesValueOf(flags []cli.Flag) map[string]bool {
 	return m
 }
 
+// isSubcommand reports whether name is one of commands() or help.
 func isSubcommand(name string) bool {
-	switch name {
-	case "status", "who", "publish", "subscribe", "send", "completion", "help":
+	if name == "help" || name == "h" {
 		return true
+	}
+	for _, c := range commands() {
+		if c.HasName(name) {
+			return true
+		}
 	}
 	return false
 }
@@ -224,11 +363,12 @@ EXAMPLES:
    leaderrun --name db -- ./migrate.sh
 
    # a script that wraps itself
-   [ -n "$LEADERRUN_EPOCH" ] || exec leaderrun --name job -- "$0" "$@"
+   [ "$LEADERRUN_NAME" = job ] || exec leaderrun --name job -- "$0" "$@"
 
-   # who leads, and who waits
+   # who leads, and who waits; the lock file, for flock(1)
    leaderrun status
    leaderrun who poller
+   flock -n "$(leaderrun lockfile backup)" ./backup.sh
 
-` + singleHelp + `
-` + exitCodeHelp
+
+` + singleHelp

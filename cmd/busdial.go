@@ -7,7 +7,7 @@ import (
 
 	"github.com/leaderrun/leaderrun/bus"
 	"github.com/leaderrun/leaderrun/elect"
-	"github.com/urfave/cli/v2"
+	cli "github.com/leaderrun/leaderrun/internal/urfavecli"
 )
 
 // dialBus is bus.Dial, returning as soon as ctx ends: bus.Dial bounds its

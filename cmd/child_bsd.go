@@ -16,13 +16,13 @@ func startAndWait(c *child) error {
 	c.pgid = c.cmd.Process.Pid
 	c.started = time.Now()
 	go func() {
-		c.waitErr = c.cmd.Wait()
+		_ = c.cmd.Wait() // the status is read from ProcessState
 		close(c.done)
 	}()
 	return nil
 }
 
-func reapOrphans()       {}
+func reapOrphans() bool  { return false }
 func descendants() []int { return nil }
 
 // isAncestor cannot walk the parent chain without /proc: it trusts the

@@ -40,7 +40,7 @@ func startAndWait(c *child) error {
 			go watchStops(c)
 		}
 		started <- nil
-		c.waitErr = c.cmd.Wait()
+		_ = c.cmd.Wait() // the status is read from ProcessState
 		if c.tty {
 			restoreForeground(c.pgid)
 		}
@@ -52,12 +52,22 @@ func startAndWait(c *child) error {
 // reapOrphans collects the zombies of COMMAND's orphans, which the
 // subreaper setting made leaderrun's children. It runs only after COMMAND's
 // main process has been waited for, so it cannot steal that status.
-func reapOrphans() {
+//
+// It reports whether leaderrun has no child left at all (ECHILD): then it
+// has no descendant either, since an orphan of a descendant becomes
+// leaderrun's child (the subreaper), and the scan of /proc that alive and
+// signal otherwise make can be skipped: the common end of a COMMAND that
+// exited with nothing left behind costs one wait4 instead of reading
+// /proc/PID/task/TID/children of every thread.
+func reapOrphans() (childless bool) {
 	for {
 		var ws unix.WaitStatus
 		pid, err := unix.Wait4(-1, &ws, unix.WNOHANG, nil)
+		if err == unix.ECHILD {
+			return true
+		}
 		if pid <= 0 || err != nil {
-			return
+			return false
 		}
 	}
 }

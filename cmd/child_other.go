@@ -26,7 +26,7 @@ func startChild(argv, env []string, stdout io.Writer, _ ...func(*exec.Cmd)) (*ch
 	c.pgid = c.cmd.Process.Pid
 	c.started = time.Now()
 	go func() {
-		c.waitErr = c.cmd.Wait()
+		_ = c.cmd.Wait() // the status is read from ProcessState
 		close(c.done)
 	}()
 	return c, nil

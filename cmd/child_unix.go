@@ -73,11 +73,11 @@ func (c *child) alive() bool {
 	if !c.exited() {
 		return true
 	}
-	reapOrphans()
+	childless := reapOrphans()
 	if syscall.Kill(-c.pgid, 0) != syscall.ESRCH {
 		return true
 	}
-	return len(descendants()) > 0
+	return !childless && len(descendants()) > 0
 }
 
 // kill sends SIGKILL to every process of COMMAND.

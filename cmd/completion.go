@@ -2,26 +2,79 @@ package cmd
 
 import (
 	"fmt"
+	"os"
+	"reflect"
+	"strings"
 
-	"github.com/urfave/cli/v2"
+	"github.com/leaderrun/leaderrun/elect"
+	cli "github.com/leaderrun/leaderrun/internal/urfavecli"
 )
+
+// completeNames completes the names of the lock directory (its *.lock
+// files) as the argument of who, status, publish, subscribe and lockfile,
+// and the command's flags after a dash.
+func completeNames(c *cli.Context) {
+	if n := len(os.Args); n >= 3 && strings.HasPrefix(os.Args[n-2], "-") {
+		cli.DefaultCompleteWithFlags(c.Command)(c)
+		return
+	}
+	if c.NArg() > 0 {
+		return
+	}
+	dir := lockDir(c)
+	if dir == "" {
+		dir = elect.DefaultDir()
+	}
+	entries, _ := os.ReadDir(dir)
+	for _, e := range entries {
+		if name, ok := strings.CutSuffix(e.Name(), elect.LockFile("")); ok && elect.ValidateName(name) == nil {
+			fmt.Fprintln(c.App.Writer, name)
+		}
+	}
+}
+
+// fishNames adds the names of the lock directory to urfave/cli's fish
+// script, which completes flags and subcommands, after every command of
+// cmds that completes names (completeNames).
+func fishNames(cmds []*cli.Command) string {
+	var names []string
+	ours := reflect.ValueOf(completeNames).Pointer()
+	for _, c := range cmds {
+		if c.BashComplete != nil && reflect.ValueOf(c.BashComplete).Pointer() == ours {
+			names = append(names, c.Name)
+		}
+	}
+	return "complete -c leaderrun -n '__fish_seen_subcommand_from " + strings.Join(names, " ") +
+		"' -f -a '(leaderrun (commandline -opc)[2..-1] --generate-bash-completion 2>/dev/null)'\n"
+}
 
 func completionCommand() *cli.Command {
 	return &cli.Command{
 		Name:      "completion",
-		Usage:     "print a shell completion script for bash or zsh",
-		ArgsUsage: "bash|zsh",
-		Description: `EXAMPLES:
+		Usage:     "print a shell completion script for bash, zsh or fish",
+		ArgsUsage: "bash|zsh|fish",
+		Description: `The scripts complete subcommands, flags, and the names of the lock
+directory after who, status, publish, subscribe and lockfile. The Debian
+package installs them.
+
+EXAMPLES:
    source <(leaderrun completion bash)      # in ~/.bashrc
-   source <(leaderrun completion zsh)       # in ~/.zshrc`,
+   source <(leaderrun completion zsh)       # in ~/.zshrc
+   leaderrun completion fish > ~/.config/fish/completions/leaderrun.fish`,
 		Action: func(c *cli.Context) error {
 			switch c.Args().First() {
 			case "bash":
 				fmt.Print(bashCompletion)
 			case "zsh":
 				fmt.Print(zshCompletion)
+			case "fish":
+				script, err := c.App.ToFishCompletion()
+				if err != nil {
+					return exitf(ExitSoftware, "leaderrun completion fish: %v", err)
+				}
+				fmt.Print(script + fishNames(c.App.Commands))
 			default:
-				return usageErrorf("leaderrun completion: name a shell, bash or zsh")
+				return usageErrorf("leaderrun completion: name a shell: bash, zsh or fish")
 			}
 			return nil
 		},

@@ -1,7 +1,18 @@
 // Package cmd is the leaderrun command line: running COMMAND under a lock
-// (the default action), and the status, who, publish, subscribe and
-// completion commands. main.go calls New().RunContext and exits with
-// ExitCode; the exit codes are the constants in exitcode.go.
+// (the default action), and the status, who, publish, subscribe, lockfile
+// and completion commands. main.go exits with Main(), which runs
+// New().RunContext and maps its error with ExitCode; the exit codes are
+// the constants and the ExitCodes table in exitcode.go, from which --help,
+// the manual (internal/man) and the README's table are made.
+//
+// # Layout
+//
+// The subcommands are listed once, in commands (app.go); the flag-arity
+// map that the argument rewriting (protectDashDash, hoistFlags) needs is
+// takesValueOf; who, status, publish, subscribe and lockfile start with
+// the one prologue begin (prologue.go); the name rules are elect's
+// (ValidateName, NameByte). New(WithBackend(open)) builds the command line
+// over another election backend than elect.Open's flock directory.
 //
 // # Guarantees
 //

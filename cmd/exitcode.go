@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
+	"strings"
 	"syscall"
 
 	"github.com/leaderrun/leaderrun/elect"
@@ -32,28 +33,51 @@ const (
 	ExitSignalBase  = 128 // 128+N: COMMAND (or leaderrun while waiting) died of signal N
 )
 
-// exitCodeHelp is listed in `leaderrun --help`.
-const exitCodeHelp = `EXIT STATUS:
-   N      COMMAND's own exit status, passed through
-   128+N  COMMAND died of signal N (or leaderrun got signal N while waiting)
-   1      who: nobody leads NAME; publish: nobody serves NAME's bus, or
-          its leader is stopped
-   64     usage error: bad flag, bad name, no COMMAND; or COMMAND ran
-          leaderrun again for the lock it already holds
-   65     a file in the lock directory is corrupt (the message names it)
-   69     the lock directory cannot be locked (unsupported or network filesystem)
-   70     leaderrun itself failed unexpectedly
-   71     a system limit ran out (file descriptors, memory, processes)
-   73     the lock directory's filesystem is read-only or full
-   75     -n/-w: another instance leads (change it with -E)
-   77     the lock directory is insecure, missing, not a directory or
-          inaccessible
-   79     leadership was stolen (--steal) and COMMAND was stopped
-   80     the lock file was removed or replaced while this instance led;
-          COMMAND was stopped
-   126    COMMAND is not executable
-   127    COMMAND was not found
-`
+// ExitCodes is the one table of exit statuses: `leaderrun --help`, the
+// manual (docs/leaderrun.1) and the README's "Exit status" section are
+// made from it, and a test checks that every row is exercised.
+var ExitCodes = []ExitCodeRow{
+	{"N", "COMMAND's own exit status, passed through"},
+	{"128+N", "COMMAND died of signal N (or leaderrun got signal N while waiting in line)"},
+	{"0", "COMMAND succeeded; who: NAME is led; --version, --help"},
+	{"1", "who: nobody leads NAME; publish: nobody serves NAME's bus, or its leader is stopped (SIGSTOP) and cannot answer"},
+	{"64", "usage error: a bad or empty flag, a bad name, no COMMAND, an unknown subcommand or help topic, a word such as version that is no subcommand; or COMMAND ran leaderrun again for the name and directory its own leaderrun holds (it would wait for itself for ever)"},
+	{"65", "a file in the lock directory holds what leaderrun did not write (a garbage state file, a stray queue entry); the message names it and how to recover"},
+	{"69", "the lock directory cannot be locked (unsupported or network filesystem; see --allow-unsafe-fs)"},
+	{"70", "leaderrun itself failed unexpectedly"},
+	{"71", "a system limit ran out: file descriptors (EMFILE, ENFILE), memory, or processes at fork (EAGAIN); COMMAND itself is fine"},
+	{"73", "the lock directory's filesystem is read-only or full: nothing can be created there (as flock(1)'s 73)"},
+	{"75", "-n/-w: another instance leads (change it with -E); --single-instance, send: the primary did not accept within --ack-timeout (the line names its pid and state)"},
+	{"76", "--single-instance, send: the primary accepted the arguments and ended before answering; they were not run again"},
+	{"77", "the lock directory is insecure, missing (also removed while in use), not a directory, or inaccessible; --single-instance, send: the primary runs as another user"},
+	{"79", "leadership was stolen (--steal) and COMMAND was stopped"},
+	{"80", "the lock file was removed or replaced while this instance led; COMMAND was stopped (the next leader waits until it is gone)"},
+	{"126", "COMMAND is not executable, or is a directory"},
+	{"127", "COMMAND was not found (a shell builtin such as cd needs sh -c)"},
+}
+
+// ExitCodeRow is one exit status and what it means.
+type ExitCodeRow struct{ Code, Meaning string }
+
+// exitCodeHelp is ExitCodes as listed in `leaderrun --help`.
+func exitCodeHelp() string {
+	var b strings.Builder
+	b.WriteString("EXIT STATUS:\n")
+	for _, r := range ExitCodes {
+		line := fmt.Sprintf("   %-6s ", r.Code)
+		for _, w := range strings.Fields(r.Meaning) {
+			if len(line)+1+len(w) > 78 {
+				b.WriteString(strings.TrimRight(line, " ") + "\n")
+				line = strings.Repeat(" ", 10)
+			} else if !strings.HasSuffix(line, " ") {
+				line += " "
+			}
+			line += w
+		}
+		b.WriteString(line + "\n")
+	}
+	return b.String()
+}
 
 // exitError carries an exit code and a message for stderr. An empty
 // message prints nothing: COMMAND already said what it had to say.
@@ -120,8 +144,12 @@ func codeFor(err error) int {
 }
 
 // classify turns an error from the election layer into an exitError with a
-// message that says what to do about it.
-func classify(err error) error {
+// message that says what to do about it, for an explicit lock directory.
+func classify(err error) error { return classifyIn(err, true) }
+
+// classifyIn is classify for a lock directory given with --dir or
+// LEADERRUN_DIR (explicit) or the default one.
+func classifyIn(err error, explicit bool) error {
 	if err == nil {
 		return nil
 	}
@@ -130,18 +158,46 @@ func classify(err error) error {
 		return err
 	}
 	code := codeFor(err)
-	hint := ""
-	switch code {
-	case ExitUnavailable:
+	msg, hint := err.Error(), ""
+	// oslock's advice for a directory of another user is to leave --dir
+	// unset: said once, and not for the default directory, where the
+	// user did just that.
+	const otherOwner = "; use a directory you own, e.g. leave --dir unset for the private default"
+	switch {
+	case code == ExitUnavailable:
 		hint = " (with --dir or LEADERRUN_DIR)"
-	case ExitNoPerm:
+	case code == ExitNoPerm && explicit && !strings.Contains(msg, "leave --dir unset"):
 		hint = ", or leave --dir and LEADERRUN_DIR unset to use the private default"
+	case code == ExitNoPerm && !explicit && strings.Contains(msg, otherOwner):
+		msg = strings.Replace(msg, otherOwner, "", 1)
+		hint = "; the default directory must be yours: have it removed and run leaderrun again, or give a private directory of your own with --dir DIR (mkdir -m 700 DIR)"
+	case code == ExitNoPerm && !explicit:
+		hint = "; or give a private directory of your own with --dir DIR (mkdir -m 700 DIR)"
 	}
-	return &exitError{code: code, err: fmt.Errorf("leaderrun: %w%s", err, hint)}
+	return &exitError{code: code, err: &messageError{msg: "leaderrun: " + msg + hint, err: err}}
 }
 
+// messageError is err with the message the command prints for it.
+type messageError struct {
+	msg string
+	err error
+}
+
+func (e *messageError) Error() string { return e.msg }
+func (e *messageError) Unwrap() error { return e.err }
+
 func printErr(err error) {
-	if msg := err.Error(); msg != "" {
+	if msg := userMessage(err.Error()); msg != "" {
 		fmt.Fprintln(os.Stderr, msg)
 	}
+}
+
+// userMessage is msg without the package prefixes of the library's errors
+// ("elect: ", "oslock: ", "bus: "), which mean nothing to a user of the
+// command, and on one line.
+func userMessage(msg string) string {
+	for _, p := range []string{"elect: ", "oslock: ", "bus: "} {
+		msg = strings.ReplaceAll(msg, p, "")
+	}
+	return strings.ReplaceAll(strings.TrimRight(msg, "\n"), "\n", "; ")
 }

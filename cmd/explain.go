@@ -7,7 +7,7 @@ import (
 	"syscall"
 
 	"github.com/leaderrun/leaderrun/elect"
-	"github.com/urfave/cli/v2"
+	cli "github.com/leaderrun/leaderrun/internal/urfavecli"
 )
 
 // explainIn is classify for an error met while using the lock directory
@@ -26,7 +26,7 @@ func explainIn(dir string, explicit bool, err error) error {
 	}
 	switch codeFor(err) {
 	case ExitUsage, ExitDataErr, ExitUnavailable, ExitConflict, ExitStolen:
-		return classify(err)
+		return classifyIn(err, explicit)
 	}
 	if e := resourceError(err); e != nil {
 		return e
@@ -51,7 +51,7 @@ func explainIn(dir string, explicit bool, err error) error {
 			return exitf(ExitCantCreate, "leaderrun: cannot write in the lock directory %s: its filesystem is full (%s); free some space, or give another directory with --dir or LEADERRUN_DIR", dir, errno)
 		}
 	}
-	return classify(err)
+	return classifyIn(err, explicit)
 }
 
 // explainCtx is explainIn for the lock directory c names, or the default.

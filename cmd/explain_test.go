@@ -4,7 +4,12 @@ package cmd
 
 import (
 	"bytes"
+	"errors"
+	"fmt"
+	"syscall"
+
 	"context"
+	"github.com/leaderrun/leaderrun/elect"
 	"os"
 	"path/filepath"
 	"strings"
@@ -107,6 +112,31 @@ func TestStartFailureCodes(t *testing.T) {
 		err := startFailure("x", tc.err)
 		if got := ExitCode(err); got != tc.code || !strings.HasPrefix(err.Error(), tc.msg) {
 			t.Errorf("%v: exit %d %q, want %d %q...", tc.err, got, err, tc.code, tc.msg)
+		}
+	}
+}
+
+// TestCodeFor maps each error of the election layer to its exit code,
+// among them those no testscript can provoke here: an unsupported or
+// network filesystem (69) and an unexpected failure (70).
+func TestCodeFor(t *testing.T) {
+	for _, c := range []struct {
+		err  error
+		code int
+	}{
+		{elect.ErrInvalidName, ExitUsage},
+		{elect.ErrCorrupt, ExitDataErr},
+		{fmt.Errorf("open: %w", elect.ErrUnsupported), ExitUnavailable},
+		{elect.ErrInsecureDir, ExitNoPerm},
+		{elect.ErrBusy, ExitConflict},
+		{elect.ErrStolen, ExitStolen},
+		{elect.ErrLockLost, ExitLockLost},
+		{syscall.EROFS, ExitCantCreate},
+		{syscall.EMFILE, ExitOSErr},
+		{errors.New("something else"), ExitSoftware},
+	} {
+		if got := ExitCode(classify(c.err)); got != c.code {
+			t.Errorf("%v: exit %d, want %d", c.err, got, c.code)
 		}
 	}
 }

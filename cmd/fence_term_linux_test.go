@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/leaderrun/leaderrun/elect"
 	"github.com/leaderrun/leaderrun/oslock"
 )
 
@@ -418,7 +419,7 @@ func TestFenceDyingWrapper(t *testing.T) {
 			if !waitStarted(r) {
 				t.Fatal("no start time in /proc for a process just started")
 			}
-			if err := os.WriteFile(filepath.Join(dir, "job"+termSuffix+id), []byte(r.String()), 0o600); err != nil {
+			if err := os.WriteFile(filepath.Join(dir, elect.TermMarkerPrefix("job")+id), []byte(r.String()), 0o600); err != nil {
 				t.Fatal(err)
 			}
 			succeed(t, dir, "job", exclusive)

@@ -9,7 +9,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/urfave/cli/v2"
+	cli "github.com/leaderrun/leaderrun/internal/urfavecli"
 )
 
 // Flags are built afresh for each app: urfave/cli keeps parse state in
@@ -84,7 +84,7 @@ func runFlags() []cli.Flag {
 		},
 		&cli.GenericFlag{
 			Name:  "grace",
-			Usage: "time between SIGTERM and SIGKILL when stopping COMMAND's process group, and that COMMAND has after leaderrun is told to stop (a second signal: SIGKILL at once)",
+			Usage: "`DURATION` between SIGTERM and SIGKILL when stopping COMMAND's process group, and that COMMAND has after leaderrun is told to stop (a second signal: SIGKILL at once)",
 			Value: &durationValue{d: 5 * time.Second, set: true},
 		},
 		&cli.StringFlag{

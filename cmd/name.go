@@ -5,6 +5,8 @@ import (
 	"encoding/hex"
 	"path/filepath"
 	"strings"
+
+	"github.com/leaderrun/leaderrun/elect"
 )
 
 // deriveName is the lock name used when --name is not given:
@@ -22,7 +24,7 @@ import (
 func deriveName(argv []string) string {
 	base := []byte(filepath.Base(argv[0]))
 	for i, c := range base {
-		if !nameByte(c) {
+		if !elect.NameByte(c) {
 			base[i] = '_'
 		}
 	}
@@ -39,12 +41,4 @@ func deriveName(argv []string) string {
 		h.Write([]byte{0})
 	}
 	return b + "-" + hex.EncodeToString(h.Sum(nil))[:8]
-}
-
-func nameByte(c byte) bool {
-	switch {
-	case 'a' <= c && c <= 'z', 'A' <= c && c <= 'Z', '0' <= c && c <= '9':
-		return true
-	}
-	return strings.IndexByte("._@+=,:-", c) >= 0
 }

@@ -14,7 +14,7 @@ import (
 
 	"github.com/leaderrun/leaderrun/bus"
 	"github.com/leaderrun/leaderrun/elect"
-	"github.com/urfave/cli/v2"
+	cli "github.com/leaderrun/leaderrun/internal/urfavecli"
 )
 
 func publishCommand() *cli.Command {
@@ -29,8 +29,9 @@ them, sends one message per line of standard input, until end of input.
 EXAMPLES:
    leaderrun publish alerts disk full on /srv
    tail -F /var/log/app.log | leaderrun publish applog`,
-		Flags:  []cli.Flag{subDirFlag()},
-		Action: publishAction,
+		Flags:        []cli.Flag{subDirFlag()},
+		Action:       publishAction,
+		BashComplete: completeNames,
 	}
 }
 
@@ -38,49 +39,51 @@ func publishAction(c *cli.Context) error {
 	if c.NArg() < 1 {
 		return usageErrorf("leaderrun publish: give a NAME, as in leaderrun publish alerts hello")
 	}
-	if err := elect.ValidateName(c.Args().First()); err != nil {
-		return usageErrorf("leaderrun publish: %v", err)
-	}
-	name := c.Args().First()
-	lk, err := openLocker(c)
+	s, err := begin(c, "publish", c.Args().First(), false)
 	if err != nil {
-		return explainCtx(c, err)
+		return err
 	}
-	dir := lk.Dir()
-	lk.Close()
-	ctx, stop := signalContext(c.Context)
-	defer stop()
-	fail := func(err error) error {
-		if e := signalExit(ctx); e != nil {
-			return e
-		}
-		var stopped errLeaderStopped
-		if errors.As(err, &stopped) {
-			h := stopped.h
-			return exitf(ExitNoLeader, "leaderrun publish: the leader of %s (pid %d) was stopped (SIGSTOP, Ctrl-Z or a debugger) with the message, which it may still deliver when it runs again; resume it with kill -CONT %d, or take over with leaderrun --steal --name %s -- COMMAND", name, h.PID, h.PID, name)
-		}
-		if h, ok := stoppedLeader(ctx, c, name); ok {
-			return exitf(ExitNoLeader, "%s", stoppedLine("publish", name, h))
-		}
-		return busError("publish", name, err)
-	}
-	cl, err := dialBus(ctx, dir, name, bus.PublishOnly())
+	defer s.close()
+	cl, err := dialBus(s.ctx, s.dir, s.name, bus.PublishOnly())
 	if err != nil {
-		return fail(err)
+		return publishFailed(c, s, err)
 	}
 	defer cl.Close()
 	publish := func(data []byte) error {
-		if err := publishChecked(ctx, c, cl, name, data); err != nil {
-			return fail(err)
+		if err := publishChecked(s.ctx, c, cl, s.name, data); err != nil {
+			return publishFailed(c, s, err)
 		}
 		return nil
 	}
 	if c.NArg() > 1 {
 		return publish([]byte(strings.Join(c.Args().Tail(), " ")))
 	}
-	// Lines are read on their own goroutine: a read of stdin cannot be
-	// cancelled, and a signal must end publish at once, also while it
-	// waits for input.
+	return publishLines(s.ctx, publish)
+}
+
+// publishFailed is the exit for a publish that failed with err: the
+// signal's status, a stopped leader (1), or busError.
+func publishFailed(c *cli.Context, s *cmdSession, err error) error {
+	if e := signalExit(s.ctx); e != nil {
+		return e
+	}
+	name := s.name
+	var stopped errLeaderStopped
+	if errors.As(err, &stopped) {
+		h := stopped.h
+		return exitf(ExitNoLeader, "leaderrun publish: the leader of %s (pid %d) was stopped (SIGSTOP, Ctrl-Z or a debugger) with the message, which it may still deliver when it runs again; resume it with kill -CONT %d, or take over with leaderrun --steal --name %s -- COMMAND", name, h.PID, h.PID, name)
+	}
+	if h, ok := stoppedLeader(s.ctx, c, name); ok {
+		return exitf(ExitNoLeader, "%s", stoppedLine("publish", name, h))
+	}
+	return busError("publish", name, err)
+}
+
+// publishLines publishes each line of stdin until its end or ctx's.
+// Lines are read on their own goroutine: a read of stdin cannot be
+// cancelled, and a signal must end publish at once, also while it waits
+// for input.
+func publishLines(ctx context.Context, publish func([]byte) error) error {
 	lines := make(chan []byte)
 	var readErr error
 	go func() {

@@ -17,7 +17,7 @@ import (
 
 	"github.com/leaderrun/leaderrun/bus"
 	"github.com/leaderrun/leaderrun/elect"
-	"github.com/urfave/cli/v2"
+	cli "github.com/leaderrun/leaderrun/internal/urfavecli"
 )
 
 // Back-off between restarts: doubled after each run, back to the start
@@ -37,7 +37,7 @@ type runOptions struct {
 	argv     []string
 	name     string
 	dir      string // --dir, LEADERRUN_DIR, or "" for the default
-	open     func() (locker, error)
+	open     func() (Backend, error)
 	req      elect.Request
 	wait     time.Duration
 	waitSet  bool
@@ -59,19 +59,42 @@ func runAction(c *cli.Context) error {
 	return o.run(c.Context)
 }
 
+// runOptionsFrom reads and checks the command line of the default action.
 func runOptionsFrom(c *cli.Context) (*runOptions, error) {
 	argv := c.Args().Slice()
-	if len(argv) > 0 && argv[0] == "--" { // see protectDashDash
+	dashed := len(argv) > 0 && argv[0] == "--" // see protectDashDash
+	if dashed {
 		argv = argv[1:]
 	}
 	if len(argv) == 0 {
 		return nil, usageErrorf("leaderrun: no COMMAND given; write leaderrun [flags] -- COMMAND [ARG...], or see leaderrun --help")
 	}
+	if !dashed && argv[0] == "version" {
+		return nil, usageErrorf("leaderrun: version is not a subcommand; for leaderrun's version write leaderrun --version, to run a program named version write leaderrun -- version")
+	}
+	if c.IsSet("name") && c.String("name") == "" {
+		return nil, usageErrorf("leaderrun: --name is empty; give a NAME such as --name backup, or leave --name out to derive one from COMMAND")
+	}
+	o := readRunFlags(c, argv)
+	if err := o.check(); err != nil {
+		return nil, err
+	}
+	if err := elect.ValidateName(o.name); err != nil {
+		return nil, usageErrorf("leaderrun: --name: %v", err)
+	}
+	if err := checkCommand(argv[0], dashed); err != nil {
+		return nil, err
+	}
+	return o, nil
+}
+
+// readRunFlags copies the default action's flags into runOptions.
+func readRunFlags(c *cli.Context, argv []string) *runOptions {
 	o := &runOptions{
 		argv:     argv,
 		name:     c.String("name"),
 		dir:      lockDir(c),
-		open:     func() (locker, error) { return openLocker(c) },
+		open:     func() (Backend, error) { return openLocker(c) },
 		conflict: c.Int("conflict-exit-code"),
 		restart:  c.String("restart"),
 		fanout:   c.Bool("fanout"),
@@ -94,32 +117,36 @@ func runOptionsFrom(c *cli.Context) (*runOptions, error) {
 	if o.name == "" {
 		o.name = deriveName(argv)
 	}
+	o.req.OnPolling = func(why string) {
+		o.logf("waiting for %s by polling (every 1ms to 100ms): %s", o.name, why)
+	}
+	return o
+}
+
+// check refuses contradictory flags, and turns -w 0 into -n.
+func (o *runOptions) check() error {
 	switch {
 	case o.conflict < 0 || o.conflict > 255:
-		return nil, usageErrorf("leaderrun: -E %d is out of range; give an exit code from 0 to 255", o.conflict)
+		return usageErrorf("leaderrun: -E %d is out of range; give an exit code from 0 to 255", o.conflict)
 	case o.req.IfAvailable && o.waitSet:
-		return nil, usageErrorf("leaderrun: -n and -w contradict each other; use -n to never wait, or -w DURATION to wait that long")
+		return usageErrorf("leaderrun: -n and -w contradict each other; use -n to never wait, or -w DURATION to wait that long")
 	case o.req.StealStopped > 0 && o.req.IfAvailable:
-		return nil, usageErrorf("leaderrun: --steal-stopped and -n contradict each other; -n never waits behind a holder")
+		return usageErrorf("leaderrun: --steal-stopped and -n contradict each other; -n never waits behind a holder")
 	case o.req.Steal && o.req.IfAvailable:
-		return nil, usageErrorf("leaderrun: --steal and -n contradict each other; --steal always takes the lock")
+		return usageErrorf("leaderrun: --steal and -n contradict each other; --steal always takes the lock")
 	case o.req.Steal && o.waitSet:
-		return nil, usageErrorf("leaderrun: --steal and -w contradict each other; --steal always takes the lock")
+		return usageErrorf("leaderrun: --steal and -w contradict each other; --steal always takes the lock")
 	case o.req.Steal && o.req.Mode == elect.Shared:
-		return nil, usageErrorf("leaderrun: --steal works only in exclusive mode; drop -s")
+		return usageErrorf("leaderrun: --steal works only in exclusive mode; drop -s")
+	case o.fanout && o.req.Mode == elect.Shared:
+		return usageErrorf("leaderrun: --fanout works only in exclusive mode (shared holders serve no bus); drop -s or --fanout")
 	case o.restart != "never" && o.restart != "on-failure" && o.restart != "always":
-		return nil, usageErrorf("leaderrun: --restart %q is not a mode; use never, on-failure or always", o.restart)
+		return usageErrorf("leaderrun: --restart %q is not a mode; use never, on-failure or always", o.restart)
 	}
 	if o.waitSet && o.wait == 0 {
 		o.req.IfAvailable, o.waitSet = true, false
 	}
-	if err := elect.ValidateName(o.name); err != nil {
-		return nil, usageErrorf("leaderrun: --name: %v", err)
-	}
-	if err := checkCommand(argv[0]); err != nil {
-		return nil, err
-	}
-	return o, nil
+	return nil
 }
 
 func (o *runOptions) logf(format string, args ...any) {
@@ -154,6 +181,9 @@ func (o *runOptions) run(ctx context.Context) error {
 		return exitf(ExitUsage, "leaderrun: %s is already held by this command's own leaderrun (pid %d), so it would wait for itself for ever; run the inner command directly, or give it another --name", o.name, pid)
 	}
 
+	if o.req.Steal {
+		o.warnExternal(lk)
+	}
 	lead, err := o.acquire(ctx, lk, sigs)
 	if err != nil {
 		return err
@@ -164,34 +194,44 @@ func (o *runOptions) run(ctx context.Context) error {
 	o.logf("leading %s (epoch %d, %s)", o.name, lead.Epoch(), lead.Mode())
 	// Deferred after lead.Release, so it runs before it: the marker goes
 	// only once COMMAND has been stopped.
-	tm := beginTerm(ctx, dir, o.name, lead.Mode() == elect.Exclusive)
+	tm := o.beginTerm(ctx, lead, dir)
 	defer tm.end()
 
 	// An exclusive leader serves NAME's bus, for publish, subscribe and
 	// --fanout; it stops serving (deferred later, so earlier) before it
-	// releases the lock.
-	var srv *bus.Server
-	if lead.Mode() == elect.Exclusive {
-		if srv, err = bus.Listen(lead); err != nil {
-			o.logf("not serving the bus of %s: %v", o.name, err)
-			srv = nil
-		} else {
-			// Stopped through Serve's ctx, not Close: Close racing a
-			// Serve that has not started yet trips the race detector
-			// (WaitGroup Add concurrent with Wait) in bus.
-			bctx, stop := context.WithCancel(context.Background())
-			served := make(chan struct{})
-			go func() {
-				defer close(served)
-				_ = srv.Serve(bctx)
-			}()
-			defer func() {
-				stop()
-				<-served
-			}()
-		}
-	}
+	// releases the lock. It listens before COMMAND starts, so that a
+	// COMMAND may publish at once.
+	srv, stopServing := o.serveBus(lead)
+	defer stopServing()
 	return o.lead(lead, tm, dir, srv, sigs)
+}
+
+// serveBus serves NAME's bus for an exclusive leadership; srv is nil
+// when it does not. stop ends the serving and returns once it has ended.
+func (o *runOptions) serveBus(lead *elect.Leadership) (srv *bus.Server, stop func()) {
+	if lead.Mode() != elect.Exclusive {
+		return nil, func() {}
+	}
+	srv, err := bus.Listen(lead)
+	if err != nil {
+		// The cause only: the error names the socket by its internal,
+		// descriptor-relative path (/proc/self/fd/N/NAME.sock.tmp).
+		o.logf("not serving the bus of %s: %v", o.name, rootCause(err))
+		return nil, func() {}
+	}
+	// Stopped through Serve's ctx, not Close: Close racing a Serve that
+	// has not started yet trips the race detector (WaitGroup Add
+	// concurrent with Wait) in bus.
+	bctx, cancel := context.WithCancel(context.Background())
+	served := make(chan struct{})
+	go func() {
+		defer close(served)
+		_ = srv.Serve(bctx)
+	}()
+	return srv, func() {
+		cancel()
+		<-served
+	}
 }
 
 type signalled struct{ sig os.Signal }
@@ -199,7 +239,10 @@ type signalled struct{ sig os.Signal }
 func (s signalled) Error() string { return "got " + s.sig.String() }
 
 // acquire waits for the lock, in line, until -w runs out or a signal comes.
-func (o *runOptions) acquire(ctx context.Context, lk locker, sigs <-chan os.Signal) (*elect.Leadership, error) {
+func (o *runOptions) acquire(ctx context.Context, lk Backend, sigs <-chan os.Signal) (*elect.Leadership, error) {
+	// ctx's cancellation is deliberately dropped: main's ctx ends on
+	// SIGINT and SIGTERM, which this function receives through sigs
+	// instead, so that it exits 128+N and reports which signal it was.
 	actx, cancel := context.WithCancelCause(context.WithoutCancel(ctx))
 	defer cancel(nil)
 	if o.waitSet {
@@ -219,49 +262,14 @@ func (o *runOptions) acquire(ctx context.Context, lk locker, sigs <-chan os.Sign
 		case <-done:
 		}
 	})
-	if o.verbose && !o.req.IfAvailable {
-		wg.Go(func() { o.reportQueue(actx, lk, done) })
-	}
-	if o.fanout && !o.req.IfAvailable {
-		fctx, stop := context.WithCancel(actx)
-		wg.Go(func() { followLeader(fctx, lk.Dir(), o.name) })
-		wg.Go(func() {
-			<-done
-			stop()
-		})
-	}
-	type acquired struct {
-		lead *elect.Leadership
-		err  error
-	}
-	res := make(chan acquired, 1)
-	go func() {
-		lead, err := lk.Acquire(actx, o.name, o.req)
-		res <- acquired{lead, err}
-	}()
-	var a acquired
-	select {
-	case a = <-res:
-	case <-gotSig:
-		// Acquire returns at once when its ctx ends, unless it is stuck
-		// in a system call no context reaches (a FIFO planted in the lock
-		// directory, a hung filesystem). Then leaderrun leaves it behind:
-		// it holds no lock that its exit would not drop, and has started
-		// nothing.
-		t := time.NewTimer(stuckAcquire)
-		select {
-		case a = <-res:
-			t.Stop()
-		case <-t.C:
-			close(done)
-			wg.Wait()
-			o.logf("%v while waiting for %s; giving up (the request did not end: its system call is stuck)", got, o.name)
-			return nil, silentExit(ExitSignalBase + signalNumber(got))
-		}
-	}
-	lead, err := a.lead, a.err
+	o.whileWaiting(actx, lk, &wg, done)
+	lead, err, stuck := o.acquireOrSignal(actx, lk, gotSig)
 	close(done)
 	wg.Wait()
+	if stuck {
+		o.logf("%v while waiting for %s; giving up (the request did not end: its system call is stuck)", got, o.name)
+		return nil, silentExit(ExitSignalBase + signalNumber(got))
+	}
 	if got != nil {
 		if lead != nil {
 			lead.Release()
@@ -269,6 +277,61 @@ func (o *runOptions) acquire(ctx context.Context, lk locker, sigs <-chan os.Sign
 		o.logf("%v while waiting for %s; giving up", got, o.name)
 		return nil, silentExit(ExitSignalBase + signalNumber(got))
 	}
+	return o.acquired(lk, lead, err)
+}
+
+// whileWaiting starts, on wg until done is closed, what runs while this
+// instance waits in line: the -v queue report and the --fanout follower.
+func (o *runOptions) whileWaiting(ctx context.Context, lk Backend, wg *sync.WaitGroup, done <-chan struct{}) {
+	if o.req.IfAvailable {
+		return
+	}
+	if o.verbose {
+		wg.Go(func() { o.reportQueue(ctx, lk, done) })
+	}
+	if o.fanout {
+		fctx, stop := context.WithCancel(ctx)
+		wg.Go(func() { followLeader(fctx, lk.Dir(), o.name) })
+		wg.Go(func() {
+			<-done
+			stop()
+		})
+	}
+}
+
+// acquireOrSignal runs the request until it returns, or until stuckAcquire
+// after a signal (gotSig) for a request that does not end (stuck).
+func (o *runOptions) acquireOrSignal(ctx context.Context, lk Backend, gotSig <-chan struct{}) (lead *elect.Leadership, err error, stuck bool) {
+	type acquired struct {
+		lead *elect.Leadership
+		err  error
+	}
+	res := make(chan acquired, 1)
+	go func() {
+		lead, err := lk.Acquire(ctx, o.name, o.req)
+		res <- acquired{lead, err}
+	}()
+	select {
+	case a := <-res:
+		return a.lead, a.err, false
+	case <-gotSig:
+	}
+	// Acquire returns at once when its ctx ends, unless it is stuck in a
+	// system call no context reaches (a FIFO planted in the lock
+	// directory, a hung filesystem). Then leaderrun leaves it behind: it
+	// holds no lock that its exit would not drop, and has started nothing.
+	t := time.NewTimer(stuckAcquire)
+	defer t.Stop()
+	select {
+	case a := <-res:
+		return a.lead, a.err, false
+	case <-t.C:
+		return nil, nil, true
+	}
+}
+
+// acquired maps the request's outcome to the leadership or the exit.
+func (o *runOptions) acquired(lk Backend, lead *elect.Leadership, err error) (*elect.Leadership, error) {
 	switch {
 	case err == nil:
 		return lead, nil
@@ -290,8 +353,26 @@ func (o *runOptions) explain(err error) error {
 	return explainIn(o.dir, true, err)
 }
 
+// warnExternal says, for --steal, that a holder which is not leaderrun
+// (flock(1) on the lock file) cannot be preempted: --steal then waits for
+// it, as any request would.
+func (o *runOptions) warnExternal(lk Backend) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	snap, err := lk.Query(ctx, o.name)
+	if err != nil {
+		return
+	}
+	for _, h := range snap.Held {
+		if h.External {
+			fmt.Fprintf(os.Stderr, "leaderrun: cannot steal %s from pid %d, which is not leaderrun (flock(1) or another program on the lock file); waiting until it lets go\n", o.name, h.PID)
+			return
+		}
+	}
+}
+
 // leaderLine describes who holds the lock, for messages.
-func (o *runOptions) leaderLine(lk locker) string {
+func (o *runOptions) leaderLine(lk Backend) string {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 	defer cancel()
 	snap, err := lk.Query(ctx, o.name)
@@ -317,7 +398,7 @@ func describeHolder(h elect.Holder) string {
 
 // reportQueue prints, for -v, where this instance stands in line and who
 // leads, whenever that changes. It polls: it is only a report.
-func (o *runOptions) reportQueue(ctx context.Context, lk locker, done <-chan struct{}) {
+func (o *runOptions) reportQueue(ctx context.Context, lk Backend, done <-chan struct{}) {
 	last := ""
 	t := time.NewTimer(50 * time.Millisecond)
 	defer t.Stop()
@@ -498,7 +579,7 @@ func (o *runOptions) ended(lead *elect.Leadership) error {
 	if err := lead.Err(); errors.Is(err, elect.ErrStolen) {
 		return exitf(ExitStolen, "leaderrun: leadership of %s (epoch %d) was stolen; COMMAND was stopped", o.name, lead.Epoch())
 	} else if errors.Is(err, elect.ErrLockLost) {
-		return exitf(ExitLockLost, "leaderrun: the lock file %s was removed or replaced while this leaderrun led %s (epoch %d); COMMAND was stopped; keep cleaners away from the lock directory", filepath.Join(lead.Dir(), o.name+".lock"), o.name, lead.Epoch())
+		return exitf(ExitLockLost, "leaderrun: the lock file %s was removed or replaced while this leaderrun led %s (epoch %d); COMMAND was stopped; keep cleaners away from the lock directory", elect.LockPath(lead.Dir(), o.name), o.name, lead.Epoch())
 	} else {
 		return exitf(ExitSoftware, "leaderrun: leadership of %s (epoch %d) ended: %v; COMMAND was stopped", o.name, lead.Epoch(), err)
 	}

@@ -7,7 +7,7 @@ import (
 
 	"github.com/leaderrun/leaderrun/elect"
 	"github.com/leaderrun/leaderrun/instance"
-	"github.com/urfave/cli/v2"
+	cli "github.com/leaderrun/leaderrun/internal/urfavecli"
 )
 
 // sendCommand is `leaderrun send NAME -- ARG...`: a later instance of

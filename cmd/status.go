@@ -14,7 +14,7 @@ import (
 
 	"github.com/fsnotify/fsnotify"
 	"github.com/leaderrun/leaderrun/elect"
-	"github.com/urfave/cli/v2"
+	cli "github.com/leaderrun/leaderrun/internal/urfavecli"
 )
 
 func statusCommand() *cli.Command {
@@ -42,7 +42,8 @@ EXAMPLES:
 			jsonFlag("print the snapshot as JSON"),
 			&cli.BoolFlag{Name: "watch", Usage: "keep printing: redraw on every change until interrupted"},
 		},
-		Action: statusAction,
+		Action:       statusAction,
+		BashComplete: completeNames,
 	}
 }
 
@@ -50,17 +51,12 @@ func statusAction(c *cli.Context) error {
 	if c.NArg() > 1 {
 		return usageErrorf("leaderrun status: takes at most one NAME, got %d arguments", c.NArg())
 	}
-	name := c.Args().First()
-	if name != "" {
-		if err := elect.ValidateName(name); err != nil {
-			return usageErrorf("leaderrun status: %v", err)
-		}
-	}
-	lk, err := openLocker(c)
+	s, err := begin(c, "status", c.Args().First(), true)
 	if err != nil {
-		return explainCtx(c, err)
+		return err
 	}
-	defer lk.Close()
+	defer s.close()
+	name, lk := s.name, s.lk
 	query := func(ctx context.Context) (elect.Snapshot, error) {
 		return queryUntil(ctx, func(ctx context.Context) (elect.Snapshot, error) {
 			if name == "" {
@@ -69,20 +65,15 @@ func statusAction(c *cli.Context) error {
 			return lk.Query(ctx, name)
 		})
 	}
-	ctx, stop := signalContext(c.Context)
-	defer stop()
 	asJSON := c.Bool("json")
 	if !c.Bool("watch") {
-		snap, err := query(ctx)
+		snap, err := query(s.ctx)
 		if err != nil {
-			if e := signalExit(ctx); e != nil {
-				return e
-			}
-			return explainCtx(c, err)
+			return s.fail(c, err)
 		}
-		return printSnapshot(os.Stdout, snap, asJSON, lk.Dir())
+		return printSnapshot(os.Stdout, snap, asJSON, s.dir)
 	}
-	return watchStatus(ctx, lk, query, asJSON)
+	return watchStatus(s.ctx, lk, query, asJSON)
 }
 
 func normalize(s elect.Snapshot) elect.Snapshot {
@@ -162,7 +153,7 @@ func commandLine(argv []string) string {
 // changes (fsnotify) and the snapshot differs. flock(2) itself makes no
 // filesystem event, so a slow tick catches holders that are not leaderrun,
 // such as flock(1).
-func watchStatus(ctx context.Context, lk locker, query func(context.Context) (elect.Snapshot, error), asJSON bool) error {
+func watchStatus(ctx context.Context, lk Backend, query func(context.Context) (elect.Snapshot, error), asJSON bool) error {
 	w, err := fsnotify.NewWatcher()
 	if err != nil {
 		if e := resourceError(err); e != nil {

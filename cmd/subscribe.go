@@ -9,7 +9,7 @@ import (
 
 	"github.com/leaderrun/leaderrun/bus"
 	"github.com/leaderrun/leaderrun/elect"
-	"github.com/urfave/cli/v2"
+	cli "github.com/leaderrun/leaderrun/internal/urfavecli"
 )
 
 func subscribeCommand() *cli.Command {
@@ -38,7 +38,8 @@ EXAMPLES:
 			jsonFlag("print NDJSON events, leader announcements included"),
 			&cli.IntFlag{Name: "count", Usage: "exit after `N` messages (0: never)"},
 		},
-		Action: subscribeAction,
+		Action:       subscribeAction,
+		BashComplete: completeNames,
 	}
 }
 
@@ -46,69 +47,75 @@ func subscribeAction(c *cli.Context) error {
 	if c.NArg() != 1 {
 		return usageErrorf("leaderrun subscribe: give exactly one NAME, as in leaderrun subscribe alerts")
 	}
-	if err := elect.ValidateName(c.Args().First()); err != nil {
-		return usageErrorf("leaderrun subscribe: %v", err)
-	}
 	if c.Int("count") < 0 {
 		return usageErrorf("leaderrun subscribe: --count %d is negative; give 0 (never stop) or more", c.Int("count"))
 	}
-	name := c.Args().First()
-	lk, err := openLocker(c)
+	s, err := begin(c, "subscribe", c.Args().First(), false)
 	if err != nil {
-		return explainCtx(c, err)
+		return err
 	}
-	dir := lk.Dir()
-	lk.Close()
-	ctx, stop := signalContext(c.Context)
-	defer stop()
-	cl, err := dialSubscriber(ctx, c, dir, name)
+	defer s.close()
+	cl, err := dialSubscriber(s.ctx, c, s.dir, s.name)
 	if err != nil {
 		return err
 	}
 	defer cl.Close()
-	asJSON, count, n := c.Bool("json"), c.Int("count"), 0
-	enc := json.NewEncoder(os.Stdout)
+	out := &eventWriter{name: s.name, asJSON: c.Bool("json"), enc: json.NewEncoder(os.Stdout)}
+	count := c.Int("count")
 	for {
 		var ev bus.Event
 		var ok bool
 		select {
-		case <-ctx.Done():
-			return signalExit(ctx)
+		case <-s.ctx.Done():
+			return signalExit(s.ctx)
 		case ev, ok = <-cl.Events():
 			if !ok {
 				return nil
 			}
 		}
-		switch ev.Kind {
-		case bus.EventMessage:
-			if asJSON {
-				m := ev.Message
-				err = enc.Encode(eventJSON{Type: "message", Name: name, PID: m.PID, Epoch: m.Epoch, Seq: m.Seq, Data: string(m.Data)})
-			} else {
-				_, err = os.Stdout.Write(append(ev.Message.Data, '\n'))
-			}
-			n++
-		case bus.EventLeader:
-			if asJSON {
-				l := ev.Leader
-				err = enc.Encode(eventJSON{Type: "leader", Name: name, PID: l.PID, Epoch: l.Epoch, Since: &l.Since, Mode: l.Mode.String(), Gap: &ev.Gap})
-			}
-		case bus.EventLost:
-			if asJSON {
-				reason := ""
-				if ev.Err != nil {
-					reason = ev.Err.Error()
-				}
-				err = enc.Encode(eventJSON{Type: "lost", Name: name, PID: ev.Leader.PID, Epoch: ev.Leader.Epoch, Reason: reason})
-			}
-		}
-		if err != nil {
+		if err := out.write(ev); err != nil {
 			return nil // stdout closed: the reader went away
 		}
-		if count > 0 && n >= count {
+		if count > 0 && out.messages >= count {
 			return nil
 		}
 	}
+}
+
+// eventWriter prints the events of subscribe: a message's data, one per
+// line, or with --json one eventJSON per line for every event.
+type eventWriter struct {
+	name     string
+	asJSON   bool
+	enc      *json.Encoder
+	messages int // messages written
+}
+
+func (w *eventWriter) write(ev bus.Event) error {
+	switch ev.Kind {
+	case bus.EventMessage:
+		w.messages++
+		if !w.asJSON {
+			_, err := os.Stdout.Write(append(ev.Message.Data, '\n'))
+			return err
+		}
+		m := ev.Message
+		return w.enc.Encode(eventJSON{Type: "message", Name: w.name, PID: m.PID, Epoch: m.Epoch, Seq: m.Seq, Data: string(m.Data)})
+	case bus.EventLeader:
+		if w.asJSON {
+			l := ev.Leader
+			return w.enc.Encode(eventJSON{Type: "leader", Name: w.name, PID: l.PID, Epoch: l.Epoch, Since: &l.Since, Mode: l.Mode.String(), Gap: &ev.Gap})
+		}
+	case bus.EventLost:
+		if w.asJSON {
+			reason := ""
+			if ev.Err != nil {
+				reason = ev.Err.Error()
+			}
+			return w.enc.Encode(eventJSON{Type: "lost", Name: w.name, PID: ev.Leader.PID, Epoch: ev.Leader.Epoch, Reason: reason})
+		}
+	}
+	return nil
 }
 
 // eventJSON is one line of `subscribe --json`:

@@ -14,6 +14,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/leaderrun/leaderrun/elect"
 	"github.com/leaderrun/leaderrun/oslock"
 )
 
@@ -41,7 +42,6 @@ import (
 // pids of another pid namespace (a container sharing the directory) are
 // never signalled. Unknown lines are skipped.
 const (
-	termSuffix  = ".cmd."
 	termHeader  = "leaderrun-term 1"
 	termEnv     = "LEADERRUN_TERM"
 	termIDLen   = 32
@@ -148,7 +148,7 @@ func validTermID(id string) bool {
 
 // markerID returns the term id of a marker's file name for name, or "".
 func markerID(file, name string) string {
-	id, ok := strings.CutPrefix(file, name+termSuffix)
+	id, ok := strings.CutPrefix(file, elect.TermMarkerPrefix(name))
 	if !ok || !validTermID(id) {
 		return ""
 	}
@@ -186,18 +186,42 @@ func beginTerm(ctx context.Context, dir, name string, exclusive bool) *term {
 	if !fenceSupported {
 		return nil
 	}
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), fenceBudget)
-	defer cancel()
+	// Reopened by path with the checks elect made already (do not refuse
+	// what it took); beginTermIn is for the checked directory itself.
 	d, err := oslock.OpenDir(dir, oslock.DirOptions{GroupShared: true, AllowUnsafeFS: true})
 	if err != nil {
 		return nil
 	}
+	return beginTermIn(ctx, d, name, exclusive)
+}
+
+// beginTerm starts the term's fence and marker in the directory lead was
+// granted in (elect.Leadership.OpenDir), or, for a backend without one,
+// in dir reopened.
+func (o *runOptions) beginTerm(ctx context.Context, lead *elect.Leadership, dir string) *term {
+	exclusive := lead.Mode() == elect.Exclusive
+	if d, err := lead.OpenDir(); err == nil {
+		return beginTermIn(ctx, d, o.name, exclusive)
+	}
+	return beginTerm(ctx, dir, o.name, exclusive)
+}
+
+// beginTermIn is beginTerm in the lock directory d, which the term then
+// owns (and closes).
+func beginTermIn(ctx context.Context, d *oslock.Dir, name string, exclusive bool) *term {
+	if !fenceSupported {
+		d.Close()
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), fenceBudget)
+	defer cancel()
+	var err error
 	fenceDir(ctx, d, name, exclusive)
 	t := &term{d: d, name: name}
 	var id [termIDLen / 2]byte
 	rand.Read(id[:])
 	t.rec = termRecord{id: hex.EncodeToString(id[:]), wpid: os.Getpid(), wstart: selfStart(), pidns: selfPidNS}
-	t.file = name + termSuffix + t.rec.id
+	t.file = elect.TermMarkerPrefix(name) + t.rec.id
 	if t.f, err = d.OpenFile(t.file, os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o600); err != nil {
 		d.Close()
 		return nil
@@ -231,7 +255,7 @@ func fenceDir(ctx context.Context, d *oslock.Dir, name string, exclusive bool) {
 			return false
 		}
 		if holders == nil {
-			holders = lockHolders(d, name+".lock")
+			holders = lockHolders(d, elect.LockFile(name))
 		}
 		return holders == nil || holders[r.wpid]
 	}

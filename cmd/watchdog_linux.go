@@ -10,6 +10,7 @@ import (
 	"sync/atomic"
 	"syscall"
 
+	"github.com/leaderrun/leaderrun/elect"
 	"github.com/leaderrun/leaderrun/oslock"
 )
 
@@ -144,9 +145,13 @@ func runWatchdog() int {
 	if !fenceTerm(ctx, r) {
 		return 1
 	}
+	// The watchdog is another process: it can only reopen the directory by
+	// path. That is safe: it removes one file, its term's marker, named by
+	// the term's random 128-bit id, which no directory put at the path
+	// since can hold.
 	d, err := oslock.OpenDir(os.Getenv(watchdogDir), oslock.DirOptions{GroupShared: true, AllowUnsafeFS: true})
 	if err == nil {
-		d.Remove(os.Getenv(watchdogName) + termSuffix + r.id)
+		d.Remove(elect.TermMarkerPrefix(os.Getenv(watchdogName)) + r.id)
 		d.Close()
 	}
 	return 0

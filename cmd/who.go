@@ -5,10 +5,11 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
+	"strconv"
 	"time"
 
 	"github.com/leaderrun/leaderrun/elect"
-	"github.com/urfave/cli/v2"
+	cli "github.com/leaderrun/leaderrun/internal/urfavecli"
 )
 
 func whoCommand() *cli.Command {
@@ -22,61 +23,66 @@ on stdout), so a script can test it:
 
    if leaderrun who backup >/dev/null; then echo "a backup is running"; fi
 
---json prints {"name","pid","epoch","since","mode"} for the leader (the
-first holder when several share the lock).
+--json prints {"name","pid","epoch","since","mode","state"} for the leader
+(the first holder when several share the lock); STATE is running or
+stopped (SIGSTOP, Ctrl-Z: it holds the lock but does not run). A holder
+that is not leaderrun (flock(1) on the lock file) has "external":true and
+no "since".
 
 EXAMPLES:
    leaderrun who poller
    leaderrun who poller --json | jq .epoch`,
-		Flags:  []cli.Flag{subDirFlag(), jsonFlag(`print {"name","pid","epoch","since","mode"}`)},
-		Action: whoAction,
+		Flags:        []cli.Flag{subDirFlag(), jsonFlag(`print {"name","pid","epoch","since","mode","state"}`)},
+		Action:       whoAction,
+		BashComplete: completeNames,
 	}
 }
 
 // whoJSON is the contract of `who --json`.
 type whoJSON struct {
-	Name  string     `json:"name"`
-	PID   int        `json:"pid"`
-	Epoch uint64     `json:"epoch"`
-	Since time.Time  `json:"since"`
-	Mode  elect.Mode `json:"mode"`
+	Name     string     `json:"name"`
+	PID      int        `json:"pid"`
+	Epoch    uint64     `json:"epoch"`
+	Since    time.Time  `json:"since,omitzero"` // unknown for an external holder
+	Mode     elect.Mode `json:"mode"`
+	State    string     `json:"state"`
+	External bool       `json:"external,omitempty"`
 }
 
 func whoAction(c *cli.Context) error {
 	if c.NArg() != 1 {
 		return usageErrorf("leaderrun who: give exactly one NAME, as in leaderrun who backup (leaderrun status lists all names)")
 	}
-	name := c.Args().First()
-	if err := elect.ValidateName(name); err != nil {
-		return usageErrorf("leaderrun who: %v", err)
-	}
-	lk, err := openLocker(c)
+	s, err := begin(c, "who", c.Args().First(), true)
 	if err != nil {
-		return explainCtx(c, err)
+		return err
 	}
-	defer lk.Close()
-	ctx, stop := signalContext(c.Context)
-	defer stop()
-	snap, err := queryUntil(ctx, func(ctx context.Context) (elect.Snapshot, error) { return lk.Query(ctx, name) })
+	defer s.close()
+	name := s.name
+	snap, err := queryUntil(s.ctx, func(ctx context.Context) (elect.Snapshot, error) { return s.lk.Query(ctx, name) })
 	if err != nil {
-		if e := signalExit(ctx); e != nil {
-			return e
-		}
-		return explainCtx(c, err)
+		return s.fail(c, err)
 	}
 	if len(snap.Held) == 0 {
-		fmt.Fprintf(os.Stderr, "leaderrun: nobody leads %s in %s\n", name, lk.Dir())
+		fmt.Fprintf(os.Stderr, "leaderrun: nobody leads %s in %s\n", name, s.dir)
 		return silentExit(ExitNoLeader)
 	}
 	if c.Bool("json") {
 		h := snap.Held[0]
-		b, _ := json.Marshal(whoJSON{Name: h.Name, PID: h.PID, Epoch: h.Epoch, Since: h.Since, Mode: h.Mode})
+		b, _ := json.Marshal(whoJSON{Name: h.Name, PID: h.PID, Epoch: h.Epoch, Since: h.Since, Mode: h.Mode, State: h.State, External: h.External})
 		fmt.Printf("%s\n", b)
 		return nil
 	}
 	now := time.Now()
 	for _, h := range snap.Held {
-		fmt.Printf("%s: %s, since %s\n", h.Name, describeHolder(h), age(now, h.Since))
+		line := h.Name + ": " + describeHolder(h)
+		if h.State == "stopped" {
+			line += ", stopped (SIGSTOP or Ctrl-Z: it holds the lock but does not run; kill -CONT " + strconv.Itoa(h.PID) + " resumes it)"
+		}
+		if !h.Since.IsZero() {
+			line += ", since " + age(now, h.Since)
+		}
+		fmt.Println(line)
 	}
 	return nil
 }

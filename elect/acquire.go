@@ -322,16 +322,7 @@ func (a *acquirer) grant(ctx context.Context) (*Leadership, error) {
 		blocked = a.drain != nil
 	}
 	if blocked || !a.tk.present() {
-		a.known = nil // look at the whole queue next time
-		a.tk.rec.Epoch, a.tk.rec.Granted = 0, time.Time{}
-		if a.tk.present() {
-			a.tk.write()
-		}
-		a.lockF.Close()
-		a.lockF = nil
-		// Waiters that saw our mark sleep on our beacon as a holder's:
-		// wake them, or they would wait for a release that never comes.
-		return nil, a.tk.renewBeacon()
+		return nil, a.stepBack()
 	}
 	if replaced {
 		if err := raiseFloor(ctx, a.dir, a.name, a.lockF, st.epoch); err != nil {
@@ -339,7 +330,7 @@ func (a *acquirer) grant(ctx context.Context) (*Leadership, error) {
 		}
 	}
 	h := &holding{q: a.q, tk: a.tk, lockF: a.lockF, l: a.l, dir: a.dir, name: a.name}
-	lead, end := NewLeadership(Term{Name: a.name, Dir: a.l.path, Mode: a.req.Mode, Epoch: st.epoch, Since: now, Release: h.release})
+	lead, end := NewLeadership(Term{Name: a.name, Dir: a.l.path, LockDir: a.dir, Mode: a.req.Mode, Epoch: st.epoch, Since: now, Release: h.release})
 	h.lead = lead
 	if err := a.l.track(lead); err != nil {
 		return nil, err
@@ -352,4 +343,19 @@ func (a *acquirer) grant(ctx context.Context) (*Leadership, error) {
 	a.closeBeacons()
 	a.q, a.tk, a.lockF = nil, nil, nil // now the holding's
 	return lead, nil
+}
+
+// stepBack undoes a grant that must not stand (a steal came in, or our
+// ticket went): the mark is taken back and the lock let go.
+func (a *acquirer) stepBack() error {
+	a.known = nil // look at the whole queue next time
+	a.tk.rec.Epoch, a.tk.rec.Granted = 0, time.Time{}
+	if a.tk.present() {
+		a.tk.write()
+	}
+	a.lockF.Close()
+	a.lockF = nil
+	// Waiters that saw our mark sleep on our beacon as a holder's: wake
+	// them, or they would wait for a release that never comes.
+	return a.tk.renewBeacon()
 }

@@ -113,14 +113,19 @@ func TestQueueGarbage(t *testing.T) {
 	}
 	lead.Release()
 	q := filepath.Join(dir, "job"+queueSuffix)
-	outside := filepath.Join(t.TempDir(), "precious")
-	os.WriteFile(outside, []byte("precious\n"), 0o600)
+	foreignFilesKept(t, ctx, l, q)
+	deadGarbageCleaned(t, ctx, l, q)
+	plantedTicketsRefused(t, ctx, l, dir, q)
+}
 
-	// Foreign files that are not tickets: ignored, kept.
+// foreignFilesKept: foreign files in the queue that are not tickets are
+// ignored and kept.
+func foreignFilesKept(t *testing.T, ctx context.Context, l *Locker, q string) {
+	t.Helper()
 	os.WriteFile(filepath.Join(q, "README"), []byte("notes"), 0o600)
 	os.WriteFile(filepath.Join(q, "t123"), []byte("short name"), 0o600)
 	os.WriteFile(filepath.Join(q, "t99999999999999999999"), []byte("beyond uint64"), 0o600)
-	lead, err = l.Acquire(ctx, "job", Request{})
+	lead, err := l.Acquire(ctx, "job", Request{})
 	if err != nil {
 		t.Fatalf("foreign non-ticket files must be ignored: %v", err)
 	}
@@ -130,9 +135,13 @@ func TestQueueGarbage(t *testing.T) {
 			t.Errorf("foreign file %s was lost: %v", n, err)
 		}
 	}
+}
 
-	// Unlocked ticket-named files (non-JSON, truncated JSON): a ticket
-	// nobody holds belongs to a dead process and is cleaned.
+// deadGarbageCleaned: unlocked ticket-named files (non-JSON, truncated
+// JSON) and a leftover temporary file: a ticket nobody holds belongs to a
+// dead process and is cleaned.
+func deadGarbageCleaned(t *testing.T, ctx context.Context, l *Locker, q string) {
+	t.Helper()
 	os.WriteFile(filepath.Join(q, ticketName(1, false)), []byte("not json"), 0o600)
 	os.WriteFile(filepath.Join(q, ticketName(2, false)), []byte(`{"pid":1,"mo`), 0o600)
 	os.WriteFile(filepath.Join(q, ".tmp-1-dead"), nil, 0o600)
@@ -140,7 +149,7 @@ func TestQueueGarbage(t *testing.T) {
 	if err != nil || len(s.Held)+len(s.Pending) != 0 {
 		t.Errorf("query shows garbage as requests: %+v, %v", s, err)
 	}
-	lead, err = l.Acquire(ctx, "job", Request{})
+	lead, err := l.Acquire(ctx, "job", Request{})
 	if err != nil {
 		t.Fatalf("dead garbage tickets must not block: %v", err)
 	}
@@ -153,9 +162,15 @@ func TestQueueGarbage(t *testing.T) {
 			t.Errorf("dead %s not cleaned", n)
 		}
 	}
+}
 
-	// A symlink or a directory named like a ticket ahead in the queue:
-	// refused, naming the entry and what to do; not followed, not removed.
+// plantedTicketsRefused: a symlink or a directory named like a ticket
+// ahead in the queue is refused, naming the entry and what to do; not
+// followed, not removed.
+func plantedTicketsRefused(t *testing.T, ctx context.Context, l *Locker, dir, q string) {
+	t.Helper()
+	outside := filepath.Join(t.TempDir(), "precious")
+	os.WriteFile(outside, []byte("precious\n"), 0o600)
 	for _, plant := range []struct {
 		what string
 		make func(p string)

@@ -8,6 +8,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/leaderrun/leaderrun/internal/proctest"
 )
 
 // BenchmarkIdleWaiter: what a waiter costs while it waits. One waiter per
@@ -31,7 +33,7 @@ func BenchmarkIdleWaiter(b *testing.B) {
 	dir := b.TempDir()
 	type idler struct {
 		tool   string
-		waiter *benchProc
+		waiter *proctest.Proc
 		before procCost
 	}
 	var idlers []*idler
@@ -47,26 +49,28 @@ func BenchmarkIdleWaiter(b *testing.B) {
 		if err := waitLed(holder); err != nil {
 			b.Fatal(err)
 		}
-		var w *benchProc
+		var w *proctest.Proc
 		if tool == "flock1" {
-			cmd := exec.Command(flock1, LockPath(dir, tool), "sh", "-c", "echo led")
-			w = startWatched(b, cmd, false)
-			w.lines <- "waiting" // flock(1) says nothing before it waits
+			w = proctest.Start(b, tool, exec.Command(flock1, LockPath(dir, tool), "sh", "-c", "echo led"), proctest.Options{})
 		} else {
 			w = startBench(b, tool, dir, tool, true)
 		}
-		if err := waitReady(w, tool, dir, tool, 2); err != nil {
-			b.Fatal(err)
-		}
+		waitReady(b, w, tool, dir, tool, 2)
 		idlers = append(idlers, &idler{tool: tool, waiter: w})
 	}
+	// One process holding 1000 names idles too.
+	many := startBench(b, "leaderrun1000", dir, "many", true)
+	if err := waitLed(many); err != nil {
+		b.Fatal(err)
+	}
+	idlers = append(idlers, &idler{tool: "leaderrun1000", waiter: many})
 	time.Sleep(100 * time.Millisecond) // let start-up work settle
 	for _, i := range idlers {
-		i.before = readCost(i.waiter.pid)
+		i.before = readCost(i.waiter.PID())
 	}
 	time.Sleep(window)
 	for _, i := range idlers {
-		after := readCost(i.waiter.pid)
+		after := readCost(i.waiter.PID())
 		b.Run(i.tool, func(b *testing.B) {
 			b.ReportMetric(float64(after.ticks-i.before.ticks), "cpu-ticks")
 			b.ReportMetric(float64(after.switches-i.before.switches), "ctx-switches")

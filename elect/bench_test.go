@@ -2,15 +2,18 @@ package elect
 
 import (
 	"fmt"
-	"golang.org/x/sys/unix"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
+
+	"github.com/leaderrun/leaderrun/internal/proctest"
+	"golang.org/x/sys/unix"
 )
 
 // Benchmarks of leaderrun beside the kernel primitive and a polling lock,
@@ -47,29 +50,25 @@ func benchFailover(b *testing.B, tool string) {
 	lat := make([]time.Duration, 0, b.N)
 	for range b.N {
 		waiter := startBench(b, tool, dir, name, true)
-		if err := waitReady(waiter, tool, dir, name, 2); err != nil {
-			b.Fatal(err)
-		}
+		waitReady(b, waiter, tool, dir, name, 2)
 		time.Sleep(time.Millisecond + rand.N(period))
 		t0 := monoNow()
-		leader.cmd.Process.Kill()
-		at, err := waiter.ledAt(10 * time.Second)
+		leader.Signal(syscall.SIGKILL)
+		at, err := ledAt(waiter, proctest.Wait)
 		if err != nil {
 			b.Fatal(err)
 		}
 		lat = append(lat, time.Duration(at-t0))
-		leader.stop()
+		leader.Kill()
 		leader = waiter
 	}
-	leader.stop()
+	leader.Kill()
 	reportLatency(b, lat, "")
 }
 
-func waitLed(p *benchProc) error {
-	if _, err := p.expect("waiting", 10*time.Second); err != nil {
-		return err
-	}
-	_, err := p.ledAt(10 * time.Second)
+func waitLed(p *proctest.Proc) error {
+	p.Expect("waiting")
+	_, err := ledAt(p, proctest.Wait)
 	return err
 }
 
@@ -106,7 +105,7 @@ func benchChain(b *testing.B, tool string, n int) {
 		limit = d
 	}
 	var totals, gaps []time.Duration
-	var inversions, cpu, sleeping, free float64
+	var inversions, cpuNS, sleeping, free float64
 	hog := exhaustInotify(b)
 	for range b.N {
 		deadline := time.Now().Add(limit)
@@ -115,20 +114,11 @@ func benchChain(b *testing.B, tool string, n int) {
 		if err != nil {
 			b.Fatal(err)
 		}
-		ps := make([]*benchProc, n)
-		for i := range ps {
-			ps[i] = startBench(b, tool, dir, name, false)
-			if err := waitReady(ps[i], tool, dir, name, i+2); err != nil {
-				b.Fatal(err)
-			}
-			if time.Now().After(deadline) {
-				b.Fatalf("not done within %v (LEADERRUN_BENCH_CHAIN_LIMIT): only %d of %d joined", limit, i+1, n)
-			}
-		}
+		ps := joinChain(b, tool, dir, name, n, deadline, limit)
 		if tool == "leaderrun" {
 			pids := make([]int, n)
 			for i, p := range ps {
-				pids[i] = p.pid
+				pids[i] = p.PID()
 			}
 			sleeping += float64(countInotify(pids))
 			if hog != nil && hog.spare() {
@@ -139,24 +129,15 @@ func benchChain(b *testing.B, tool string, n int) {
 		release()
 		at := make([]int64, n)
 		for i, p := range ps {
-			if at[i], err = p.ledAt(max(time.Until(deadline), time.Second)); err != nil {
+			if at[i], err = ledAt(p, max(time.Until(deadline), time.Second)); err != nil {
 				b.Fatalf("not done within %v (LEADERRUN_BENCH_CHAIN_LIMIT): %d of %d led: %v", limit, i, n, err)
 			}
 		}
 		for _, p := range ps {
-			if !p.reap(10 * time.Second) {
-				b.Fatalf("pid %d did not exit", p.pid)
-			}
-			cpu += float64(p.cpu())
+			p.Wait()
+			cpuNS += float64(cpu(p))
 		}
-		sorted := slices.Clone(at)
-		slices.Sort(sorted)
-		totals = append(totals, time.Duration(sorted[n-1]-t0))
-		prev := t0
-		for _, t := range sorted {
-			gaps = append(gaps, time.Duration(t-prev))
-			prev = t
-		}
+		totals, gaps = appendChainTimes(totals, gaps, t0, at)
 		inversions += float64(countInversions(at))
 	}
 	ops := float64(b.N)
@@ -167,13 +148,43 @@ func benchChain(b *testing.B, tool string, n int) {
 			b.ReportMetric(free/ops, "inotify-spare-after-join")
 		}
 	}
-	b.ReportMetric(cpu/ops/1e6, "waiter-cpu-ms")
+	b.ReportMetric(cpuNS/ops/1e6, "waiter-cpu-ms")
 	writeSamples(b, "", totals)
 	writeSamples(b, "-gaps", gaps)
 	slices.Sort(gaps)
 	b.ReportMetric(float64(percentile(gaps, 50)), "gap-p50-ns")
 	b.ReportMetric(float64(percentile(gaps, 99)), "gap-p99-ns")
 	b.ReportMetric(float64(mean(totals)), "ns/op")
+}
+
+// joinChain starts n bench children of tool one after another, each once
+// the previous one waits, failing b if they have not all joined by
+// deadline.
+func joinChain(b *testing.B, tool, dir, name string, n int, deadline time.Time, limit time.Duration) []*proctest.Proc {
+	b.Helper()
+	ps := make([]*proctest.Proc, n)
+	for i := range ps {
+		ps[i] = startBench(b, tool, dir, name, false)
+		waitReady(b, ps[i], tool, dir, name, i+2)
+		if time.Now().After(deadline) {
+			b.Fatalf("not done within %v (LEADERRUN_BENCH_CHAIN_LIMIT): only %d of %d joined", limit, i+1, n)
+		}
+	}
+	return ps
+}
+
+// appendChainTimes appends to totals the time from t0 (the release) to
+// the last grant of at, and to gaps the times between consecutive grants.
+func appendChainTimes(totals, gaps []time.Duration, t0 int64, at []int64) ([]time.Duration, []time.Duration) {
+	sorted := slices.Clone(at)
+	slices.Sort(sorted)
+	totals = append(totals, time.Duration(sorted[len(sorted)-1]-t0))
+	prev := t0
+	for _, t := range sorted {
+		gaps = append(gaps, time.Duration(t-prev))
+		prev = t
+	}
+	return totals, gaps
 }
 
 // inotifyHog holds all but one of the user's inotify instances, as a

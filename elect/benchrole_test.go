@@ -1,13 +1,11 @@
 package elect
 
 import (
-	"bufio"
 	"context"
 	"errors"
 	"fmt"
 	"io"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -16,9 +14,9 @@ import (
 	"time"
 
 	"github.com/gofrs/flock"
-	"golang.org/x/sys/unix"
-
+	"github.com/leaderrun/leaderrun/internal/proctest"
 	"github.com/leaderrun/leaderrun/oslock"
+	"golang.org/x/sys/unix"
 )
 
 // The benchmarks compare leaderrun with the tools it replaces, each run as
@@ -53,6 +51,27 @@ func benchRole() int {
 func benchAcquire(tool, dir, name string) (release func() error, err error) {
 	file := LockPath(dir, name)
 	switch tool {
+	case "leaderrun1000":
+		// One process holding 1000 names (name-0 ... name-999).
+		l, err := Open(Config{Dir: dir})
+		if err != nil {
+			return nil, err
+		}
+		var leads []*Leadership
+		for i := range 1000 {
+			lead, err := l.Acquire(context.Background(), fmt.Sprintf("%s-%d", name, i), Request{})
+			if err != nil {
+				l.Close()
+				return nil, err
+			}
+			leads = append(leads, lead)
+		}
+		return func() error {
+			for _, lead := range leads {
+				lead.Release()
+			}
+			return l.Close()
+		}, nil
 	case "leaderrun":
 		l, err := Open(Config{Dir: dir})
 		if err != nil {
@@ -102,97 +121,42 @@ func monoNow() int64 {
 	return ts.Nano()
 }
 
-// benchProc is a bench child, or any command watched the same way.
-type benchProc struct {
-	cmd   *exec.Cmd
-	stdin io.WriteCloser
-	lines chan string
-	pid   int
-}
-
 // startBench starts a bench child of tool on name in dir.
-func startBench(b *testing.B, tool, dir, name string, hold bool) *benchProc {
+func startBench(b *testing.B, tool, dir, name string, hold bool) *proctest.Proc {
 	b.Helper()
-	cmd := roleCommand("bench", "B_TOOL="+tool, "B_DIR="+dir, "B_NAME="+name)
+	env := []string{"B_TOOL=" + tool, "B_DIR=" + dir, "B_NAME=" + name}
 	if hold {
-		cmd.Env = append(cmd.Env, "B_HOLD=1")
+		env = append(env, "B_HOLD=1")
 	}
-	return startWatched(b, cmd, hold)
+	return proctest.StartRole(b, tool, "bench", env...)
 }
 
-// startWatched starts cmd with its stdout read line by line; with stdin
-// the caller may close it to end the process.
-func startWatched(b *testing.B, cmd *exec.Cmd, stdin bool) *benchProc {
-	b.Helper()
-	p := &benchProc{cmd: cmd, lines: make(chan string, 4)}
-	var stdout io.ReadCloser
-	p.stdin, stdout = startPiped(b, cmd, stdin)
-	p.pid = cmd.Process.Pid
-	go func() {
-		sc := bufio.NewScanner(stdout)
-		for sc.Scan() {
-			p.lines <- sc.Text()
-		}
-		close(p.lines)
-	}()
-	b.Cleanup(p.stop)
-	return p
-}
-
-// expect waits (at most d) for the next line, which must start with prefix,
-// and returns the rest of it.
-func (p *benchProc) expect(prefix string, d time.Duration) (string, error) {
-	select {
-	case line, ok := <-p.lines:
-		if !ok {
-			return "", fmt.Errorf("pid %d exited before %q", p.pid, prefix)
-		}
-		rest, found := strings.CutPrefix(line, prefix)
-		if !found {
-			return "", fmt.Errorf("pid %d said %q, wanted %q", p.pid, line, prefix)
-		}
-		return strings.TrimSpace(rest), nil
-	case <-time.After(d):
-		return "", fmt.Errorf("pid %d: no %q within %v", p.pid, prefix, d)
+// expectWithin waits (at most d) for the next line, which must start
+// with prefix, and returns the rest of it.
+func expectWithin(p *proctest.Proc, prefix string, d time.Duration) (string, error) {
+	line, ok := p.Next(d)
+	if !ok {
+		return "", fmt.Errorf("pid %d: no %q within %v (or it exited)", p.PID(), prefix, d)
 	}
+	rest, found := strings.CutPrefix(line, prefix)
+	if !found {
+		return "", fmt.Errorf("pid %d said %q, wanted %q", p.PID(), line, prefix)
+	}
+	return strings.TrimSpace(rest), nil
 }
 
 // ledAt waits for "led NS" and returns NS.
-func (p *benchProc) ledAt(d time.Duration) (int64, error) {
-	s, err := p.expect("led", d)
+func ledAt(p *proctest.Proc, d time.Duration) (int64, error) {
+	s, err := expectWithin(p, "led", d)
 	if err != nil {
 		return 0, err
 	}
 	return strconv.ParseInt(s, 10, 64)
 }
 
-// stop ends p (SIGKILL unless it has exited) and reaps it, in at most 10s.
-func (p *benchProc) stop() {
-	if p.cmd.ProcessState != nil {
-		return
-	}
-	if p.stdin != nil {
-		p.stdin.Close()
-	}
-	p.cmd.Process.Kill()
-	p.reap(10 * time.Second)
-}
-
-// reap waits at most d for p to exit; it reports whether it did.
-func (p *benchProc) reap(d time.Duration) bool {
-	done := make(chan struct{})
-	go func() { p.cmd.Wait(); close(done) }()
-	select {
-	case <-done:
-		return true
-	case <-time.After(d):
-		return false
-	}
-}
-
 // cpu is the user+system CPU time of a reaped p.
-func (p *benchProc) cpu() time.Duration {
-	ru, ok := p.cmd.ProcessState.SysUsage().(*syscall.Rusage)
+func cpu(p *proctest.Proc) time.Duration {
+	ru, ok := p.Cmd.ProcessState.SysUsage().(*syscall.Rusage)
 	if !ok {
 		return 0
 	}
@@ -202,29 +166,23 @@ func (p *benchProc) cpu() time.Duration {
 // waitReady returns once p waits for the lock: its ticket is queued
 // (leaderrun, nth ticket counting the holder's), it is blocked in flock(2)
 // according to /proc/locks, or, for a polling tool, it has said "waiting"
-// and made its first try.
-func waitReady(p *benchProc, tool, dir, name string, nth int) error {
-	if _, err := p.expect("waiting", 10*time.Second); err != nil {
-		return err
+// and made its first try. flock(1) says nothing before it waits.
+func waitReady(b *testing.B, p *proctest.Proc, tool, dir, name string, nth int) {
+	b.Helper()
+	if tool != "flock1" {
+		p.Expect("waiting")
 	}
 	var ready func() bool
 	switch tool {
 	case "leaderrun":
 		ready = func() bool { return countTickets(dir, name) >= nth }
 	case "flock2", "flock1":
-		ready = func() bool { return blockedInFlock(p.pid) }
+		ready = func() bool { return blockedInFlock(p.PID()) }
 	default:
 		time.Sleep(time.Millisecond)
-		return nil
+		return
 	}
-	deadline := time.Now().Add(10 * time.Second)
-	for !ready() {
-		if time.Now().After(deadline) {
-			return fmt.Errorf("pid %d (%s) not waiting within 10s", p.pid, tool)
-		}
-		time.Sleep(100 * time.Microsecond)
-	}
-	return nil
+	proctest.Eventually(b, fmt.Sprintf("pid %d (%s) waiting", p.PID(), tool), ready)
 }
 
 func countTickets(dir, name string) int {

@@ -1,16 +1,12 @@
 package elect
 
 import (
-	"bufio"
 	"context"
 	"errors"
 	"flag"
 	"fmt"
-	"io"
 	"math/rand/v2"
 	"os"
-	"os/exec"
-	"os/signal"
 	"path/filepath"
 	"slices"
 	"sort"
@@ -21,9 +17,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/leaderrun/leaderrun/oslock"
-	"go.uber.org/goleak"
-	"golang.org/x/sys/unix"
+	"github.com/leaderrun/leaderrun/internal/proctest"
 )
 
 var (
@@ -68,7 +62,7 @@ func TestChaos(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer l.Close()
-	t.Cleanup(c.killAll)
+	t.Cleanup(c.stopTimers)
 
 	const minLive, maxLive = 30, 40
 	for range minLive {
@@ -162,17 +156,16 @@ type killEvent struct {
 }
 
 type chaosProc struct {
-	cmd     *exec.Cmd
-	stdin   io.WriteCloser
+	*proctest.Proc
 	pid     int
 	steal   bool
-	exited  chan struct{}
-	leading bool   // last line said "leader"
-	leaving bool   // told to leave
-	paused  bool   // was suspended at least once
-	said    string // last line
-	done    bool   // said "done" (finished cleanly)
-	leftOK  bool   // said "left" or "term"
+	exited  chan struct{} // closed once every line is seen and its timer stopped
+	leading bool          // last line said "leader"
+	leaving bool          // told to leave
+	paused  bool          // was suspended at least once
+	said    string        // last line
+	done    bool          // said "done" (finished cleanly)
+	leftOK  bool          // said "left" or "term"
 	leaksOK bool
 	byUs    syscall.Signal // a fatal signal we sent, 0 if none
 	err     string
@@ -189,24 +182,23 @@ func (c *chaos) spawn(steal bool) *chaosProc {
 			env = append(env, fmt.Sprintf("T_STEALFOR=%dms", 5+c.rng.IntN(100)))
 		}
 	}
-	cmd := roleCommand("chaos", env...)
-	stdin, stdout := startPiped(t, cmd, true)
-	p := &chaosProc{cmd: cmd, stdin: stdin, pid: cmd.Process.Pid, steal: steal, exited: make(chan struct{})}
+	p := &chaosProc{steal: steal, exited: make(chan struct{})}
+	// c.line takes c.mu: it sees p only once p is complete.
 	c.mu.Lock()
+	defer c.mu.Unlock()
+	p.Proc = proctest.Start(t, "contender", proctest.Command("chaos", env...), proctest.Options{
+		OnLine: func(line string) { c.line(p, line) },
+	})
+	p.pid = p.PID()
 	c.procs[p.pid] = p
 	c.n.joins++
 	if steal {
 		c.n.steals++
 	}
-	c.mu.Unlock()
 	c.wg.Add(1)
 	go func() {
 		defer c.wg.Done()
-		sc := bufio.NewScanner(stdout)
-		for sc.Scan() {
-			c.line(p, sc.Text())
-		}
-		cmd.Wait()
+		<-p.Exited()
 		c.mu.Lock()
 		if t := c.stopped[p.pid]; t != nil {
 			t.Stop()
@@ -311,12 +303,7 @@ func (c *chaos) act(minLive, maxLive int) {
 	case r < 15 && len(live) < maxLive:
 		c.spawn(false)
 	case r < 25:
-		p := pick()
-		c.mu.Lock()
-		c.n.leaves++
-		p.leaving = true
-		c.mu.Unlock()
-		io.WriteString(p.stdin, "leave\n")
+		c.leave(pick())
 	case r < 40:
 		c.signal(pick(), syscall.SIGKILL, anyPaused)
 	case r < 50:
@@ -325,28 +312,51 @@ func (c *chaos) act(minLive, maxLive int) {
 		c.suspend(pick(), time.Duration(20+c.rng.IntN(300))*time.Millisecond)
 	case r < 80:
 		if leader != nil {
-			c.mu.Lock()
-			c.n.abdications++
-			c.mu.Unlock()
-			io.WriteString(leader.stdin, "abdicate\n")
+			c.abdicate(leader)
 		}
 	case r < 84:
-		// A cleaner or a user removes the lock file under everyone: no
-		// second leader, and someone leads on the file at the path.
-		c.mu.Lock()
-		c.n.rmLocks++
-		c.mu.Unlock()
-		os.Remove(filepath.Join(c.dir, c.name+lockSuffix))
+		c.removeLockFile()
 	case r < 88:
 		if len(live) < maxLive {
-			if leader != nil && c.rng.IntN(2) == 0 {
-				// A suspended leader keeps the lock until resumed or
-				// stolen with KillAfter: recover it by stealing.
-				c.suspend(leader, 2*time.Second)
-			}
-			c.spawn(true)
+			c.steal(leader)
 		}
 	}
+}
+
+// leave tells p to stop taking part.
+func (c *chaos) leave(p *chaosProc) {
+	c.mu.Lock()
+	c.n.leaves++
+	p.leaving = true
+	c.mu.Unlock()
+	p.Send("leave")
+}
+
+// abdicate tells the leader to end its term and queue again.
+func (c *chaos) abdicate(leader *chaosProc) {
+	c.mu.Lock()
+	c.n.abdications++
+	c.mu.Unlock()
+	leader.Send("abdicate")
+}
+
+// removeLockFile is a cleaner or a user removing the lock file under
+// everyone: no second leader, and someone leads on the file at the path.
+func (c *chaos) removeLockFile() {
+	c.mu.Lock()
+	c.n.rmLocks++
+	c.mu.Unlock()
+	os.Remove(filepath.Join(c.dir, c.name+lockSuffix))
+}
+
+// steal starts a stealer. Half the time it first suspends the leader (if
+// any): a suspended leader keeps the lock until resumed or stolen with
+// KillAfter, and stealing is how it is recovered.
+func (c *chaos) steal(leader *chaosProc) {
+	if leader != nil && c.rng.IntN(2) == 0 {
+		c.suspend(leader, 2*time.Second)
+	}
+	c.spawn(true)
 }
 
 // suspend sends SIGSTOP to p and SIGCONT after d.
@@ -361,7 +371,7 @@ func (c *chaos) suspend(p *chaosProc, d time.Duration) {
 	}
 	c.n.stops++
 	p.paused = true
-	p.cmd.Process.Signal(syscall.SIGSTOP)
+	p.Signal(syscall.SIGSTOP)
 	pid := p.pid
 	from := time.Now().UnixNano()
 	if c.stops == nil {
@@ -373,7 +383,7 @@ func (c *chaos) suspend(p *chaosProc, d time.Duration) {
 		defer c.mu.Unlock()
 		if c.stopped[pid] != nil {
 			delete(c.stopped, pid)
-			p.cmd.Process.Signal(syscall.SIGCONT)
+			p.Signal(syscall.SIGCONT)
 		}
 		c.pauses = append(c.pauses, [2]int64{from, time.Now().UnixNano()})
 	})
@@ -395,17 +405,17 @@ func (c *chaos) signal(p *chaosProc, sig syscall.Signal, anyPaused bool) {
 	if p.leading {
 		c.kills = append(c.kills, killEvent{at: time.Now(), pid: p.pid, anyPaused: anyPaused})
 	}
-	p.cmd.Process.Signal(sig)
+	p.Signal(sig)
 }
 
 // drain resumes every suspended process, tells every live one to lead once
-// more and exit, and waits (bounded) for all of them.
+// more and exit, waits (bounded) for all of them, and checks how each
+// ended.
 func (c *chaos) drain() {
-	t := c.t
 	c.mu.Lock()
 	for pid, tm := range c.stopped {
 		tm.Stop()
-		c.procs[pid].cmd.Process.Signal(syscall.SIGCONT)
+		c.procs[pid].Signal(syscall.SIGCONT)
 	}
 	c.stopped = nil
 	var all []*chaosProc
@@ -414,9 +424,21 @@ func (c *chaos) drain() {
 	}
 	c.mu.Unlock()
 	for _, p := range all {
-		io.WriteString(p.stdin, "finish\n")
+		p.Send("finish")
 	}
-	deadline := time.After(30*time.Second + time.Duration(len(all))*100*time.Millisecond)
+	c.waitAll(all, 30*time.Second+time.Duration(len(all))*100*time.Millisecond)
+	c.wg.Wait()
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, p := range all {
+		c.checkEnd(p)
+	}
+}
+
+// waitAll waits at most d for every process in all to exit, and fails the
+// test naming the stuck ones.
+func (c *chaos) waitAll(all []*chaosProc, d time.Duration) {
+	deadline := time.After(d)
 	for _, p := range all {
 		select {
 		case <-p.exited:
@@ -431,64 +453,57 @@ func (c *chaos) drain() {
 				}
 			}
 			c.mu.Unlock()
-			t.Fatalf("stuck: contenders did not finish within the drain deadline: %s", strings.Join(stuck, ", "))
-		}
-	}
-	c.wg.Wait()
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	for _, p := range all {
-		ws, _ := p.cmd.ProcessState.Sys().(syscall.WaitStatus)
-		switch {
-		case p.err != "":
-			t.Errorf("pid %d: %s", p.pid, p.err)
-		case p.byUs == syscall.SIGKILL:
-			// May have died of our signal or of a stealer's.
-		case p.byUs == syscall.SIGTERM && ws.Signaled() && ws.Signal() == syscall.SIGTERM && p.said == "":
-			// Terminated while starting, before its handler was set.
-		case ws.Signaled() && ws.Signal() == syscall.SIGKILL:
-			// Killed by a stealer's KillAfter: only ever an evicted
-			// holder that kept the lock for the whole grace period,
-			// which a running contender never does. A suspended one
-			// may have been granted without having said so yet.
-			c.n.stealKills++
-			if !p.leading && !p.paused {
-				t.Errorf("pid %d was killed by a stealer although it was never suspended and its last word was %q, not a leadership", p.pid, p.said)
-			}
-		case !p.done && !p.leftOK:
-			t.Errorf("pid %d neither finished nor left cleanly: %v, last said %q", p.pid, p.cmd.ProcessState, p.said)
-		case !p.leaksOK:
-			t.Errorf("pid %d exited without a leak check: %v, last said %q", p.pid, p.cmd.ProcessState, p.said)
-		case ws.ExitStatus() != 0:
-			t.Errorf("pid %d: exit status %d", p.pid, ws.ExitStatus())
+			c.t.Fatalf("stuck: contenders did not finish within the drain deadline: %s", strings.Join(stuck, ", "))
 		}
 	}
 }
 
-func (c *chaos) killAll() {
+// checkEnd checks how the reaped p ended (c.mu held): cleanly after a leak
+// check, of our signal, or of a stealer's KillAfter while it was
+// suspended.
+func (c *chaos) checkEnd(p *chaosProc) {
+	t := c.t
+	ws, _ := p.Cmd.ProcessState.Sys().(syscall.WaitStatus)
+	switch {
+	case p.err != "":
+		t.Errorf("pid %d: %s", p.pid, p.err)
+	case p.byUs == syscall.SIGKILL:
+		// May have died of our signal or of a stealer's.
+	case p.byUs == syscall.SIGTERM && ws.Signaled() && ws.Signal() == syscall.SIGTERM && p.said == "":
+		// Terminated while starting, before its handler was set.
+	case ws.Signaled() && ws.Signal() == syscall.SIGKILL:
+		// Killed by a stealer's KillAfter: only ever an evicted
+		// holder that kept the lock for the whole grace period,
+		// which a running contender never does. A suspended one
+		// may have been granted without having said so yet.
+		c.n.stealKills++
+		if !p.leading && !p.paused {
+			t.Errorf("pid %d was killed by a stealer although it was never suspended and its last word was %q, not a leadership", p.pid, p.said)
+		}
+	case !p.done && !p.leftOK:
+		t.Errorf("pid %d neither finished nor left cleanly: %v, last said %q", p.pid, p.Cmd.ProcessState, p.said)
+	case !p.leaksOK:
+		t.Errorf("pid %d exited without a leak check: %v, last said %q", p.pid, p.Cmd.ProcessState, p.said)
+	case ws.ExitStatus() != 0:
+		t.Errorf("pid %d: exit status %d", p.pid, ws.ExitStatus())
+	}
+}
+
+// stopTimers stops the SIGCONT timers, once every process has been ended
+// and reaped by its own cleanup (which runs first), and waits until every
+// process's lines have been seen.
+func (c *chaos) stopTimers() {
 	c.mu.Lock()
 	for pid, tm := range c.stopped {
 		tm.Stop()
 		delete(c.stopped, pid)
 	}
-	ps := make([]*chaosProc, 0, len(c.procs))
-	for _, p := range c.procs {
-		ps = append(ps, p)
-	}
 	c.mu.Unlock()
-	for _, p := range ps {
-		select {
-		case <-p.exited:
-		default:
-			p.cmd.Process.Kill()
-			p.cmd.Process.Signal(syscall.SIGCONT)
-		}
-		p.stdin.Close()
-	}
 	c.wg.Wait()
 }
 
-// logRec is one line of the fenced log.
+// logRec is one line of the fenced log: "KIND EPOCH PID UNIXNANO TICKET"
+// (proctest.FencedLog's format, the ticket as its one field).
 type logRec struct {
 	kind  string // S start, T tick, E end, R refused
 	epoch uint64
@@ -512,11 +527,18 @@ func readFencedLog(t *testing.T, path string) []logRec {
 	}
 	var recs []logRec
 	for i, line := range strings.Split(strings.TrimSuffix(string(b), "\n"), "\n") {
-		var r logRec
-		if _, err := fmt.Sscanf(line, "%s %d %d %d %d", &r.kind, &r.epoch, &r.pid, &r.seq, &r.ns); err != nil {
+		l, err := proctest.ParseLogLine(line)
+		var seq uint64
+		if err == nil && len(l.Fields) == 0 {
+			err = errors.New("no ticket field")
+		}
+		if err == nil {
+			seq, err = strconv.ParseUint(l.Fields[0], 10, 64)
+		}
+		if err != nil {
 			t.Fatalf("fenced log line %d %q: %v", i+1, line, err)
 		}
-		recs = append(recs, r)
+		recs = append(recs, logRec{kind: l.Kind, epoch: l.Epoch, pid: l.PID, seq: seq, ns: l.Nanos})
 	}
 	return recs
 }
@@ -680,325 +702,4 @@ func (c *chaos) report() {
 	if testing.Verbose() {
 		fmt.Println(fig)
 	}
-}
-
-// ---- the contender process ----
-
-// fencedLog is the shared resource: appends under a flock of its guard
-// file, refusing an epoch lower than the highest seen.
-type fencedLog struct {
-	guard, log *os.File
-}
-
-func openFencedLog(dir string) (*fencedLog, error) {
-	g, err := os.OpenFile(filepath.Join(dir, "guard"), os.O_RDWR|os.O_CREATE, 0o600)
-	if err != nil {
-		return nil, err
-	}
-	l, err := os.OpenFile(filepath.Join(dir, "log"), os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o600)
-	if err != nil {
-		g.Close()
-		return nil, err
-	}
-	return &fencedLog{guard: g, log: l}, nil
-}
-
-func (f *fencedLog) Close() { f.guard.Close(); f.log.Close() }
-
-// append writes one record; it returns false if the epoch was fenced off.
-func (f *fencedLog) append(kind string, epoch, seq uint64) (bool, error) {
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		err := unix.Flock(int(f.guard.Fd()), unix.LOCK_EX|unix.LOCK_NB)
-		if err == nil {
-			break
-		}
-		if err != unix.EWOULDBLOCK && err != unix.EINTR {
-			return false, err
-		}
-		if time.Now().After(deadline) {
-			return false, errors.New("fenced log guard busy for 10s")
-		}
-		time.Sleep(time.Millisecond)
-	}
-	defer unix.Flock(int(f.guard.Fd()), unix.LOCK_UN)
-	buf := make([]byte, 32)
-	n, _ := f.guard.ReadAt(buf, 0)
-	highest, _ := strconv.ParseUint(strings.TrimSpace(string(buf[:n])), 10, 64)
-	ok := epoch >= highest
-	if !ok {
-		kind = "R"
-	}
-	line := fmt.Sprintf("%s %d %d %d %d\n", kind, epoch, os.Getpid(), seq, time.Now().UnixNano())
-	if _, err := f.log.WriteString(line); err != nil {
-		return false, err
-	}
-	if ok && epoch > highest {
-		s := strconv.FormatUint(epoch, 10)
-		if _, err := f.guard.WriteAt([]byte(s), 0); err != nil {
-			return false, err
-		}
-		f.guard.Truncate(int64(len(s)))
-	}
-	return ok, nil
-}
-
-func countFDs() int {
-	ents, _ := os.ReadDir("/proc/self/fd")
-	return len(ents) - 1 // the directory being read
-}
-
-var errLeave = errors.New("told to leave")
-var errTerm = errors.New("SIGTERM")
-
-// chaosContender is the helper process of TestChaos. It queues for the
-// name, and while it leads appends to the fenced log every 2ms for a
-// random while, then releases and queues again. Stdin: "leave" stops
-// taking part (waiting or leading); "abdicate" ends the current term and
-// queues again; "finish" means lead once more, then exit. SIGTERM is a
-// clean leave. Before exiting cleanly it checks itself for leaked
-// goroutines and descriptors.
-func chaosContender() int {
-	sigs := make(chan os.Signal, 1)
-	signal.Notify(sigs, syscall.SIGTERM)
-	out := bufio.NewWriter(os.Stdout)
-	var outMu sync.Mutex
-	say := func(format string, args ...any) {
-		outMu.Lock()
-		fmt.Fprintf(out, format+"\n", args...)
-		out.Flush()
-		outMu.Unlock()
-	}
-	// The runtime's poller keeps its descriptors for life; start it
-	// before counting.
-	if r, w, err := os.Pipe(); err == nil {
-		r.Close()
-		w.Close()
-	}
-	// So does the process's one inotify instance, which holders watch
-	// their lock files with.
-	before := countFDs()
-	if w, err := oslock.WatchPath(os.TempDir()); err == nil {
-		w.Stop()
-		// The spare instance it probed with is closed in the
-		// background.
-		for deadline := time.Now().Add(2 * time.Second); countFDs() > before+1 && time.Now().Before(deadline); {
-			time.Sleep(time.Millisecond)
-		}
-	}
-	fdBase := countFDs()
-
-	ctx, leave := context.WithCancelCause(context.Background())
-	abdicate := make(chan struct{}, 1)
-	var finishMu sync.Mutex
-	finish := false
-	go func() {
-		sc := bufio.NewScanner(os.Stdin)
-		for sc.Scan() {
-			switch sc.Text() {
-			case "leave":
-				leave(errLeave)
-			case "abdicate":
-				select {
-				case abdicate <- struct{}{}:
-				default:
-				}
-			case "finish":
-				finishMu.Lock()
-				finish = true
-				finishMu.Unlock()
-			}
-		}
-		leave(errLeave) // the test is gone
-	}()
-	go func() {
-		if _, ok := <-sigs; ok {
-			leave(errTerm)
-		}
-	}()
-	ignore := goleak.IgnoreCurrent()
-
-	code := chaosRun(ctx, say, abdicate, func() bool { finishMu.Lock(); defer finishMu.Unlock(); return finish })
-	if code != 0 {
-		return code
-	}
-	signal.Stop(sigs)
-	close(sigs)
-	if err := goleak.Find(ignore, goleak.IgnoreTopFunction("os/signal.signal_recv"), goleak.IgnoreTopFunction("os/signal.loop")); err != nil {
-		say("leaks goroutines: %s", strings.ReplaceAll(err.Error(), "\n", " | "))
-		return 0
-	}
-	deadline := time.Now().Add(2 * time.Second)
-	for countFDs() != fdBase && time.Now().Before(deadline) {
-		time.Sleep(5 * time.Millisecond)
-	}
-	if n := countFDs(); n != fdBase {
-		ents, _ := os.ReadDir("/proc/self/fd")
-		var links []string
-		for _, e := range ents {
-			l, _ := os.Readlink("/proc/self/fd/" + e.Name())
-			links = append(links, e.Name()+"->"+l)
-		}
-		say("leaks fds: %d open, %d at start: %s", n, fdBase, strings.Join(links, " "))
-		return 0
-	}
-	say("leaks ok")
-	return 0
-}
-
-func chaosRun(ctx context.Context, say func(string, ...any), abdicate chan struct{}, finishing func() bool) int {
-	env := os.Getenv
-	name := env("T_NAME")
-	l, err := Open(Config{Dir: env("T_DIR")})
-	if err != nil {
-		say("error open: %v", err)
-		return 2
-	}
-	defer l.Close()
-	res, err := openFencedLog(env("T_RES"))
-	if err != nil {
-		say("error resource: %v", err)
-		return 2
-	}
-	defer res.Close()
-	req := Request{Steal: env("T_STEAL") != ""}
-	if d, err := time.ParseDuration(env("T_KILLAFTER")); err == nil {
-		req.KillAfter = d
-	}
-	rng := rand.New(rand.NewPCG(uint64(os.Getpid()), uint64(time.Now().UnixNano())))
-	for {
-		actx, cancel := ctx, context.CancelFunc(func() {})
-		if d, err := time.ParseDuration(env("T_STEALFOR")); err == nil && req.Steal {
-			actx, cancel = context.WithTimeout(ctx, d)
-		}
-		lead, err := chaosAcquire(actx, l, name, req, say)
-		cancel()
-		if err != nil && ctx.Err() == nil && req.Steal && actx.Err() != nil {
-			say("abandoned %v", errors.Is(err, ErrStealAbandoned))
-			req.Steal, req.KillAfter = false, 0 // go on as an ordinary contender
-			continue
-		}
-		if err != nil {
-			if c := context.Cause(ctx); c != nil {
-				if c == errTerm {
-					say("term")
-				} else {
-					say("left")
-				}
-				return 0
-			}
-			say("error acquire: %v", err)
-			return 2
-		}
-		req.Steal, req.KillAfter = false, 0 // a stealer steals once
-		seq := ownTicket(l, name, lead.Epoch())
-		say("leader %d %d %d", lead.Epoch(), seq, lead.Since().UnixNano())
-		wasFinishing := finishing()
-		ok, err := res.append("S", lead.Epoch(), seq)
-		if err == nil && ok {
-			hold := time.NewTimer(time.Duration(1+rng.IntN(40)) * time.Millisecond)
-			tick := time.NewTicker(2 * time.Millisecond)
-		lead:
-			for {
-				select {
-				case <-lead.Done():
-					break lead // stolen: stop writing, as a real leader would
-				case <-ctx.Done():
-					break lead
-				case <-abdicate:
-					break lead
-				case <-hold.C:
-					ok, err = res.append("E", lead.Epoch(), seq)
-					break lead
-				case <-tick.C:
-					if ok, err = res.append("T", lead.Epoch(), seq); err != nil || !ok {
-						break lead
-					}
-				}
-			}
-			hold.Stop()
-			tick.Stop()
-		}
-		if err != nil {
-			say("error fenced log: %v", err)
-			lead.Release()
-			return 2
-		}
-		if !ok {
-			say("refused epoch %d", lead.Epoch())
-			lead.Release()
-			return 2
-		}
-		lead.Release()
-		say("released")
-		if context.Cause(ctx) != nil {
-			if context.Cause(ctx) == errTerm {
-				say("term")
-			} else {
-				say("left")
-			}
-			return 0
-		}
-		if wasFinishing {
-			say("done")
-			return 0
-		}
-	}
-}
-
-// chaosAcquire is Acquire plus a report of the ticket once it shows in
-// the queue ("queued SEQ UNIXNANO"), so that the orchestrator can check
-// grant order against join order.
-func chaosAcquire(ctx context.Context, l *Locker, name string, req Request, say func(string, ...any)) (*Leadership, error) {
-	actx, stop := context.WithCancel(ctx)
-	defer stop()
-	var wg sync.WaitGroup
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		for actx.Err() == nil {
-			if seq, ok := findTicket(l, name, func(r record) bool { return r.Epoch == 0 }); ok {
-				if actx.Err() == nil {
-					say("queued %d %d", seq, time.Now().UnixNano())
-				}
-				return
-			}
-			select {
-			case <-actx.Done():
-			case <-time.After(time.Millisecond):
-			}
-		}
-	}()
-	lead, err := l.Acquire(ctx, name, req)
-	stop()
-	wg.Wait()
-	return lead, err
-}
-
-// ownTicket returns the number of this process's granted ticket
-// (stealBit set for a steal ticket), or 0 if it cannot be found.
-func ownTicket(l *Locker, name string, epoch uint64) uint64 {
-	seq, _ := findTicket(l, name, func(r record) bool { return r.Epoch == epoch })
-	return seq
-}
-
-func findTicket(l *Locker, name string, match func(record) bool) (uint64, bool) {
-	q, err := l.dir.Sub(name+queueSuffix, false, defaultSubOpts)
-	if err != nil {
-		return 0, false
-	}
-	defer q.Close()
-	queue, err := listQueue(q)
-	if err != nil {
-		return 0, false
-	}
-	for _, e := range queue {
-		if r, err := readRecord(q, e.name); err == nil && r.PID == os.Getpid() && match(r) {
-			if e.steal {
-				return e.seq | stealBit, true
-			}
-			return e.seq, true
-		}
-	}
-	return 0, false
 }

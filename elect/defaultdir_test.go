@@ -1,18 +1,16 @@
 package elect
 
 import (
-	"bytes"
-	"context"
 	"fmt"
 	"os"
-	"os/exec"
 	"os/user"
 	"path/filepath"
 	"strconv"
 	"strings"
 	"syscall"
 	"testing"
-	"time"
+
+	"github.com/leaderrun/leaderrun/internal/proctest"
 )
 
 // setHomeHook makes DefaultDir look homes up with lookup and fall back under
@@ -90,24 +88,16 @@ func containsString(list []string, s string) bool {
 	return false
 }
 
-// runDefaultDir runs the helper with env (plus the role and extra) and
-// returns its output lines.
+// runDefaultDir runs the helper as bin with exactly env (plus the role and
+// extra) and returns its output lines.
 func runDefaultDir(t *testing.T, bin string, cred *syscall.Credential, env []string, extra ...string) []string {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(t.Context(), 20*time.Second)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, bin, "-test.run=^$")
-	cmd.Env = append(append(append([]string{}, env...), "LEADERRUN_TEST_ROLE=defaultdir"), extra...)
-	cmd.Dir = "/"
-	if cred != nil {
-		cmd.SysProcAttr = &syscall.SysProcAttr{Credential: cred}
+	cmd := proctest.CommandAt(bin, "defaultdir", append(append([]string{}, env...), extra...))
+	out, code := proctest.Run(t, "defaultdir", cmd, proctest.Options{Cred: cred})
+	if code != 0 {
+		t.Fatalf("helper: exit code %d\n%s", code, strings.Join(out, "\n"))
 	}
-	var out, errb bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &errb
-	if err := cmd.Run(); err != nil {
-		t.Fatalf("helper: %v\n%s%s", err, out.String(), errb.String())
-	}
-	return strings.Split(strings.TrimSpace(out.String()), "\n")
+	return out
 }
 
 // Every environment a user's processes run in resolves the same default
@@ -192,19 +182,10 @@ func TestDefaultDirFallback(t *testing.T) {
 // carrying root's HOME and XDG_RUNTIME_DIR as sudo and su without "-" do.
 // Its home being unwritable makes Open fail instead of falling back.
 func TestDefaultDirRealUser(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skip("needs root to create a throwaway user and run a process as it")
-	}
-	base := t.TempDir()
-	for d := base; d != "/" && d != os.TempDir(); d = filepath.Dir(d) {
-		if err := os.Chmod(d, 0o755); err != nil {
-			t.Fatal(err)
-		}
-	}
-	bin := filepath.Join(base, "elect.test")
-	copyExecutable(t, bin)
+	base := proctest.SharedTempDir(t)
 	home := filepath.Join(base, "home")
-	uid, gid := throwawayUser(t, "leaderrun-dd", home)
+	_, uid, gid := proctest.User(t, "leaderrun-dd", home)
+	bin := proctest.CopyBinary(t, base)
 	if err := os.Mkdir(home, 0o700); err != nil {
 		t.Fatal(err)
 	}
@@ -240,7 +221,7 @@ func TestDefaultDirRealUser(t *testing.T) {
 		}
 	})
 	t.Run("no home", func(t *testing.T) {
-		noHome, _ := throwawayUser(t, "leaderrun-dd-nohome", "/nonexistent")
+		_, noHome, _ := proctest.User(t, "leaderrun-dd-nohome", "/nonexistent")
 		cred := &syscall.Credential{Uid: uint32(noHome), Gid: uint32(gid), Groups: []uint32{}}
 		fb := filepath.Join(FallbackBase, "leaderrun-"+strconv.Itoa(noHome))
 		for name, env := range environments(t, home) {
@@ -249,31 +230,4 @@ func TestDefaultDirRealUser(t *testing.T) {
 			}
 		}
 	})
-}
-
-// throwawayUser creates a system user with its own group and the given
-// home (not created), removes it after the test, and returns its ids.
-func throwawayUser(t *testing.T, name, home string) (uid, gid int) {
-	t.Helper()
-	exec.Command("userdel", name).Run() // left by an interrupted run
-	out, err := exec.Command("useradd", "--system", "--no-create-home", "--home-dir", home,
-		"--shell", "/usr/sbin/nologin", "--user-group", name).CombinedOutput()
-	if err != nil {
-		t.Skipf("cannot create a throwaway user with useradd: %v: %s", err, out)
-	}
-	t.Cleanup(func() {
-		if out, err := exec.Command("userdel", name).CombinedOutput(); err != nil {
-			t.Errorf("userdel %s: %v: %s", name, err, out)
-		}
-	})
-	u, err := user.Lookup(name)
-	if err != nil {
-		t.Fatal(err)
-	}
-	uid, _ = strconv.Atoi(u.Uid)
-	gid, _ = strconv.Atoi(u.Gid)
-	if uid == 0 || gid == 0 {
-		t.Fatalf("%s has uid %d gid %d", name, uid, gid)
-	}
-	return uid, gid
 }

@@ -16,8 +16,11 @@
 //     or any number of shared holders and no exclusive one. The kernel lock
 //     decides; the queue only orders who tries.
 //   - First come, first served: requests are granted strictly in the order
-//     they joined (their ticket numbers, never reused), except that a steal
-//     goes ahead of everyone. A shared request behind a queued exclusive one
+//     they joined, which is their tickets' number order (numbers are drawn
+//     and published under the state file's lock and never reused; a ticket
+//     put back after its queue was removed keeps its number), except that
+//     a steal goes ahead of everyone (steals' tickets sort before all
+//     others, in number order among themselves). A shared request behind a queued exclusive one
 //     waits for it, so writers do not starve; consecutive shared requests
 //     are granted together.
 //   - No stopped process stalls the line: a waiter stopped at the head of
@@ -31,14 +34,18 @@
 //     When the whole directory is lost (a reboot wipes a tmpfs, an rm -rf),
 //     epochs continue from the wall clock in microseconds: they still grow
 //     unless the clock was set back since the last grant.
-//   - Waiting costs nothing and takes no scarce resource: a waiter sleeps
+//   - On Linux, waiting costs nothing and takes no scarce resource, however
+//     many inotify instances the user's other programs hold: a waiter sleeps
 //     in the Go runtime's poller until the beacon (a FIFO) of the ticket just
 //     ahead of it hangs up, which the kernel makes happen when its owner
 //     releases or dies; no inotify instance is used. One release wakes the
 //     next waiter and the one behind it. A cancelled or timed-out request
 //     leaves no ticket, descriptor or goroutine behind. Only when nothing
 //     can be slept on (a lock held by a process /proc/locks does not show)
-//     does a request poll (1ms to 100ms), and Query says so.
+//     does a request poll (1ms to 100ms), and Query says so. Off Linux a
+//     waiter polls (see Platform notes). A holder uses at most the
+//     process's one inotify instance, to learn that its lock file was
+//     removed, and never the user's last one.
 //   - A steal deposes nobody until it is next in line (no steal ahead of
 //     it); then the holders' terms end at once (their contexts end with
 //     [ErrStolen]) but the kernel lock passes only when they release it or
@@ -77,8 +84,14 @@
 // flocked by its owner), its beacon t<number>.w and its inbox t<number>.m
 // (FIFOs its owner holds open: successors wait for the beacon to hang up,
 // stealers write into the inbox); .steal exists while a steal may be
-// queued. These persist between uses; what dead processes leave is removed
-// by the next process that meets it, or by [Locker.Prune].
+// queued; .tmp-* are tickets, beacons and inboxes being made. Beside them,
+// the bus (package bus) serves <name>.sock, bound as <name>.sock.tmp and
+// renamed into place, and the leaderrun command keeps a term marker
+// <name>.cmd.<id> while a term's COMMAND may run. [LockPath], [LockFile], [SocketPath],
+// [SocketFile], [SocketTempFile] and [TermMarkerPrefix] are the only
+// spellings of these names. Files persist between uses; what dead
+// processes leave is removed by the next process that meets it, or by
+// [Locker.Prune]; the socket and markers by the next leader.
 //
 // The default directory is <home>/.local/state/leaderrun, <home> being the
 // effective user's home in the user database, because it is the one place

@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/leaderrun/leaderrun/internal/proctest"
 	"go.uber.org/goleak"
 )
 
@@ -39,7 +40,7 @@ func TestCancelLeavesNothingBehind(t *testing.T) {
 			_, err := l.Acquire(wctx, "c", Request{})
 			done <- err
 		}()
-		eventually(t, "waiter queued", func() bool { return len(pending(t, l, "c")) == 1 })
+		proctest.Eventually(t, "waiter queued", func() bool { return len(pending(t, l, "c")) == 1 })
 		cancel()
 		select {
 		case err := <-done:
@@ -104,14 +105,9 @@ func TestFlockCommandExcludes(t *testing.T) {
 	ctx := testCtx(t)
 	// flock(1) holding the documented lock file keeps us out...
 	// -o: the lock is not passed on to sleep, so killing flock frees it.
-	cmd := exec.Command(flock, "-o", LockPath(dir, "f"), "sleep", "30")
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	// The group holds flock and its sleep: end both.
-	t.Cleanup(func() { syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL); cmd.Wait() })
-	eventually(t, "flock(1) holds the lock", func() bool {
+	// Its own group holds flock and its sleep: the cleanup ends both.
+	p := proctest.Start(t, "flock(1)", exec.Command(flock, "-o", LockPath(dir, "f"), "sleep", "30"), proctest.Options{Setpgid: true})
+	proctest.Eventually(t, "flock(1) holds the lock", func() bool {
 		s, err := l.Query(ctx, "f")
 		return err == nil && len(s.Held) == 1 && s.Held[0].External
 	})
@@ -132,8 +128,8 @@ func TestFlockCommandExcludes(t *testing.T) {
 	case <-time.After(50 * time.Millisecond):
 	}
 	// ...and its exit lets us in, woken by the close event.
-	cmd.Process.Kill()
-	cmd.Wait()
+	p.SignalGroup(syscall.SIGKILL) // flock and its sleep, which has no lock (-o)
+	p.Wait()
 	var lead *Leadership
 	select {
 	case lead = <-got:

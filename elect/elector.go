@@ -53,8 +53,10 @@ type Elector struct {
 	// waiting in line.
 	Request Request
 	// Requeue joins the queue again, at the tail, after each term ends,
-	// whether by Abdicate, by a steal, or by lead returning nil. Default
-	// false: Run returns after one term. (Curator's auto-requeue.)
+	// whether by Abdicate, by a steal, by the loss of the lock file
+	// (ErrLockLost) or of the backend's session (ErrSessionLost, also for
+	// a request that lost it while waiting), or by lead returning nil.
+	// Default false: Run returns after one term. (Curator's auto-requeue.)
 	Requeue bool
 	// OnRole, if set, is told of every role change, in order, from
 	// Run's goroutine.
@@ -88,6 +90,8 @@ func (e *Elector) Run(ctx context.Context, lead func(ctx context.Context, l *Lea
 		l, err := e.Backend.Acquire(ctx, e.Name, e.Request)
 		if err != nil {
 			switch {
+			case ctx.Err() == nil && e.Requeue && errors.Is(err, ErrSessionLost):
+				continue // the request's session was lost: ask anew
 			case ctx.Err() == nil:
 				return err
 			case led:
@@ -102,7 +106,7 @@ func (e *Elector) Run(ctx context.Context, lead func(ctx context.Context, l *Lea
 		werr := e.lead(ctx, l, lead)
 		l.Release()
 		switch {
-		case werr != nil && !errors.Is(werr, context.Canceled) && !errors.Is(werr, ErrReleased) && !errors.Is(werr, ErrStolen):
+		case werr != nil && !termEnded(werr):
 			return werr
 		case ctx.Err() != nil:
 			return nil
@@ -110,6 +114,19 @@ func (e *Elector) Run(ctx context.Context, lead func(ctx context.Context, l *Lea
 			return nil
 		}
 	}
+}
+
+// termEnded reports whether err, from the lead function, only says that
+// the term ended from outside (stolen, released, the lock file lost, the
+// backend's session lost, ctx cancelled): with Requeue the Elector then
+// queues again.
+func termEnded(err error) bool {
+	for _, e := range []error{context.Canceled, ErrReleased, ErrStolen, ErrLockLost, ErrSessionLost} {
+		if errors.Is(err, e) {
+			return true
+		}
+	}
+	return false
 }
 
 // lead runs the callback with a context that ends when either the term or

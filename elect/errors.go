@@ -36,6 +36,12 @@ var (
 	ErrStaleEpoch = errors.New("elect: stale epoch, a later leader has written")
 	// ErrClosed: the Locker was closed; waiting requests end with it.
 	ErrClosed = errors.New("elect: locker is closed")
+	// ErrSessionLost ends a leadership, or a waiting request, whose
+	// session with a distributed backend (an etcd lease) expired or could
+	// not be renewed in time, or whose keys were removed by someone else.
+	// Another holder may already exist: stop acting as the leader. The
+	// flock backend never returns it.
+	ErrSessionLost = errors.New("elect: session with the lock service was lost")
 	// ErrReleased ends a leadership that its holder released.
 	ErrReleased = errors.New("elect: leadership released")
 	// ErrInvalidName: the name is empty, too long, or has characters

@@ -1,19 +1,18 @@
 package elect
 
 import (
-	"bufio"
 	"context"
 	"errors"
 	"fmt"
 	"os"
-	"os/exec"
-	"os/user"
 	"path/filepath"
 	"strconv"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/leaderrun/leaderrun/internal/proctest"
 )
 
 // What a group-shared directory guarantees when its members are different
@@ -47,64 +46,10 @@ type member struct {
 // root, group team; mode 2770, or 0770 without setgid when plain).
 func groupSharedSetup(t *testing.T, plain bool) (bin, dir string, a, b member, team int) {
 	t.Helper()
-	if os.Geteuid() != 0 {
-		t.Skip("needs root to create two throwaway users and a group")
-	}
-	for _, tool := range []string{"useradd", "groupadd", "userdel", "groupdel"} {
-		if _, err := exec.LookPath(tool); err != nil {
-			t.Skipf("needs %s (.ci/run installs passwd)", tool)
-		}
-	}
-	for _, u := range []string{gsA, gsB} {
-		exec.Command("userdel", u).Run() // left by an interrupted run
-	}
-	exec.Command("groupdel", gsTeam).Run()
-	if out, err := exec.Command("groupadd", "--system", gsTeam).CombinedOutput(); err != nil {
-		t.Skipf("groupadd: %v: %s", err, out)
-	}
-	t.Cleanup(func() {
-		if out, err := exec.Command("groupdel", gsTeam).CombinedOutput(); err != nil {
-			t.Errorf("groupdel: %v: %s", err, out)
-		}
-	})
-	g, err := user.LookupGroup(gsTeam)
-	if err != nil {
-		t.Fatal(err)
-	}
-	team, _ = strconv.Atoi(g.Gid)
-	mk := func(name string) member {
-		if out, err := exec.Command("useradd", "--system", "--no-create-home", "--home-dir", "/nonexistent",
-			"--shell", "/usr/sbin/nologin", "--user-group", "--groups", gsTeam, name).CombinedOutput(); err != nil {
-			t.Fatalf("useradd %s: %v: %s", name, err, out)
-		}
-		t.Cleanup(func() {
-			if out, err := exec.Command("userdel", name).CombinedOutput(); err != nil {
-				t.Errorf("userdel %s: %v: %s", name, err, out)
-			}
-		})
-		u, err := user.Lookup(name)
-		if err != nil {
-			t.Fatal(err)
-		}
-		m := member{name: name}
-		m.uid, _ = strconv.Atoi(u.Uid)
-		m.gid, _ = strconv.Atoi(u.Gid)
-		if m.gid == team || m.uid == 0 {
-			t.Fatalf("%s: uid %d gid %d; want a private primary group", name, m.uid, m.gid)
-		}
-		m.cred = &syscall.Credential{Uid: uint32(m.uid), Gid: uint32(m.gid), Groups: []uint32{uint32(team)}}
-		return m
-	}
-	a, b = mk(gsA), mk(gsB)
-
-	base := t.TempDir()
-	for d := base; d != "/" && d != os.TempDir(); d = filepath.Dir(d) {
-		if err := os.Chmod(d, 0o755); err != nil {
-			t.Fatal(err)
-		}
-	}
-	bin = filepath.Join(base, "elect.test")
-	copyExecutable(t, bin)
+	teamName, team := proctest.Group(t, gsTeam)
+	a, b = groupMember(t, gsA, teamName, team), groupMember(t, gsB, teamName, team)
+	base := proctest.SharedTempDir(t)
+	bin = proctest.CopyBinary(t, base)
 	dir = filepath.Join(base, "shared")
 	if err := os.Mkdir(dir, 0o700); err != nil {
 		t.Fatal(err)
@@ -122,24 +67,24 @@ func groupSharedSetup(t *testing.T, plain bool) (bin, dir string, a, b member, t
 	return bin, dir, a, b, team
 }
 
-// startAs runs the groupshared role as m; env are G_* settings.
-func startAs(t *testing.T, bin string, m member, env ...string) *proc {
+// groupMember creates a user (named after base) with a private primary group and the
+// group team as a supplementary one, as a login's processes have.
+func groupMember(t *testing.T, base, teamName string, team int) member {
 	t.Helper()
-	cmd := exec.Command(bin, "-test.run=^$")
-	cmd.Env = append([]string{"LEADERRUN_TEST_ROLE=groupshared", "PATH=/usr/bin:/bin"}, env...)
-	cmd.Dir = "/"
-	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: m.cred}
-	stdin, stdout := startPiped(t, cmd, true)
-	p := &proc{t: t, cmd: cmd, stdin: stdin, lines: make(chan string, 16), pid: cmd.Process.Pid}
-	go func() {
-		sc := bufio.NewScanner(stdout)
-		for sc.Scan() {
-			p.lines <- sc.Text()
-		}
-		close(p.lines)
-	}()
-	t.Cleanup(p.kill)
-	return p
+	var m member
+	m.name, m.uid, m.gid = proctest.User(t, base, "/nonexistent", teamName)
+	if m.gid == team {
+		t.Fatalf("%s: uid %d gid %d; want a private primary group", m.name, m.uid, m.gid)
+	}
+	m.cred = &syscall.Credential{Uid: uint32(m.uid), Gid: uint32(m.gid), Groups: []uint32{uint32(team)}}
+	return m
+}
+
+// startAs runs the groupshared role as m; env are G_* settings.
+func startAs(t *testing.T, bin string, m member, env ...string) *proctest.Proc {
+	t.Helper()
+	cmd := proctest.CommandAt(bin, "groupshared", append([]string{"PATH=/usr/bin:/bin"}, env...))
+	return proctest.Start(t, m.name, cmd, proctest.Options{Cred: m.cred})
 }
 
 // groupSharedRole is a member's process. G_OP says what it does with the
@@ -170,33 +115,46 @@ func groupSharedRole() int {
 		return 2
 	}
 	defer l.Close()
-	name := env("G_NAME")
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 	if d, err := time.ParseDuration(env("G_TIMEOUT")); err == nil {
 		ctx, cancel = context.WithTimeout(ctx, d)
 		defer cancel()
 	}
-	var req Request
 	switch env("G_OP") {
 	case "query":
-		s, err := l.Query(ctx, name)
-		if err != nil {
-			fmt.Println("error", err)
-			return 2
-		}
-		for _, h := range s.Held {
-			fmt.Printf("held %d %d external=%v\n", h.PID, h.Epoch, h.External)
-		}
-		fmt.Println("pending", len(s.Pending))
-		return 0
+		return groupQuery(ctx, l, env("G_NAME"))
 	case "prune":
-		if err := l.Prune(ctx, name); err != nil {
+		if err := l.Prune(ctx, env("G_NAME")); err != nil {
 			fmt.Println("error", err)
 			return 2
 		}
 		fmt.Println("pruned")
 		return 0
+	}
+	return groupAcquire(ctx, l, env("G_NAME"))
+}
+
+// groupQuery prints "held PID EPOCH external=BOOL" per holder of name,
+// then "pending N".
+func groupQuery(ctx context.Context, l *Locker, name string) int {
+	s, err := l.Query(ctx, name)
+	if err != nil {
+		fmt.Println("error", err)
+		return 2
+	}
+	for _, h := range s.Held {
+		fmt.Printf("held %d %d external=%v\n", h.PID, h.Epoch, h.External)
+	}
+	fmt.Println("pending", len(s.Pending))
+	return 0
+}
+
+// groupAcquire does G_OP hold, try, wait or steal on name.
+func groupAcquire(ctx context.Context, l *Locker, name string) int {
+	env := os.Getenv
+	var req Request
+	switch env("G_OP") {
 	case "try":
 		req.IfAvailable = true
 	case "steal":
@@ -220,28 +178,7 @@ func groupSharedRole() int {
 		lead.Release()
 		return 0
 	}
-	lines := make(chan string)
-	go func() {
-		sc := bufio.NewScanner(os.Stdin)
-		for sc.Scan() {
-			lines <- sc.Text()
-		}
-		close(lines)
-	}()
-	for {
-		select {
-		case <-lead.Done():
-			fmt.Println("lost", lead.Err())
-			lead.Release()
-			return 0
-		case line, ok := <-lines:
-			if !ok || line == "release" {
-				lead.Release()
-				fmt.Println("released")
-				return 0
-			}
-		}
-	}
+	return holdTerm(lead, func() int { lead.Release(); return 0 })
 }
 
 // TestGroupSharedMembers: two members of one group, each with a private
@@ -258,57 +195,62 @@ func TestGroupSharedMembers(t *testing.T) {
 			}
 
 			holder := startAs(t, bin, a, g("hold", "job")...)
-			e1 := epochOf(t, holder.expect("leader "))
+			e1 := epochOf(t, holder.Expect("leader "))
 			checkShared(t, filepath.Join(dir, "job.queue"), team, true)
 
-			startAs(t, bin, b, g("try", "job")...).expect("busy")
-			startAs(t, bin, b, g("wait", "job", "G_TIMEOUT=300ms")...).expect("timeout")
+			startAs(t, bin, b, g("try", "job")...).Expect("busy")
+			startAs(t, bin, b, g("wait", "job", "G_TIMEOUT=300ms")...).Expect("timeout")
 			q := startAs(t, bin, b, g("query", "job")...)
-			if got, want := q.expect("held "), fmt.Sprintf("held %d %d external=false", holder.pid, e1); got != want {
+			if got, want := q.Expect("held "), fmt.Sprintf("held %d %d external=false", holder.PID(), e1); got != want {
 				t.Errorf("the other member's holder: %q; want %q (a leaderrun holder, not external)", got, want)
 			}
-			q.expect("pending 0")
+			q.Expect("pending 0")
 
 			// b queues behind a and is granted when a releases.
 			waiter := startAs(t, bin, b, g("hold", "job")...)
-			eventually(t, "b's ticket in the queue", func() bool {
+			proctest.Eventually(t, "b's ticket in the queue", func() bool {
 				names, _ := filepath.Glob(filepath.Join(dir, "job.queue", "t*[0-9]"))
 				return len(names) == 2
 			})
-			holder.say("release")
-			holder.expect("released")
-			if e2 := epochOf(t, waiter.expect("leader ")); e2 <= e1 {
+			holder.Send("release")
+			holder.Expect("released")
+			if e2 := epochOf(t, waiter.Expect("leader ")); e2 <= e1 {
 				t.Errorf("b's epoch %d is not above a's %d", e2, e1)
 			}
-			waiter.say("release")
-			waiter.expect("released")
+			waiter.Send("release")
+			waiter.Expect("released")
 
 			// A member killed while holding leaves its ticket; the
 			// other member's request removes it and leads.
 			dead := startAs(t, bin, a, g("hold", "left")...)
-			dead.expect("leader ")
-			dead.kill()
+			dead.Expect("leader ")
+			dead.Kill()
 			left, _ := filepath.Glob(filepath.Join(dir, "left.queue", "t*[0-9]"))
 			if len(left) != 1 {
 				t.Fatalf("the killed member's ticket: %v; want one left behind", left)
 			}
-			startAs(t, bin, b, g("try", "left")...).expect("leader ")
+			startAs(t, bin, b, g("try", "left")...).Expect("leader ")
 			if _, err := os.Lstat(left[0]); !errors.Is(err, os.ErrNotExist) {
 				t.Errorf("the dead member's ticket %s is still there (%v)", left[0], err)
 			}
-			startAs(t, bin, b, g("prune", "left")...).expect("pruned")
-
-			// Every entry a member created has the directory's group.
-			filepath.Walk(dir, func(p string, fi os.FileInfo, err error) error {
-				if err == nil && p != dir {
-					if st := fi.Sys().(*syscall.Stat_t); int(st.Gid) != team {
-						t.Errorf("%s has group %d, not the directory's %d", p, st.Gid, team)
-					}
-				}
-				return nil
-			})
+			startAs(t, bin, b, g("prune", "left")...).Expect("pruned")
+			checkGroupOwnsAll(t, dir, team)
 		})
 	}
+}
+
+// checkGroupOwnsAll checks that every entry a member created under dir
+// has the directory's group.
+func checkGroupOwnsAll(t *testing.T, dir string, team int) {
+	t.Helper()
+	filepath.Walk(dir, func(p string, fi os.FileInfo, err error) error {
+		if err == nil && p != dir {
+			if st := fi.Sys().(*syscall.Stat_t); int(st.Gid) != team {
+				t.Errorf("%s has group %d, not the directory's %d", p, st.Gid, team)
+			}
+		}
+		return nil
+	})
 }
 
 // checkShared checks that a directory has the group and, when isDir, mode
@@ -333,24 +275,24 @@ func TestGroupSharedSteal(t *testing.T) {
 		return append([]string{"G_OP=" + op, "G_DIR=" + dir, "G_NAME=" + name}, extra...)
 	}
 	holder := startAs(t, bin, a, g("hold", "job")...)
-	e1 := epochOf(t, holder.expect("leader "))
+	e1 := epochOf(t, holder.Expect("leader "))
 	stealer := startAs(t, bin, b, g("steal", "job", "G_TIMEOUT=10s")...)
-	holder.expect("lost ")
-	if e2 := epochOf(t, stealer.expect("leader ")); e2 <= e1 {
+	holder.Expect("lost ")
+	if e2 := epochOf(t, stealer.Expect("leader ")); e2 <= e1 {
 		t.Errorf("stealer's epoch %d is not above %d", e2, e1)
 	}
 
 	// The OS rule the non-guarantee rests on.
 	victim := startAs(t, bin, a, g("hold", "other")...)
-	victim.expect("leader ")
-	if got := startAs(t, bin, b, "G_OP=signal", "G_PID="+strconv.Itoa(victim.pid)).expect("signal "); !strings.Contains(got, "not permitted") {
+	victim.Expect("leader ")
+	if got := startAs(t, bin, b, "G_OP=signal", "G_PID="+strconv.Itoa(victim.PID())).Expect("signal "); !strings.Contains(got, "not permitted") {
 		t.Errorf("b signalling a's process: %q; want operation not permitted", got)
 	}
 
 	t.Run("stopped holder of another member", func(t *testing.T) {
-		victim.signal(syscall.SIGSTOP)
-		defer victim.signal(syscall.SIGCONT)
-		out := startAs(t, bin, b, g("steal", "other", "G_KILLAFTER=100ms", "G_TIMEOUT=5s")...).expect("")
+		victim.Signal(syscall.SIGSTOP)
+		defer victim.Signal(syscall.SIGCONT)
+		out := startAs(t, bin, b, g("steal", "other", "G_KILLAFTER=100ms", "G_TIMEOUT=5s")...).Expect("")
 		if !strings.HasPrefix(out, "error") || !strings.Contains(out, strconv.Itoa(a.uid)) {
 			t.Errorf("steal from a stopped holder of uid %d: %q; want an error naming the uid", a.uid, out)
 		}

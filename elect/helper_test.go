@@ -5,28 +5,25 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"os"
-	"os/exec"
-	"strings"
-	"syscall"
 	"testing"
 	"time"
 
+	"github.com/leaderrun/leaderrun/internal/proctest"
 	"github.com/leaderrun/leaderrun/oslock"
 )
 
-// The test binary doubles as a contender process: TestMain runs the role
-// named in LEADERRUN_TEST_ROLE instead of the tests.
+// The test binary doubles as every helper process of elect's tests:
+// TestMain runs the role that proctest.RoleEnv names instead of the tests.
 func TestMain(m *testing.M) {
-	switch os.Getenv("LEADERRUN_TEST_ROLE") {
-	case "contender":
-		os.Exit(contender())
-	case "chaos", "hostile", "defaultdir", "groupshared":
-		os.Exit(reliabilityRole(os.Getenv("LEADERRUN_TEST_ROLE")))
-	case "bench":
-		os.Exit(benchRole())
-	}
+	proctest.Main(map[string]func() int{
+		"contender":   contender,
+		"chaos":       chaosContender,
+		"hostile":     hostileRole,
+		"defaultdir":  defaultDirRole,
+		"groupshared": groupSharedRole,
+		"bench":       benchRole,
+	})
 	os.Exit(m.Run())
 }
 
@@ -41,23 +38,13 @@ func contender() int {
 		fmt.Println("error", err)
 		return 2
 	}
-	req := Request{IfAvailable: env("T_TRY") != "", Steal: env("T_STEAL") != ""}
-	if env("T_MODE") == "shared" {
-		req.Mode = Shared
-	}
-	if d, err := time.ParseDuration(env("T_KILLAFTER")); err == nil {
-		req.KillAfter = d
-	}
-	if d, err := time.ParseDuration(env("T_STEALSTOPPED")); err == nil {
-		req.StealStopped = d
-	}
-	ctx := context.Background()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
 	if d, err := time.ParseDuration(env("T_TIMEOUT")); err == nil {
-		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeout(ctx, d)
 		defer cancel()
 	}
-	lead, err := l.Acquire(ctx, env("T_NAME"), req)
+	lead, err := l.Acquire(ctx, env("T_NAME"), contenderRequest())
 	switch {
 	case errors.Is(err, ErrBusy):
 		fmt.Println("busy")
@@ -73,6 +60,38 @@ func contender() int {
 		return 2
 	}
 	fmt.Println("leader", lead.Epoch())
+	return holdTerm(lead, func() int {
+		if env("T_HOLD") == "" {
+			lead.Release()
+			fmt.Println("released")
+			return 0
+		}
+		<-make(chan struct{}) // keep the kernel lock until killed
+		return 0
+	})
+}
+
+// contenderRequest is the Request that the T_* settings describe.
+func contenderRequest() Request {
+	env := os.Getenv
+	req := Request{IfAvailable: env("T_TRY") != "", Steal: env("T_STEAL") != ""}
+	if env("T_MODE") == "shared" {
+		req.Mode = Shared
+	}
+	if d, err := time.ParseDuration(env("T_KILLAFTER")); err == nil {
+		req.KillAfter = d
+	}
+	if d, err := time.ParseDuration(env("T_STEALSTOPPED")); err == nil {
+		req.StealStopped = d
+	}
+	return req
+}
+
+// holdTerm is a helper process's term: it keeps lead until stdin says
+// "release" or ends (the test is gone), then releases and prints
+// "released"; if the term ends first, it prints "lost CAUSE" and returns
+// what lost does.
+func holdTerm(lead *Leadership, lost func() int) int {
 	lines := make(chan string)
 	go func() {
 		sc := bufio.NewScanner(os.Stdin)
@@ -85,12 +104,7 @@ func contender() int {
 		select {
 		case <-lead.Done():
 			fmt.Println("lost", lead.Err())
-			if env("T_HOLD") == "" {
-				lead.Release()
-				fmt.Println("released")
-				return 0
-			}
-			<-make(chan struct{}) // keep the kernel lock until killed
+			return lost()
 		case line, ok := <-lines:
 			if !ok || line == "release" {
 				lead.Release()
@@ -101,131 +115,10 @@ func contender() int {
 	}
 }
 
-// roleCommand re-executes the test binary in role (see TestMain), with env
-// added to the environment; it runs no test or benchmark of its own.
-func roleCommand(role string, env ...string) *exec.Cmd {
-	cmd := exec.Command(os.Args[0], "-test.run=^$", "-test.bench=^$")
-	cmd.Env = append(append(os.Environ(), "LEADERRUN_TEST_ROLE="+role), env...)
-	return cmd
-}
-
-// startPiped starts cmd with its stderr shared, and returns pipes to its
-// stdout and, if withStdin, its stdin.
-func startPiped(tb testing.TB, cmd *exec.Cmd, withStdin bool) (stdin io.WriteCloser, stdout io.ReadCloser) {
-	tb.Helper()
-	var err error
-	if withStdin {
-		if stdin, err = cmd.StdinPipe(); err != nil {
-			tb.Fatal(err)
-		}
-	}
-	if stdout, err = cmd.StdoutPipe(); err != nil {
-		tb.Fatal(err)
-	}
-	cmd.Stderr = os.Stderr
-	if err := cmd.Start(); err != nil {
-		tb.Fatal(err)
-	}
-	return stdin, stdout
-}
-
-// proc is a contender started by a test.
-type proc struct {
-	t     *testing.T
-	cmd   *exec.Cmd
-	stdin io.WriteCloser
-	lines chan string
-	pid   int
-}
-
 // spawn starts a contender for name in dir; extra are T_* settings.
-func spawn(t *testing.T, dir, name string, extra ...string) *proc {
+func spawn(t *testing.T, dir, name string, extra ...string) *proctest.Proc {
 	t.Helper()
-	cmd := roleCommand("contender", append([]string{"T_DIR=" + dir, "T_NAME=" + name}, extra...)...)
-	stdin, stdout := startPiped(t, cmd, true)
-	p := &proc{t: t, cmd: cmd, stdin: stdin, lines: make(chan string, 16), pid: cmd.Process.Pid}
-	go func() {
-		sc := bufio.NewScanner(stdout)
-		for sc.Scan() {
-			p.lines <- sc.Text()
-		}
-		close(p.lines)
-	}()
-	t.Cleanup(p.kill)
-	return p
-}
-
-// expect waits (at most 10s) for the next line and checks its prefix.
-func (p *proc) expect(prefix string) string {
-	p.t.Helper()
-	select {
-	case line, ok := <-p.lines:
-		if !ok {
-			p.t.Fatalf("pid %d exited; wanted %q", p.pid, prefix)
-		}
-		if !strings.HasPrefix(line, prefix) {
-			p.t.Fatalf("pid %d said %q; wanted %q", p.pid, line, prefix)
-		}
-		return line
-	case <-time.After(10 * time.Second):
-		// Its goroutines on stderr say where it waits.
-		p.signal(syscall.SIGQUIT)
-		time.Sleep(200 * time.Millisecond)
-		p.t.Fatalf("pid %d: no %q within 10s (goroutine dump above)", p.pid, prefix)
-	}
-	return ""
-}
-
-// quiet checks that p says nothing for d: used to confirm a waiter stays
-// waiting, never to measure speed.
-func (p *proc) quiet(d time.Duration) {
-	p.t.Helper()
-	select {
-	case line := <-p.lines:
-		p.t.Fatalf("pid %d said %q; wanted it to keep waiting", p.pid, line)
-	case <-time.After(d):
-	}
-}
-
-func (p *proc) say(s string) { io.WriteString(p.stdin, s+"\n") }
-
-func (p *proc) signal(sig syscall.Signal) { p.cmd.Process.Signal(sig) }
-
-// kill ends the process (SIGKILL, then SIGCONT in case it was stopped) and
-// reaps it.
-func (p *proc) kill() {
-	if p.cmd.ProcessState != nil {
-		return
-	}
-	p.cmd.Process.Kill()
-	p.cmd.Process.Signal(syscall.SIGCONT)
-	p.stdin.Close()
-	p.cmd.Wait()
-}
-
-// wait reaps p (at most 10s) and returns its exit code.
-func (p *proc) wait() int {
-	p.t.Helper()
-	done := make(chan struct{})
-	go func() { p.cmd.Wait(); close(done) }()
-	select {
-	case <-done:
-	case <-time.After(10 * time.Second):
-		p.t.Fatalf("pid %d did not exit within 10s", p.pid)
-	}
-	return p.cmd.ProcessState.ExitCode()
-}
-
-// eventually polls cond (test-side only) until it holds or 10s pass.
-func eventually(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("not within 10s: %s", what)
-		}
-		time.Sleep(2 * time.Millisecond)
-	}
+	return proctest.StartRole(t, "contender", "contender", append([]string{"T_DIR=" + dir, "T_NAME=" + name}, extra...)...)
 }
 
 // testLocker opens a Locker on a fresh private directory.
@@ -243,15 +136,30 @@ func testLocker(t *testing.T) (*Locker, string) {
 // pending returns the queued pids of name in order.
 func pending(t *testing.T, l *Locker, name string) []int {
 	t.Helper()
+	_, queued := queryPIDs(t, l, name)
+	return queued
+}
+
+// holders returns the pids that hold name.
+func holders(t *testing.T, l *Locker, name string) []int {
+	t.Helper()
+	held, _ := queryPIDs(t, l, name)
+	return held
+}
+
+func queryPIDs(t *testing.T, l *Locker, name string) (held, queued []int) {
+	t.Helper()
 	s, err := l.Query(context.Background(), name)
 	if err != nil {
 		t.Fatal(err)
 	}
-	var pids []int
-	for _, p := range s.Pending {
-		pids = append(pids, p.PID)
+	for _, h := range s.Held {
+		held = append(held, h.PID)
 	}
-	return pids
+	for _, p := range s.Pending {
+		queued = append(queued, p.PID)
+	}
+	return held, queued
 }
 
 func testCtx(t *testing.T) context.Context {

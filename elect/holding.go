@@ -104,12 +104,14 @@ func (h *holding) watchPath(end func(error)) {
 	}
 	fs, _ := oslock.AboveWatches(h.tk.beacon, h.tk.f, h.lockF)
 	h.tk.beacon, h.tk.f, h.lockF = fs[0], fs[1], fs[2]
+	// The identity of the file we hold is taken once: release closes
+	// h.lockF while this watch may still be looking.
+	id, err := oslock.IDOf(h.lockF)
+	if err != nil {
+		return
+	}
 	h.unwatch, h.watched = make(chan struct{}), make(chan struct{})
 	lost := func() bool {
-		id, err := oslock.IDOf(h.lockF)
-		if err != nil {
-			return false
-		}
 		cur, _, err := oslock.LstatPath(lockPath)
 		return err != nil || cur != id
 	}
@@ -136,6 +138,16 @@ func (h *holding) watchPath(end func(error)) {
 // the beacon last, so that the successor, woken by the beacon's hang-up,
 // finds the lock free.
 func (h *holding) release() error {
+	// The successor sleeps on our beacon: it is closed as soon as the
+	// lock is free and the ticket gone, and the rest is put away after.
+	// The path watch only reacts to the lock file, which a release leaves
+	// in place; the inbox reader, if a steal notice comes in meanwhile,
+	// finds the ticket closed and ends a term that is over anyway.
+	errs := []error{h.lockF.Close()}
+	h.mu.Lock()
+	h.tk.unpublish()
+	h.mu.Unlock()
+	h.tk.beacon.Close()
 	if h.unwatch != nil {
 		close(h.unwatch)
 		<-h.watched
@@ -143,13 +155,8 @@ func (h *holding) release() error {
 	for _, w := range h.watches {
 		w.Stop()
 	}
-	errs := []error{h.lockF.Close()}
-	h.mu.Lock()
-	h.tk.unpublish()
-	h.mu.Unlock()
 	h.tk.inbox.Close() // ends the reader
 	<-h.done
-	h.tk.beacon.Close()
 	errs = append(errs, h.q.Close())
 	h.l.untrack(h.lead)
 	return errors.Join(errs...)

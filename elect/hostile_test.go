@@ -1,20 +1,18 @@
 package elect
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"os"
-	"os/exec"
-	"os/user"
 	"path/filepath"
 	"strconv"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/leaderrun/leaderrun/internal/proctest"
 )
 
 // Another user on the same machine must not be able to join or steal a
@@ -25,33 +23,10 @@ import (
 const hostileUser = "leaderrun-hostile"
 
 func TestHostileUser(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skip("needs root to create a throwaway user and run a process as it")
-	}
-	uid, gid := hostileAccount(t)
-	base := t.TempDir()
-	// Let the other user reach base, as it could reach /tmp: what guards
-	// a lock directory is its own mode, not an unreachable parent.
-	for d := base; d != "/" && d != os.TempDir(); d = filepath.Dir(d) {
-		if err := os.Chmod(d, 0o755); err != nil {
-			t.Fatal(err)
-		}
-	}
-	bin := filepath.Join(base, "elect.test")
-	copyExecutable(t, bin)
-
-	private := filepath.Join(base, "private")
-	if err := os.Mkdir(private, 0o700); err != nil {
-		t.Fatal(err)
-	}
-	shared := filepath.Join(base, "shared")
-	if err := os.Mkdir(shared, 0o770); err != nil {
-		t.Fatal(err)
-	}
-	if err := syscall.Chmod(shared, 0o2770); err != nil { // setgid, as a shared directory would be
-		t.Fatal(err)
-	}
-
+	_, uid, gid := proctest.User(t, hostileUser, "/nonexistent")
+	base := proctest.SharedTempDir(t)
+	bin := proctest.CopyBinary(t, base)
+	private, shared := hostileDirs(t, base)
 	for _, tc := range []struct {
 		name string
 		dir  string
@@ -61,155 +36,146 @@ func TestHostileUser(t *testing.T) {
 		{"group-shared", shared, Config{Dir: shared, GroupShared: true}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			l, err := Open(tc.cfg)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer l.Close()
-			lead, err := l.Acquire(testCtx(t), "job", Request{})
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer lead.Release()
-			before := snapshotTree(t, tc.dir)
-			tickets, _ := filepath.Glob(filepath.Join(tc.dir, "job.queue", "t*[0-9]"))
-			if len(tickets) != 1 {
-				t.Fatalf("want the holder's ticket, have %v", tickets)
-			}
-			victim := filepath.Join(base, "victim-"+tc.name)
-			if err := os.WriteFile(victim, []byte("precious\n"), 0o644); err != nil {
-				t.Fatal(err)
-			}
-
-			for _, op := range []struct{ what, op, path, arg string }{
-				{"join the queue", "acquire", tc.dir, ""},
-				{"steal", "steal", tc.dir, ""},
-				{"query the holder", "query", tc.dir, ""},
-				{"read the holder record", "read", tickets[0], ""},
-				{"read the state file", "read", filepath.Join(tc.dir, "job.state"), ""},
-				{"take the lock file with flock(1)", "flock", filepath.Join(tc.dir, "job.lock"), ""},
-				{"plant a symlink as the next ticket", "symlink", filepath.Join(tc.dir, "job.queue", ticketName(99, false)), victim},
-				{"plant a symlink as a lock file", "symlink", filepath.Join(tc.dir, "other.lock"), victim},
-				{"plant a symlink as a state file", "symlink", filepath.Join(tc.dir, "other.state"), victim},
-			} {
-				out := runHostile(t, bin, uid, gid, op.op, op.path, op.arg)
-				if !strings.HasPrefix(out, "denied") {
-					t.Errorf("another user could %s: %s", op.what, out)
-				} else {
-					t.Logf("%s: %s", op.what, out)
-				}
-			}
-			if err := lead.Err(); err != nil {
-				t.Errorf("the holder lost its term: %v", err)
-			}
-			if after := snapshotTree(t, tc.dir); after != before {
-				t.Errorf("the lock directory changed:\nbefore:\n%s\nafter:\n%s", before, after)
-			}
-			if b, _ := os.ReadFile(victim); string(b) != "precious\n" {
-				t.Errorf("a file outside the lock directory was written: %q", b)
-			}
+			h := hostile{bin: bin, uid: uid, gid: gid, base: base}
+			h.cannotTouchHeldLock(t, tc.name, tc.dir, tc.cfg)
 		})
 	}
-
 	// For a user without a usable home the default directory lives in a
 	// place others can write (/run/lock), under a name anyone can predict.
 	// Whatever another user puts there first is refused, never used.
 	t.Run("squatted-default", func(t *testing.T) {
-		tmp := filepath.Join(base, "runlock")
-		if err := os.Mkdir(tmp, 0o777); err != nil {
-			t.Fatal(err)
-		}
-		syscall.Chmod(tmp, 0o1777)
-		setHomeHook(t, func(int) (string, error) { return "/nonexistent", nil }, tmp)
-		def := DefaultDir()
-		if filepath.Dir(def) != tmp {
-			t.Fatalf("DefaultDir %s is not under the fallback base %s", def, tmp)
-		}
-		victim := filepath.Join(base, "victim-default")
-		if err := os.Mkdir(victim, 0o777); err != nil {
-			t.Fatal(err)
-		}
-		os.Chmod(victim, 0o777)
-		for _, sq := range []struct{ what, op, arg, want string }{
-			{"a symlink to a directory of theirs", "symlink", victim, "is a symbolic link"},
-			{"a directory of theirs", "mkdir", "", "is owned by uid " + strconv.Itoa(uid)},
-		} {
-			os.Remove(def)
-			if out := runHostile(t, bin, uid, gid, sq.op, def, sq.arg); out != "ok" {
-				t.Fatalf("setting up %s: %s", sq.what, out)
-			}
-			_, err := Open(Config{})
-			if !errors.Is(err, ErrInsecureDir) || !strings.Contains(err.Error(), sq.want) {
-				t.Errorf("default directory squatted by %s: got %v; want ErrInsecureDir saying %q", sq.what, err, sq.want)
-			}
-			if ents, _ := os.ReadDir(victim); len(ents) != 0 {
-				t.Errorf("wrote into the other user's directory: %v", ents)
-			}
-		}
-		os.Remove(def)
+		h := hostile{bin: bin, uid: uid, gid: gid, base: base}
+		h.cannotSquatDefault(t)
 	})
 }
 
-// hostileAccount returns the throwaway user's uid and gid, creating the
-// user (and removing it after the test) if needed.
-func hostileAccount(t *testing.T) (int, int) {
-	u, err := user.Lookup(hostileUser)
-	if err != nil {
-		out, err := exec.Command("useradd", "--system", "--no-create-home", "--shell", "/usr/sbin/nologin", "--user-group", hostileUser).CombinedOutput()
-		if err != nil {
-			t.Skipf("cannot create a throwaway user with useradd: %v: %s", err, out)
-		}
-		t.Cleanup(func() { exec.Command("userdel", hostileUser).Run() })
-		if u, err = user.Lookup(hostileUser); err != nil {
-			t.Fatal(err)
-		}
-	}
-	uid, _ := strconv.Atoi(u.Uid)
-	gid, _ := strconv.Atoi(u.Gid)
-	if uid == 0 || gid == 0 {
-		t.Fatalf("%s has uid %d gid %d", hostileUser, uid, gid)
-	}
-	return uid, gid
-}
-
-func copyExecutable(t *testing.T, to string) {
-	exe, err := os.Executable()
-	if err != nil {
-		t.Fatal(err)
-	}
-	src, err := os.Open(exe)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer src.Close()
-	dst, err := os.OpenFile(to, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o755)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := io.Copy(dst, src); err != nil {
-		t.Fatal(err)
-	}
-	if err := dst.Close(); err != nil {
-		t.Fatal(err)
-	}
-}
-
-// runHostile runs the test binary as uid:gid (no supplementary groups)
-// doing op, and returns its one-line answer.
-func runHostile(t *testing.T, bin string, uid, gid int, op, path, arg string) string {
+// hostileDirs makes a private lock directory (0700, the default) and a
+// group-shared one (setgid 2770, as a shared directory would be) in base.
+func hostileDirs(t *testing.T, base string) (private, shared string) {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, bin, "-test.run=^$")
-	cmd.Env = []string{"LEADERRUN_TEST_ROLE=hostile", "H_OP=" + op, "H_PATH=" + path, "H_ARG=" + arg, "PATH=/usr/bin:/bin"}
-	cmd.Dir = "/"
-	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: uint32(uid), Gid: uint32(gid), Groups: []uint32{}}}
-	var out bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &out
-	if err := cmd.Run(); err != nil && out.Len() == 0 {
-		t.Fatalf("running %s as uid %d: %v", op, uid, err)
+	private = filepath.Join(base, "private")
+	if err := os.Mkdir(private, 0o700); err != nil {
+		t.Fatal(err)
 	}
-	return strings.TrimSpace(out.String())
+	shared = filepath.Join(base, "shared")
+	if err := os.Mkdir(shared, 0o770); err != nil {
+		t.Fatal(err)
+	}
+	if err := syscall.Chmod(shared, 0o2770); err != nil {
+		t.Fatal(err)
+	}
+	return private, shared
+}
+
+// hostile is the other user: a copy of the test binary it can run, its
+// ids, and the reachable base directory of the test.
+type hostile struct {
+	bin      string
+	uid, gid int
+	base     string
+}
+
+// cannotTouchHeldLock holds "job" in dir and checks that the other user
+// can do none of what a contender or an attacker would, and changes
+// nothing.
+func (h hostile) cannotTouchHeldLock(t *testing.T, name, dir string, cfg Config) {
+	l, err := Open(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	lead, err := l.Acquire(testCtx(t), "job", Request{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer lead.Release()
+	before := snapshotTree(t, dir)
+	tickets, _ := filepath.Glob(filepath.Join(dir, "job.queue", "t*[0-9]"))
+	if len(tickets) != 1 {
+		t.Fatalf("want the holder's ticket, have %v", tickets)
+	}
+	victim := filepath.Join(h.base, "victim-"+name)
+	if err := os.WriteFile(victim, []byte("precious\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, op := range []struct{ what, op, path, arg string }{
+		{"join the queue", "acquire", dir, ""},
+		{"steal", "steal", dir, ""},
+		{"query the holder", "query", dir, ""},
+		{"read the holder record", "read", tickets[0], ""},
+		{"read the state file", "read", filepath.Join(dir, "job.state"), ""},
+		{"take the lock file with flock(1)", "flock", filepath.Join(dir, "job.lock"), ""},
+		{"plant a symlink as the next ticket", "symlink", filepath.Join(dir, "job.queue", ticketName(99, false)), victim},
+		{"plant a symlink as a lock file", "symlink", filepath.Join(dir, "other.lock"), victim},
+		{"plant a symlink as a state file", "symlink", filepath.Join(dir, "other.state"), victim},
+	} {
+		out := h.run(t, op.op, op.path, op.arg)
+		if !strings.HasPrefix(out, "denied") {
+			t.Errorf("another user could %s: %s", op.what, out)
+		} else {
+			t.Logf("%s: %s", op.what, out)
+		}
+	}
+	if err := lead.Err(); err != nil {
+		t.Errorf("the holder lost its term: %v", err)
+	}
+	if after := snapshotTree(t, dir); after != before {
+		t.Errorf("the lock directory changed:\nbefore:\n%s\nafter:\n%s", before, after)
+	}
+	if b, _ := os.ReadFile(victim); string(b) != "precious\n" {
+		t.Errorf("a file outside the lock directory was written: %q", b)
+	}
+}
+
+// cannotSquatDefault lets the other user put a symlink or a directory of
+// its own where the default directory goes, and checks that Open refuses
+// it and writes nothing into it.
+func (h hostile) cannotSquatDefault(t *testing.T) {
+	tmp := filepath.Join(h.base, "runlock")
+	if err := os.Mkdir(tmp, 0o777); err != nil {
+		t.Fatal(err)
+	}
+	syscall.Chmod(tmp, 0o1777)
+	setHomeHook(t, func(int) (string, error) { return "/nonexistent", nil }, tmp)
+	def := DefaultDir()
+	if filepath.Dir(def) != tmp {
+		t.Fatalf("DefaultDir %s is not under the fallback base %s", def, tmp)
+	}
+	victim := filepath.Join(h.base, "victim-default")
+	if err := os.Mkdir(victim, 0o777); err != nil {
+		t.Fatal(err)
+	}
+	os.Chmod(victim, 0o777)
+	for _, sq := range []struct{ what, op, arg, want string }{
+		{"a symlink to a directory of theirs", "symlink", victim, "is a symbolic link"},
+		{"a directory of theirs", "mkdir", "", "is owned by uid " + strconv.Itoa(h.uid)},
+	} {
+		os.Remove(def)
+		if out := h.run(t, sq.op, def, sq.arg); out != "ok" {
+			t.Fatalf("setting up %s: %s", sq.what, out)
+		}
+		_, err := Open(Config{})
+		if !errors.Is(err, ErrInsecureDir) || !strings.Contains(err.Error(), sq.want) {
+			t.Errorf("default directory squatted by %s: got %v; want ErrInsecureDir saying %q", sq.what, err, sq.want)
+		}
+		if ents, _ := os.ReadDir(victim); len(ents) != 0 {
+			t.Errorf("wrote into the other user's directory: %v", ents)
+		}
+	}
+	os.Remove(def)
+}
+
+// run runs the test binary as the other user (no supplementary groups)
+// doing op, and returns its one-line answer.
+func (h hostile) run(t *testing.T, op, path, arg string) string {
+	t.Helper()
+	cmd := proctest.CommandAt(h.bin, "hostile", []string{"H_OP=" + op, "H_PATH=" + path, "H_ARG=" + arg, "PATH=/usr/bin:/bin"})
+	cred := &syscall.Credential{Uid: uint32(h.uid), Gid: uint32(h.gid), Groups: []uint32{}}
+	out, code := proctest.Run(t, "hostile "+op, cmd, proctest.Options{Cred: cred})
+	if code != 0 && len(out) == 0 {
+		t.Fatalf("running %s as uid %d: exit code %d", op, h.uid, code)
+	}
+	return strings.TrimSpace(strings.Join(out, "\n"))
 }
 
 // hostileRole is the other user's process: it tries one thing and says

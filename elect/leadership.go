@@ -2,8 +2,11 @@ package elect
 
 import (
 	"context"
+	"fmt"
 	"sync"
 	"time"
+
+	"github.com/leaderrun/leaderrun/oslock"
 )
 
 // Leadership is one term of holding a lock: a value with a lifetime. Its
@@ -13,11 +16,12 @@ import (
 // A Leadership is created by a backend with [NewLeadership]; the flock
 // backend is [Locker].
 type Leadership struct {
-	name  string
-	dir   string
-	mode  Mode
-	epoch uint64
-	since time.Time
+	name    string
+	dir     string
+	lockDir *oslock.Dir
+	mode    Mode
+	epoch   uint64
+	since   time.Time
 
 	ctx    context.Context
 	cancel context.CancelCauseFunc
@@ -29,11 +33,15 @@ type Leadership struct {
 
 // Term describes a new Leadership to [NewLeadership].
 type Term struct {
-	Name  string
-	Dir   string // where the lock lives, for a backend that has one
-	Mode  Mode
-	Epoch uint64
-	Since time.Time
+	Name string
+	Dir  string // where the lock lives, for a backend that has one
+	// LockDir is the checked lock directory itself, for the flock
+	// backend: the bus serves its socket there (see Leadership.OpenDir).
+	// Other backends leave it nil.
+	LockDir *oslock.Dir
+	Mode    Mode
+	Epoch   uint64
+	Since   time.Time
 	// Release gives the lock back. It is called at most once.
 	Release func() error
 }
@@ -44,7 +52,7 @@ type Term struct {
 func NewLeadership(t Term) (*Leadership, func(cause error)) {
 	ctx, cancel := context.WithCancelCause(context.Background())
 	l := &Leadership{
-		name: t.Name, dir: t.Dir, mode: t.Mode, epoch: t.Epoch, since: t.Since,
+		name: t.Name, dir: t.Dir, lockDir: t.LockDir, mode: t.Mode, epoch: t.Epoch, since: t.Since,
 		ctx: ctx, cancel: cancel, release: t.Release,
 	}
 	return l, cancel
@@ -55,6 +63,18 @@ func (l *Leadership) Name() string { return l.name }
 
 // Dir is the lock directory.
 func (l *Leadership) Dir() string { return l.dir }
+
+// OpenDir returns a new handle on the lock directory this term was
+// granted in: the very directory the Locker checked, not its path opened
+// anew (a directory put in its place since is not followed). The caller
+// closes it. A leadership of a backend without a directory returns
+// ErrUnsupported.
+func (l *Leadership) OpenDir() (*oslock.Dir, error) {
+	if l.lockDir == nil {
+		return nil, fmt.Errorf("%w: the leadership of %s has no lock directory (only the flock backend's has one)", ErrUnsupported, l.name)
+	}
+	return l.lockDir.Dup()
+}
 
 // Mode is how the lock is held.
 func (l *Leadership) Mode() Mode { return l.mode }

@@ -2,7 +2,7 @@ package elect
 
 import (
 	"fmt"
-	"path/filepath"
+	"unicode/utf8"
 )
 
 // MaxNameLen is the longest lock name, in bytes. It keeps every derived
@@ -23,11 +23,23 @@ func ValidateName(name string) error {
 	}
 	for i := 0; i < len(name); i++ {
 		if c := name[i]; !nameByte(c) {
-			return fmt.Errorf("%w: %q has %q at byte %d; use only letters, digits and . _ @ + = , : -", ErrInvalidName, name, c, i)
+			what := fmt.Sprintf("%q", c)
+			if c >= utf8.RuneSelf {
+				// A byte of a multi-byte character is not a character:
+				// quote the character, or the lone byte as "\xc3".
+				_, size := utf8.DecodeRuneInString(name[i:])
+				what = fmt.Sprintf("%q", name[i:i+size])
+			}
+			return fmt.Errorf("%w: %q has %s at byte %d; use only letters, digits and . _ @ + = , : -", ErrInvalidName, name, what, i)
 		}
 	}
 	return nil
 }
+
+// NameByte reports whether c may appear in a lock name (see
+// ValidateName): an ASCII letter or digit, or one of . _ @ + = , : -.
+// The command line derives names with it.
+func NameByte(c byte) bool { return nameByte(c) }
 
 func nameByte(c byte) bool {
 	switch {
@@ -40,20 +52,3 @@ func nameByte(c byte) bool {
 	}
 	return false
 }
-
-// Files of a name in the lock directory. The lock file is never removed;
-// holding flock(2) on it is what leading means, so a flock(1) user of the
-// same file excludes leaderrun and is excluded by it:
-//
-//	flock "$LEADERRUN_DIR/NAME.lock" command
-const (
-	lockSuffix  = ".lock"  // the leadership lock
-	queueSuffix = ".queue" // directory of tickets
-	stateSuffix = ".state" // ticket counter and last epoch
-)
-
-// LockPath is the path of name's leadership lock file in dir.
-func LockPath(dir, name string) string { return filepath.Join(dir, name+lockSuffix) }
-
-// SocketPath is where the leader of name serves its bus in dir.
-func SocketPath(dir, name string) string { return filepath.Join(dir, name+".sock") }

@@ -20,11 +20,13 @@ type Snapshot struct {
 
 // Holder is a granted request.
 type Holder struct {
-	Name    string    `json:"name"`
-	Mode    Mode      `json:"mode"`
-	PID     int       `json:"pid"`
-	Epoch   uint64    `json:"epoch"`
-	Since   time.Time `json:"since"`
+	Name  string `json:"name"`
+	Mode  Mode   `json:"mode"`
+	PID   int    `json:"pid"`
+	Epoch uint64 `json:"epoch"`
+	// Since is when the term began; unknown, zero and left out of JSON,
+	// for an External holder.
+	Since   time.Time `json:"since,omitzero"`
 	Command []string  `json:"command"`
 	// State is "running", "stopped" (SIGSTOP or a debugger: it still
 	// holds the lock), or "unknown" where the platform cannot tell.
@@ -100,13 +102,6 @@ func (l *Locker) query(ctx context.Context, name string, table map[oslock.FileID
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	live := func(id oslock.FileID, pid int) bool {
-		if haveTable {
-			return len(table[id]) > 0
-		}
-		return oslock.StateOf(pid) != oslock.ProcGone
-	}
-	granted := map[int]bool{}
 	d, err := l.current()
 	if err != nil {
 		return err
@@ -115,48 +110,70 @@ func (l *Locker) query(ctx context.Context, name string, table map[oslock.FileID
 	if err != nil && !errors.Is(err, fs.ErrNotExist) {
 		return err
 	}
+	granted := map[int]bool{}
 	if q != nil {
 		defer q.Close()
-		queue, err := listQueue(q)
-		if err != nil {
+		live := func(id oslock.FileID, pid int) bool {
+			if haveTable {
+				return len(table[id]) > 0
+			}
+			return oslock.StateOf(pid) != oslock.ProcGone
+		}
+		if err := queryQueue(q, name, live, granted, snap); err != nil {
 			return err
 		}
-		for _, e := range queue {
-			id, _, err := q.Lstat(e.name)
-			if err != nil {
-				continue // gone since the listing
-			}
-			r, err := readRecord(q, e.name)
-			if err != nil || !live(id, r.PID) {
-				continue // not ours, or its owner is dead
-			}
-			state := oslock.StateOf(r.PID).String()
-			if r.Epoch != 0 {
-				granted[r.PID] = true
-				snap.Held = append(snap.Held, Holder{Name: name, Mode: r.Mode, PID: r.PID, Epoch: r.Epoch, Since: r.Granted, Command: r.Command, State: state, Labels: r.Labels})
-				continue
-			}
-			snap.Pending = append(snap.Pending, Pending{Name: name, Mode: r.Mode, PID: r.PID, Ticket: e.seq, Since: r.Since, Command: r.Command, State: state, Steal: e.steal, Polling: r.Polling, Labels: r.Labels})
-		}
 	}
-	// Holders of the lock file without a granted ticket: flock(1) and
-	// other outside users of the documented lock file, or holders whose
-	// term was stolen and who have not let go yet.
 	if haveTable {
-		if id, _, err := d.Lstat(name + lockSuffix); err == nil {
-			for _, h := range table[id] {
-				if granted[h.PID] {
-					continue
-				}
-				mode := Shared
-				if h.Exclusive {
-					mode = Exclusive
-				}
-				snap.Held = append(snap.Held, Holder{Name: name, Mode: mode, PID: h.PID, Command: oslock.Cmdline(h.PID), State: oslock.StateOf(h.PID).String(), External: true})
-			}
-		}
+		queryOutsiders(d, name, table, granted, snap)
 	}
 	return nil
+}
+
+// queryQueue adds the live tickets of the queue q to snap: the granted
+// ones (their pids noted in granted) as holders, the others as pending.
+func queryQueue(q *oslock.Dir, name string, live func(oslock.FileID, int) bool, granted map[int]bool, snap *Snapshot) error {
+	queue, err := listQueue(q)
+	if err != nil {
+		return err
+	}
+	for _, e := range queue {
+		id, _, err := q.Lstat(e.name)
+		if err != nil {
+			continue // gone since the listing
+		}
+		r, err := readRecord(q, e.name)
+		if err != nil || !live(id, r.PID) {
+			continue // not ours, or its owner is dead
+		}
+		state := oslock.StateOf(r.PID).String()
+		if r.Epoch != 0 {
+			granted[r.PID] = true
+			snap.Held = append(snap.Held, Holder{Name: name, Mode: r.Mode, PID: r.PID, Epoch: r.Epoch, Since: r.Granted, Command: r.Command, State: state, Labels: r.Labels})
+			continue
+		}
+		snap.Pending = append(snap.Pending, Pending{Name: name, Mode: r.Mode, PID: r.PID, Ticket: e.seq, Since: r.Since, Command: r.Command, State: state, Steal: e.steal, Polling: r.Polling, Labels: r.Labels})
+	}
+	return nil
+}
+
+// queryOutsiders adds the holders of the lock file without a granted
+// ticket: flock(1) and other outside users of the documented lock file,
+// or holders whose term was stolen and who have not let go yet.
+func queryOutsiders(d *oslock.Dir, name string, table map[oslock.FileID][]oslock.LockHolder, granted map[int]bool, snap *Snapshot) {
+	id, _, err := d.Lstat(name + lockSuffix)
+	if err != nil {
+		return
+	}
+	for _, h := range table[id] {
+		if granted[h.PID] {
+			continue
+		}
+		mode := Shared
+		if h.Exclusive {
+			mode = Exclusive
+		}
+		snap.Held = append(snap.Held, Holder{Name: name, Mode: mode, PID: h.PID, Command: oslock.Cmdline(h.PID), State: oslock.StateOf(h.PID).String(), External: true})
+	}
 }
 
 // Prune removes what dead processes left in name's queue: tickets and

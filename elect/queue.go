@@ -32,7 +32,6 @@ import (
 const (
 	ticketPrefix = 't'
 	stealPrefix  = 's'
-	tmpPrefix    = ".tmp-"
 )
 
 // ticketName is a ticket's file name.
@@ -152,11 +151,6 @@ func decodeRecord(b []byte) (record, error) {
 // always has one. Beside them is <ticket>.m, the inbox: a FIFO that only
 // its owner reads, where a stealer writes its notice ("S<epoch>\n") that it
 // deposes the holder of that epoch.
-const (
-	beaconSuffix = ".w"
-	inboxSuffix  = ".m"
-)
-
 // ticket is one's own ticket.
 type ticket struct {
 	q      *oslock.Dir

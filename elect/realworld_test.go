@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/leaderrun/leaderrun/internal/proctest"
 	"github.com/leaderrun/leaderrun/oslock"
 )
 
@@ -22,18 +23,18 @@ func TestStoppedWaiterIsPassed(t *testing.T) {
 	l, dir := testLocker(t)
 	ps := joinInOrder(t, l, dir, "pass", 4)
 	h, w1, w2, w3 := ps[0], ps[1], ps[2], ps[3]
-	h.expect("leader")
-	w1.signal(syscall.SIGSTOP)
-	eventually(t, "w1 shown as stopped", func() bool { return stateOf(t, l, "pass", w1.pid) == "stopped" })
-	h.say("release")
-	w2.expect("leader") // w1 is passed, not waited for
-	w1.signal(syscall.SIGCONT)
-	eventually(t, "w1 shown as running", func() bool { return stateOf(t, l, "pass", w1.pid) == "running" })
-	w2.say("release")
-	w1.expect("leader") // its place: ahead of w3
-	w3.quiet(50 * time.Millisecond)
-	w1.say("release")
-	w3.expect("leader")
+	h.Expect("leader")
+	w1.Signal(syscall.SIGSTOP)
+	proctest.Eventually(t, "w1 shown as stopped", func() bool { return stateOf(t, l, "pass", w1.PID()) == "stopped" })
+	h.Send("release")
+	w2.Expect("leader") // w1 is passed, not waited for
+	w1.Signal(syscall.SIGCONT)
+	proctest.Eventually(t, "w1 shown as running", func() bool { return stateOf(t, l, "pass", w1.PID()) == "running" })
+	w2.Send("release")
+	w1.Expect("leader") // its place: ahead of w3
+	w3.Quiet(50 * time.Millisecond)
+	w1.Send("release")
+	w3.Expect("leader")
 }
 
 // A stopped waiter that is not at the head of the line stalls nobody
@@ -42,15 +43,15 @@ func TestStoppedSecondWaiterIsPassed(t *testing.T) {
 	l, dir := testLocker(t)
 	ps := joinInOrder(t, l, dir, "pass2", 4)
 	h, w1, w2, w3 := ps[0], ps[1], ps[2], ps[3]
-	h.expect("leader")
-	w2.signal(syscall.SIGSTOP)
-	h.say("release")
-	w1.expect("leader")
-	w1.say("release")
-	w3.expect("leader")
-	w2.signal(syscall.SIGCONT)
-	w3.say("release")
-	w2.expect("leader")
+	h.Expect("leader")
+	w2.Signal(syscall.SIGSTOP)
+	h.Send("release")
+	w1.Expect("leader")
+	w1.Send("release")
+	w3.Expect("leader")
+	w2.Signal(syscall.SIGCONT)
+	w3.Send("release")
+	w2.Expect("leader")
 }
 
 func stateOf(t *testing.T, l *Locker, name string, pid int) string {
@@ -77,21 +78,21 @@ func stateOf(t *testing.T, l *Locker, name string, pid int) string {
 func TestNoInotifyInstance(t *testing.T) {
 	l, dir := testLocker(t)
 	ps := joinInOrder(t, l, dir, "ino", 4)
-	ps[0].expect("leader")
+	ps[0].Expect("leader")
 	for i, p := range ps {
 		most := 0 // a waiter
 		if i == 0 {
 			most = 1 // the holder
 		}
-		if n := inotifyFDs(t, p.pid); n > most {
-			t.Errorf("pid %d (%d in line) holds %d inotify instances", p.pid, i, n)
+		if n := inotifyFDs(t, p.PID()); n > most {
+			t.Errorf("pid %d (%d in line) holds %d inotify instances", p.PID(), i, n)
 		}
 	}
 	for i, p := range ps {
 		if i > 0 {
-			p.expect("leader")
+			p.Expect("leader")
 		}
-		p.say("release")
+		p.Send("release")
 	}
 }
 
@@ -114,9 +115,9 @@ func inotifyFDs(t *testing.T, pid int) int {
 func TestAbandonedStealIsReported(t *testing.T) {
 	l, dir := testLocker(t)
 	h := spawn(t, dir, "ab", "T_HOLD=1")
-	e0 := epochOf(t, h.expect("leader"))
+	e0 := epochOf(t, h.Expect("leader"))
 	s := spawn(t, dir, "ab", "T_STEAL=1", "T_TIMEOUT=1s")
-	h.expect("lost " + ErrStolen.Error())
+	h.Expect("lost " + ErrStolen.Error())
 	snap, err := l.Query(context.Background(), "ab")
 	if err != nil {
 		t.Fatal(err)
@@ -124,7 +125,7 @@ func TestAbandonedStealIsReported(t *testing.T) {
 	if len(snap.Held) != 1 || snap.Held[0].External || snap.Held[0].Epoch != e0 || snap.Held[0].Since.IsZero() {
 		t.Fatalf("holder during a pending steal: %+v", snap.Held)
 	}
-	if line := s.expect("abandoned"); !strings.Contains(line, ErrStealAbandoned.Error()) {
+	if line := s.Expect("abandoned"); !strings.Contains(line, ErrStealAbandoned.Error()) {
 		t.Fatalf("stealer said %q", line)
 	}
 }
@@ -133,18 +134,18 @@ func TestAbandonedStealIsReported(t *testing.T) {
 func TestQueuedStealDeposesNobody(t *testing.T) {
 	_, dir := testLocker(t)
 	h := spawn(t, dir, "qs", "T_HOLD=1")
-	h.expect("leader")
+	h.Expect("leader")
 	s1 := spawn(t, dir, "qs", "T_STEAL=1")
-	h.expect("lost")
+	h.Expect("lost")
 	// s1 now waits for h; a second stealer waits behind s1 and must not
 	// depose s1 once s1 is granted.
 	s2 := spawn(t, dir, "qs", "T_STEAL=1", "T_TIMEOUT=300ms")
-	s2.expect("timeout")
-	h.signal(syscall.SIGKILL)
-	h.wait()
-	s1.expect("leader")
-	s1.quiet(100 * time.Millisecond) // not deposed by the abandoned s2
-	s1.say("release")
+	s2.Expect("timeout")
+	h.Signal(syscall.SIGKILL)
+	h.Wait()
+	s1.Expect("leader")
+	s1.Quiet(100 * time.Millisecond) // not deposed by the abandoned s2
+	s1.Send("release")
 }
 
 // The lock file removed under a live holder never lets a second leader in:
@@ -153,16 +154,16 @@ func TestQueuedStealDeposesNobody(t *testing.T) {
 func TestLockFileRemovedUnderHolder(t *testing.T) {
 	_, dir := testLocker(t)
 	h := spawn(t, dir, "rm", "T_HOLD=1") // keeps the old file's lock after its term ends
-	h.expect("leader")
+	h.Expect("leader")
 	if err := os.Remove(filepath.Join(dir, "rm.lock")); err != nil {
 		t.Fatal(err)
 	}
-	h.expect("lost " + ErrLockLost.Error())
+	h.Expect("lost " + ErrLockLost.Error())
 	c := spawn(t, dir, "rm")
-	c.quiet(150 * time.Millisecond)
-	h.signal(syscall.SIGKILL)
-	h.wait()
-	c.expect("leader")
+	c.Quiet(150 * time.Millisecond)
+	h.Signal(syscall.SIGKILL)
+	h.Wait()
+	c.Expect("leader")
 	// c leads on the file at the path, so flock(1) on it is excluded.
 	f, err := os.Open(filepath.Join(dir, "rm.lock"))
 	if err != nil {
@@ -172,7 +173,7 @@ func TestLockFileRemovedUnderHolder(t *testing.T) {
 	if ok, err := oslock.TryLock(f, true); err != nil || ok {
 		t.Fatalf("lock file at the path is free while c leads (ok %v, err %v)", ok, err)
 	}
-	c.say("release")
+	c.Send("release")
 }
 
 // The queue directory removed under a holder and its waiter (a cleaner,
@@ -181,19 +182,19 @@ func TestLockFileRemovedUnderHolder(t *testing.T) {
 func TestQueueRemovedUnderWaiters(t *testing.T) {
 	l, dir := testLocker(t)
 	ps := joinInOrder(t, l, dir, "rq", 3)
-	ps[0].expect("leader")
+	ps[0].Expect("leader")
 	// A waiter takes its place (notes who is ahead) a moment after its
 	// ticket is linked; one whose queue is removed within that moment is
 	// put back in the order the waiters wake, which is not tested here.
-	ps[2].quiet(20 * time.Millisecond)
+	ps[2].Quiet(20 * time.Millisecond)
 	if err := os.RemoveAll(filepath.Join(dir, "rq.queue")); err != nil {
 		t.Fatal(err)
 	}
-	ps[0].say("release")
-	ps[1].expect("leader")
-	ps[1].say("release")
-	ps[2].expect("leader")
-	ps[2].say("release")
+	ps[0].Send("release")
+	ps[1].Expect("leader")
+	ps[1].Send("release")
+	ps[2].Expect("leader")
+	ps[2].Send("release")
 }
 
 // The whole lock directory replaced under a waiter: new requests join the
@@ -235,7 +236,7 @@ func TestLockerFollowsReplacedDir(t *testing.T) {
 func TestCloseEndsWaitingAcquire(t *testing.T) {
 	l, dir := testLocker(t)
 	h := spawn(t, dir, "cl")
-	h.expect("leader")
+	h.Expect("leader")
 	l2, err := Open(Config{Dir: dir})
 	if err != nil {
 		t.Fatal(err)
@@ -245,7 +246,7 @@ func TestCloseEndsWaitingAcquire(t *testing.T) {
 		_, err := l2.Acquire(testCtx(t), "cl", Request{})
 		errc <- err
 	}()
-	eventually(t, "second request queued", func() bool { return len(pending(t, l, "cl")) == 1 })
+	proctest.Eventually(t, "second request queued", func() bool { return len(pending(t, l, "cl")) == 1 })
 	if err := l2.Close(); err != nil {
 		t.Fatal(err)
 	}
@@ -263,7 +264,7 @@ func TestCloseEndsWaitingAcquire(t *testing.T) {
 	if got := pending(t, l, "cl"); len(got) != 0 {
 		t.Fatalf("closed request left a ticket: %v", got)
 	}
-	h.say("release")
+	h.Send("release")
 }
 
 // The state file wiped while the wall clock is behind the last epoch (it
@@ -310,17 +311,17 @@ func TestEpochFloorSurvivesWipeWithClockBehind(t *testing.T) {
 func TestStateRemovedUnderQueue(t *testing.T) {
 	l, dir := testLocker(t)
 	ps := joinInOrder(t, l, dir, "sq", 2)
-	ps[0].expect("leader")
+	ps[0].Expect("leader")
 	if err := os.Remove(filepath.Join(dir, "sq"+stateSuffix)); err != nil {
 		t.Fatal(err)
 	}
 	c := joinInOrder(t, l, dir, "sq", 1)[0]
-	ps[0].say("release")
-	ps[1].expect("leader")
-	c.quiet(50 * time.Millisecond)
-	ps[1].say("release")
-	c.expect("leader")
-	c.say("release")
+	ps[0].Send("release")
+	ps[1].Expect("leader")
+	c.Quiet(50 * time.Millisecond)
+	ps[1].Send("release")
+	c.Expect("leader")
+	c.Send("release")
 }
 
 // A holder learns at once that its lock file is no longer the one at the
@@ -336,7 +337,7 @@ func TestHolderLearnsLockLost(t *testing.T) {
 				t.Fatal(err)
 			}
 			h := spawn(t, dir, "lost")
-			h.expect("leader")
+			h.Expect("leader")
 			if how == "remove file" {
 				if err := os.Remove(filepath.Join(dir, "lost.lock")); err != nil {
 					t.Fatal(err)
@@ -349,13 +350,13 @@ func TestHolderLearnsLockLost(t *testing.T) {
 					t.Fatal(err)
 				}
 			}
-			if line := h.expect("lost"); !strings.Contains(line, ErrLockLost.Error()) {
+			if line := h.Expect("lost"); !strings.Contains(line, ErrLockLost.Error()) {
 				t.Fatalf("holder said %q", line)
 			}
-			h.expect("released")
+			h.Expect("released")
 			c := spawn(t, dir, "lost")
-			c.expect("leader")
-			c.say("release")
+			c.Expect("leader")
+			c.Send("release")
 		})
 	}
 }
@@ -365,15 +366,15 @@ func TestHolderLearnsLockLost(t *testing.T) {
 func TestElectorRunNeverLed(t *testing.T) {
 	l, dir := testLocker(t)
 	h := spawn(t, dir, "nl")
-	h.expect("leader")
+	h.Expect("leader")
 	ctx, cancel := context.WithTimeout(testCtx(t), 100*time.Millisecond)
 	defer cancel()
 	err := (&Elector{Backend: l, Name: "nl"}).Run(ctx, func(context.Context, *Leadership) error { return nil })
 	if !errors.Is(err, ErrNeverLed) || !errors.Is(err, context.DeadlineExceeded) {
 		t.Fatalf("Run that never led returned %v", err)
 	}
-	h.say("release")
-	h.expect("released")
+	h.Send("release")
+	h.Expect("released")
 	ctx2, cancel2 := context.WithCancel(testCtx(t))
 	err = (&Elector{Backend: l, Name: "nl", Requeue: true}).Run(ctx2, func(ctx context.Context, _ *Leadership) error {
 		cancel2()
@@ -391,14 +392,14 @@ func TestElectorRunNeverLed(t *testing.T) {
 func TestStealStoppedHolder(t *testing.T) {
 	_, dir := testLocker(t)
 	h := spawn(t, dir, "ss", "T_HOLD=1")
-	h.expect("leader")
+	h.Expect("leader")
 	w := spawn(t, dir, "ss", "T_STEALSTOPPED=200ms")
-	w.quiet(400 * time.Millisecond) // a running holder keeps the lock
-	h.signal(syscall.SIGSTOP)
-	w.expect("leader")
-	h.wait()
-	if ws, ok := h.cmd.ProcessState.Sys().(syscall.WaitStatus); !ok || ws.Signal() != syscall.SIGKILL {
-		t.Fatalf("the stopped holder should have been killed: %v", h.cmd.ProcessState)
+	w.Quiet(400 * time.Millisecond) // a running holder keeps the lock
+	h.Signal(syscall.SIGSTOP)
+	w.Expect("leader")
+	h.Wait()
+	if ws, ok := h.Cmd.ProcessState.Sys().(syscall.WaitStatus); !ok || ws.Signal() != syscall.SIGKILL {
+		t.Fatalf("the stopped holder should have been killed: %v", h.Cmd.ProcessState)
 	}
-	w.say("release")
+	w.Send("release")
 }

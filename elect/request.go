@@ -19,7 +19,10 @@ type Request struct {
 	Steal bool
 	// KillAfter, with Steal, sends SIGKILL to holders (of the same user)
 	// that still hold the lock this long after the steal. Zero (default)
-	// waits for them to release however long it takes.
+	// waits for them to release however long it takes. After the SIGKILL
+	// the steal still waits for the kernel to drop the lock, which a
+	// process stuck in uninterruptible sleep (state D) can put off without
+	// bound: only the request's ctx bounds that wait.
 	KillAfter time.Duration
 	// StealStopped, when positive, recovers the name from a holder that
 	// has been stopped (SIGSTOP, Ctrl-Z, a frozen cgroup) for this long
@@ -33,6 +36,11 @@ type Request struct {
 	// Command is recorded for Query and `leaderrun status`. Default:
 	// os.Args.
 	Command []string
+	// OnPolling, if set, is called (from Acquire's goroutine, once per
+	// request) when the request finds nothing to sleep on and falls back
+	// to polling every 1ms to 100ms, with why. Query shows such a request
+	// as Polling too.
+	OnPolling func(why string)
 	// Labels are recorded with the request for Query (Pending.Labels,
 	// Holder.Labels), so that a leader deciding whether to Yield can
 	// tell its followers apart ("visible", "on-battery"). At most 16 of

@@ -98,14 +98,12 @@ func holds(hs []oslock.LockHolder, pid int) bool {
 	return false
 }
 
-// stealMarker, in the queue directory, exists while a steal may be queued.
+// The steal marker (see layout.go) exists while a steal may be queued.
 // Waiters that see no marker know that the tickets ahead of them can only
 // go, and skip listing the queue at a handoff (see aheadNow). A stealer
 // makes it before it publishes its ticket and removes it when it leaves,
 // unless another steal is queued; one left by a killed stealer only costs
 // listings until Prune removes it.
-const stealMarker = ".steal"
-
 func markSteal(q *oslock.Dir) error {
 	f, err := q.OpenFile(stealMarker, os.O_RDONLY|os.O_CREATE, 0o600)
 	if err != nil {

@@ -22,62 +22,86 @@ import (
 // of the line, we check after StallBound that it took the lock, and pass
 // it if it is stopped.
 func (a *acquirer) waitBehind(ctx context.Context, ahead []entry, b entry) error {
-	bf, err := a.beacon(b.name)
-	if err != nil && !errors.Is(err, fs.ErrNotExist) {
+	bf, rb, rerr, again, err := a.lookAt(b)
+	if again || err != nil {
 		return err
-	}
-	if bf != nil && oslock.HungUp(bf) {
-		probe(a.q, b) // its owner is gone: remove what it left
-		return nil
-	}
-	if bf == nil || !a.moved(b) {
-		alive, err := probe(a.q, b)
-		if err != nil || !alive {
-			return err
-		}
-	}
-	// A record that cannot be read (not written by leaderrun, or not put
-	// back yet) leaves only the beacon to wait on.
-	rb, rerr := readRecord(a.q, b.name)
-	if rerr == nil {
-		a.pids[b.name] = rb.PID
 	}
 	if a.req.IfAvailable {
 		return ErrBusy
 	}
 	if bf == nil {
 		// A live ticket without a beacon: not made by this version.
-		return a.pollWait(ctx)
+		return a.pollWait(ctx, "the ticket ahead has no beacon to sleep on (made by an older leaderrun)")
 	}
 	w := newWaitSet(ctx)
 	defer w.close()
 	w.hangup(bf)
-	// When b waits too, we also watch what b waits on; when nothing can
-	// be watched for it (b is at the head of the line, or we cannot tell),
-	// the stall timer checks on b.
-	stall := time.Duration(0)
+	stall, holderWatch := a.watchAhead(w, ahead, b, rb, rerr)
+	return a.sleepBehind(w, b, stall, holderWatch)
+}
+
+// lookAt opens b's beacon and reads b's record. again says that b was
+// found dead (what it left is removed) and the caller should look at the
+// queue again. A record that cannot be read (not written by leaderrun, or
+// not put back yet) is returned as rerr: only the beacon is waited on.
+func (a *acquirer) lookAt(b entry) (bf *os.File, rb record, rerr error, again bool, err error) {
+	bf, err = a.beacon(b.name)
+	if err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return nil, record{}, nil, false, err
+	}
+	if bf != nil && oslock.HungUp(bf) {
+		probe(a.q, b) // its owner is gone: remove what it left
+		return nil, record{}, nil, true, nil
+	}
+	if bf == nil || !a.moved(b) {
+		alive, err := probe(a.q, b)
+		if err != nil || !alive {
+			return nil, record{}, nil, true, err
+		}
+	}
+	rb, rerr = readRecord(a.q, b.name)
+	if rerr == nil {
+		a.pids[b.name] = rb.PID
+	}
+	return bf, rb, rerr, false, nil
+}
+
+// watchAhead adds to w what else we wait on behind b, and returns how
+// long to sleep before looking at b (0: until an event). When b waits
+// too, we also watch what b waits on; when nothing can be watched for it
+// (b is at the head of the line, or we cannot tell), the stall timer
+// checks on b. With StealStopped, a granted b is looked at periodically
+// (holderWatch) in case it stops.
+func (a *acquirer) watchAhead(w *waitSet, ahead []entry, b entry, rb record, rerr error) (stall time.Duration, holderWatch bool) {
 	if rerr != nil || rb.Epoch == 0 {
 		stall = StallBound
 	}
-	holderWatch := rerr == nil && rb.Epoch != 0 && a.req.StealStopped > 0
+	holderWatch = rerr == nil && rb.Epoch != 0 && a.req.StealStopped > 0
 	if holderWatch {
 		stall = a.req.StealStopped / 4 // see Request.StealStopped
 	}
-	if rerr == nil && rb.Epoch == 0 {
-		bahead := ahead[:len(ahead)-1]
-		for i := len(ahead) - 1; i >= 0; i-- {
-			if ahead[i].name == b.name {
-				bahead = ahead[:i]
-				break
-			}
-		}
-		if bb, ok := a.blockerOf(bahead, rb.Mode, b.steal, true); ok {
-			if f, err := a.beacon(bb.name); err == nil {
-				w.hangup(f)
-				stall = 0
-			}
+	if rerr != nil || rb.Epoch != 0 {
+		return stall, holderWatch
+	}
+	bahead := ahead[:len(ahead)-1]
+	for i := len(ahead) - 1; i >= 0; i-- {
+		if ahead[i].name == b.name {
+			bahead = ahead[:i]
+			break
 		}
 	}
+	if bb, ok := a.blockerOf(bahead, rb.Mode, b.steal, true); ok {
+		if f, err := a.beacon(bb.name); err == nil {
+			w.hangup(f)
+			stall = 0
+		}
+	}
+	return stall, holderWatch
+}
+
+// sleepBehind sleeps on w until something fired, checking on b each time
+// the stall timer runs out.
+func (a *acquirer) sleepBehind(w *waitSet, b entry, stall time.Duration, holderWatch bool) error {
 	for {
 		fired, err := w.wait(stall)
 		if err != nil || fired {
@@ -169,9 +193,13 @@ func (a *acquirer) waitLock(ctx context.Context, queue []entry) error {
 		w.gone(pid)
 	}
 	if w.empty() || a.requeued(queue, holders) {
-		return a.pollWait(ctx)
+		return a.pollWait(ctx, "the lock is held by a process that /proc/locks does not show (another pid namespace, or no /proc)")
 	}
-	a.poll = 0
+	if a.poll != 0 {
+		a.poll = 0
+		a.tk.rec.Polling = false // something to sleep on again
+		a.tk.write()
+	}
 	timer := time.Duration(0)
 	if !a.killAt.IsZero() && !a.killed && len(a.deposed) > 0 {
 		timer = max(time.Until(a.killAt), time.Nanosecond)
@@ -271,9 +299,12 @@ func (a *acquirer) lockHolders(skip map[int]bool) []int {
 // /proc/locks, a descriptor inherited by another process, or a platform
 // without FIFO events). It sleeps 1ms, doubling to 100ms, and Query
 // reports the request as polling.
-func (a *acquirer) pollWait(ctx context.Context) error {
+func (a *acquirer) pollWait(ctx context.Context, why string) error {
 	if a.poll == 0 {
 		a.poll = time.Millisecond
+		if !a.tk.rec.Polling && a.req.OnPolling != nil {
+			a.req.OnPolling(why)
+		}
 		a.tk.rec.Polling = true
 		a.tk.write()
 	} else {

@@ -38,6 +38,82 @@ type FileID struct {
 // Path returns the path the directory was opened with.
 func (d *Dir) Path() string { return d.path }
 
+// Dup returns another handle on the very directory d was opened on (not
+// its path opened anew), with d's options and checks; the caller closes
+// it. A directory replaced at the path since is not followed.
+func (d *Dir) Dup() (*Dir, error) { return d.dup() }
+
+// OpenDir opens and checks the lock directory at path. It refuses a symbolic
+// link, a directory owned by another user, one writable by others (or by its
+// group unless opts.GroupShared), and, unless opts.AllowUnsafeFS, a network or
+// FUSE filesystem, which returns [ErrUnsupported] naming the filesystem.
+func OpenDir(path string, opts DirOptions) (*Dir, error) { return sysOpenDir(path, opts) }
+
+// OpenFile opens name inside the directory without following a symbolic
+// link; flag and perm are as for os.OpenFile. In a group-shared directory a
+// file of ours opened with O_CREATE gets the directory's group (also where
+// the directory lacks the setgid bit) and perm's owner bits for the group
+// too, whatever the umask, so that every member can open, lock and read it.
+func (d *Dir) OpenFile(name string, flag int, perm os.FileMode) (*os.File, error) {
+	return d.sysOpenFile(name, flag, perm)
+}
+
+// Sub opens the subdirectory name, creating it with mode 0700 if create is
+// set, and checks it as [OpenDir] does. In a group-shared directory a
+// subdirectory of ours gets the directory's group and mode 2770 (group
+// rwx, setgid, no sticky bit), also when it exists already, so that the
+// files every member creates in it get that group and any member may remove
+// a dead member's file.
+func (d *Dir) Sub(name string, create bool, opts DirOptions) (*Dir, error) {
+	return d.sysSub(name, create, opts)
+}
+
+// Names lists the directory's entries, in no particular order.
+func (d *Dir) Names() ([]string, error) { return d.sysNames() }
+
+// Remove unlinks the file name. A missing file is reported as fs.ErrNotExist.
+func (d *Dir) Remove(name string) error { return d.sysRemove(name) }
+
+// RemoveDir removes the empty subdirectory name.
+func (d *Dir) RemoveDir(name string) error { return d.sysRemoveDir(name) }
+
+// Link makes newname a second name of oldname without following links. It
+// fails with fs.ErrExist if newname exists: it never replaces a file.
+func (d *Dir) Link(oldname, newname string) error { return d.sysLink(oldname, newname) }
+
+// Rename renames oldname to newname inside the directory, replacing newname.
+func (d *Dir) Rename(oldname, newname string) error { return d.sysRename(oldname, newname) }
+
+// Lstat returns the identity and owner of name without following a link.
+func (d *Dir) Lstat(name string) (FileID, int, error) { return d.sysLstat(name) }
+
+// IDOf returns the identity of an open file.
+func IDOf(f *os.File) (FileID, error) { return sysIDOf(f) }
+
+// ResolvedPath returns a path to name that goes through the directory's
+// descriptor where the platform allows it (/proc/self/fd on Linux), so that
+// path-based calls such as inotify_add_watch and bind(2) cannot be
+// redirected by renaming the directory, and stay short.
+func (d *Dir) ResolvedPath(name string) string { return d.sysResolvedPath(name) }
+
+// DirOwner returns the uid that owns the directory at path, following
+// symbolic links. A missing path, or a parent that is not a directory,
+// matches fs.ErrNotExist; a path that is not a directory matches
+// syscall.ENOTDIR.
+func DirOwner(path string) (int, error) { return sysDirOwner(path) }
+
+// CheckFS returns an error matching [ErrUnsupported], naming the
+// filesystem, when the directory at path is on one where flock cannot be
+// trusted (those [OpenDir] refuses), and nil when it is local. Unlike
+// OpenDir it follows a symbolic link at path.
+func CheckFS(path string) error { return sysCheckFS(path) }
+
+// ID returns the identity of the directory itself.
+func (d *Dir) ID() (FileID, error) { return d.sysID() }
+
+// LstatPath returns the identity of path without following a final link.
+func LstatPath(path string) (FileID, int, error) { return sysLstatPath(path) }
+
 // Close releases the directory's descriptor. It is idempotent.
 func (d *Dir) Close() error {
 	if d == nil || d.f == nil {

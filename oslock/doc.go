@@ -33,12 +33,38 @@
 //
 // # Platform notes
 //
-// flock is used on darwin, dragonfly, freebsd, illumos, linux, netbsd and
-// openbsd; elsewhere the lock calls return [ErrUnsupported]. Beacons are
-// waited for in the runtime's poller on Linux; elsewhere the runtime does
-// not poll FIFOs (kqueue does not report their last close everywhere), so
-// [WaitHangup] falls back to a bounded poll (at most every 100ms). [Watch]
-// needs inotify (Linux only; elsewhere [WatchPath] reports ErrUnsupported). /proc/locks, used to
-// see who holds a lock without touching it, exists only on Linux; elsewhere
-// liveness is judged by signal 0.
+// flock(2) is used on darwin, dragonfly, freebsd, illumos, linux, netbsd
+// and openbsd; every other platform builds, and every call there returns
+// [ErrUnsupported]. Network and FUSE filesystems are refused on all seven:
+// on Linux by statfs(2)'s filesystem magic, elsewhere by the filesystem's
+// type name (fstatfs(2), or fstatvfs(2) on netbsd and illumos).
+//
+// Beacons are waited for in the runtime's poller on Linux; elsewhere the
+// runtime does not poll FIFOs (kqueue does not report their last close
+// everywhere), so [WaitHangup] falls back to a bounded poll (at most every
+// 100ms). [Watch] needs inotify (Linux only; elsewhere [WatchPath] reports
+// ErrUnsupported). /proc/locks, used to see who holds a lock without
+// touching it, and pidfds exist only on Linux; elsewhere liveness is
+// judged by signal 0. On darwin (no mkfifoat) a beacon is made by path and
+// on illumos (no linkat in x/sys) a ticket is linked by path; both are
+// then opened through the directory's descriptor with O_NOFOLLOW.
+//
+// Where the kernel has no flock(2) (Windows has LockFileEx, AIX and
+// Oracle Solaris only fcntl locks), github.com/gofrs/flock could take the
+// lock, but the lock alone is not what an election needs here: waiting
+// sleeps on FIFOs that hang up when their owner dies, files are opened
+// relative to a checked directory descriptor, and holders are told apart
+// by process state. fcntl locks, moreover, belong to the process, not to
+// the open file: two requests of one process would both be granted, and
+// closing any descriptor of the file drops the lock. So those platforms
+// answer ErrUnsupported rather than promise less than the doc says.
+//
+// # Files
+//
+// Each file suffix has one meaning: X_linux.go, X_darwin.go, ... are Go's
+// own GOOS suffixes; X_flock.go carries the build list of the seven flock
+// platforms above; X_other.go is what the flock platforms that no sibling
+// X_GOOS.go names use; unsupported.go is the exact complement of the
+// flock list. Every exported name is declared, with its doc comment, in a
+// file without a suffix, so that go doc reads the same on every GOOS.
 package oslock

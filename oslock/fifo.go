@@ -54,12 +54,20 @@ func HungUp(f *os.File) bool { return hungUp(f) }
 // shares one inotify instance, made on first use; elsewhere WatchPath
 // reports [ErrUnsupported].
 type Watch struct {
-	wd int32
-	C  chan struct{}
+	wd    int32
+	mask  uint32
+	child string
+	C     chan struct{}
 }
 
 // WatchPath starts a Watch of path (not following a final link).
 func WatchPath(path string) (*Watch, error) { return watchPath(path) }
+
+// WatchChild starts a Watch that fires when an entry called name is
+// created in, or moved into, the directory dir (and when dir goes away).
+// It shares the process's one inotify instance too: a process waiting for
+// any number of sockets to appear costs the user one instance.
+func WatchChild(dir, name string) (*Watch, error) { return watchChild(dir, name) }
 
 // Stop ends the watch. C is not closed.
 func (w *Watch) Stop() {
@@ -73,6 +81,18 @@ func (w *Watch) poke() {
 	case w.C <- struct{}{}:
 	default:
 	}
+}
+
+// DupAboveWatches returns a duplicate (close-on-exec) of the descriptor
+// fd numbered above the process's inotify instance, for descriptors that
+// are not files (a socket); it returns -1 when fd is above it already or
+// the process has no instance. See AboveWatches.
+func DupAboveWatches(fd int) (int, error) {
+	min := sentinelFD()
+	if min < 0 || fd > min {
+		return -1, nil
+	}
+	return dupAbove(fd, min)
 }
 
 // AboveWatches moves the descriptors of files, in order, above the

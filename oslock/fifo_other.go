@@ -1,4 +1,4 @@
-//go:build !unix
+//go:build (darwin || dragonfly || freebsd || illumos || linux || netbsd || openbsd) && !linux
 
 package oslock
 
@@ -7,6 +7,16 @@ import (
 	"os"
 )
 
-func waitHangup(ctx context.Context, f *os.File) error { return ErrUnsupported }
-
-func hungUp(f *os.File) bool { return true }
+// waitHangup polls here: kqueue does not report the last writer's close of
+// a FIFO to its readers on every BSD (golang.org/issue/24164), so the Go
+// runtime does not put FIFOs in its poller there. The poll backs off from
+// 1ms to 100ms, as the Watcher's does.
+func waitHangup(ctx context.Context, f *os.File) error {
+	var p poller
+	for !hungUp(f) {
+		if err := p.wait(ctx); err != nil {
+			return err
+		}
+	}
+	return nil
+}

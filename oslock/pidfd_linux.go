@@ -8,9 +8,7 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// OpenPidfd returns a pidfd of pid (pidfd_open(2), Linux 5.3), which keeps
-// naming that process even once its pid is reused.
-func OpenPidfd(pid int) (*os.File, error) {
+func sysOpenPidfd(pid int) (*os.File, error) {
 	fd, err := unix.PidfdOpen(pid, unix.PIDFD_NONBLOCK)
 	if err != nil {
 		return nil, err
@@ -18,10 +16,7 @@ func OpenPidfd(pid int) (*os.File, error) {
 	return os.NewFile(uintptr(fd), "pidfd"), nil
 }
 
-// WaitPidfd blocks until the process of pidfd, from OpenPidfd, has exited
-// with all its threads (a zombie counts), or ctx ends. It sleeps in the
-// netpoller: a pidfd becomes readable when its process exits.
-func WaitPidfd(ctx context.Context, pidfd *os.File) error {
+func sysWaitPidfd(ctx context.Context, pidfd *os.File) error {
 	rc, err := pidfd.SyscallConn()
 	if err != nil {
 		return err

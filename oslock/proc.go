@@ -2,6 +2,7 @@ package oslock
 
 import (
 	"context"
+	"os"
 )
 
 // ProcState is what the system says about a process.
@@ -40,6 +41,43 @@ type LockHolder struct {
 // Kill sends SIGKILL to pid. It reports ErrUnsupported where the platform
 // has no signals.
 func Kill(pid int) error { return kill(pid) }
+
+// LockTable returns the flock holders of every locked inode, from
+// /proc/locks on Linux. Reading it takes no lock and wakes nobody.
+// Elsewhere it returns ErrUnsupported.
+func LockTable() (map[FileID][]LockHolder, error) { return sysLockTable() }
+
+// FlockWaiters returns the pids blocked in flock(2) on some file, from
+// /proc/locks on Linux; elsewhere it returns ErrUnsupported.
+func FlockWaiters() (map[int]bool, error) { return sysFlockWaiters() }
+
+// StateOf says what pid is doing: gone (no process, or a zombie), stopped,
+// or running, from /proc on Linux. Elsewhere it tells only whether pid
+// exists (ProcGone or ProcUnknown).
+func StateOf(pid int) ProcState { return sysStateOf(pid) }
+
+// Cmdline returns pid's command line, or nil where the platform does not
+// say (off Linux) or the process is gone.
+func Cmdline(pid int) []string { return sysCmdline(pid) }
+
+// UIDOf returns pid's real uid, or -1 where the platform does not say
+// (off Linux) or the process is gone.
+func UIDOf(pid int) int { return sysUIDOf(pid) }
+
+// WaitGone blocks until pid is gone or ctx ends: on Linux through a pidfd,
+// in the netpoller; elsewhere with a bounded poll. Where processes cannot
+// be observed at all it returns at once.
+func WaitGone(ctx context.Context, pid int) error { return sysWaitGone(ctx, pid) }
+
+// OpenPidfd returns a pidfd of pid (pidfd_open(2), Linux 5.3), which keeps
+// naming that process even once its pid is reused. Off Linux it returns
+// ErrUnsupported.
+func OpenPidfd(pid int) (*os.File, error) { return sysOpenPidfd(pid) }
+
+// WaitPidfd blocks until the process of pidfd, from OpenPidfd, has exited
+// with all its threads (a zombie counts), or ctx ends. It sleeps in the
+// netpoller: a pidfd becomes readable when its process exits.
+func WaitPidfd(ctx context.Context, pidfd *os.File) error { return sysWaitPidfd(ctx, pidfd) }
 
 // pollGone is WaitGone where the platform has no process-exit event: a
 // bounded poll, as in watch_poll.go.

@@ -12,9 +12,7 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// LockTable reads /proc/locks and returns the flock holders of every locked
-// inode. Reading it takes no lock and wakes nobody.
-func LockTable() (map[FileID][]LockHolder, error) {
+func sysLockTable() (map[FileID][]LockHolder, error) {
 	table := make(map[FileID][]LockHolder)
 	err := scanFlocks(func(blocked bool, id FileID, h LockHolder) {
 		if !blocked {
@@ -24,10 +22,7 @@ func LockTable() (map[FileID][]LockHolder, error) {
 	return table, err
 }
 
-// FlockWaiters reads /proc/locks and returns the pids blocked in flock(2)
-// waiting for a lock: how a test or benchmark knows that a raw flock
-// waiter is queued in the kernel.
-func FlockWaiters() (map[int]bool, error) {
+func sysFlockWaiters() (map[int]bool, error) {
 	waiters := make(map[int]bool)
 	err := scanFlocks(func(blocked bool, _ FileID, h LockHolder) {
 		if blocked {
@@ -76,12 +71,7 @@ func scanFlocks(fn func(blocked bool, id FileID, h LockHolder)) error {
 	return sc.Err()
 }
 
-// StateOf reports whether pid runs, is stopped, or is gone. A zombie
-// counts as gone only once all its threads have exited: a process killed
-// with SIGKILL shows its leader thread as a zombie while its other threads
-// are still on their way out, holding its descriptors, flocks and sockets
-// (num_threads, proc(5) field 20, is then above one).
-func StateOf(pid int) ProcState {
+func sysStateOf(pid int) ProcState {
 	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
 	if err != nil {
 		return ProcGone
@@ -108,8 +98,7 @@ func StateOf(pid int) ProcState {
 	return ProcRunning
 }
 
-// Cmdline returns the command line of pid, or nil.
-func Cmdline(pid int) []string {
+func sysCmdline(pid int) []string {
 	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/cmdline")
 	if err != nil || len(b) == 0 {
 		return nil
@@ -117,8 +106,7 @@ func Cmdline(pid int) []string {
 	return strings.Split(strings.TrimSuffix(string(b), "\x00"), "\x00")
 }
 
-// UIDOf returns the real uid of pid, or -1.
-func UIDOf(pid int) int {
+func sysUIDOf(pid int) int {
 	var st unix.Stat_t
 	if err := unix.Stat("/proc/"+strconv.Itoa(pid), &st); err != nil {
 		return -1
@@ -128,10 +116,7 @@ func UIDOf(pid int) int {
 
 func kill(pid int) error { return unix.Kill(pid, unix.SIGKILL) }
 
-// WaitGone blocks until pid is gone, as StateOf tells it, or ctx ends.
-// It sleeps on a pidfd, which the kernel makes readable once every thread
-// of the process has exited: no polling.
-func WaitGone(ctx context.Context, pid int) error {
+func sysWaitGone(ctx context.Context, pid int) error {
 	if StateOf(pid) == ProcGone {
 		return nil
 	}

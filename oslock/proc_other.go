@@ -1,33 +1,32 @@
-//go:build unix && !linux
+//go:build (darwin || dragonfly || freebsd || illumos || linux || netbsd || openbsd) && !linux
 
 package oslock
 
 import (
 	"context"
+	"os"
 	"syscall"
 )
 
-// LockTable is not available on this platform.
-func LockTable() (map[FileID][]LockHolder, error) { return nil, ErrUnsupported }
+func sysLockTable() (map[FileID][]LockHolder, error) { return nil, ErrUnsupported }
 
-// FlockWaiters is not available on this platform.
-func FlockWaiters() (map[int]bool, error) { return nil, ErrUnsupported }
+func sysFlockWaiters() (map[int]bool, error) { return nil, ErrUnsupported }
 
-// StateOf tells only whether pid exists.
-func StateOf(pid int) ProcState {
+func sysStateOf(pid int) ProcState {
 	if err := syscall.Kill(pid, 0); err == syscall.ESRCH {
 		return ProcGone
 	}
 	return ProcUnknown
 }
 
-// Cmdline is not available on this platform.
-func Cmdline(pid int) []string { return nil }
+func sysCmdline(pid int) []string { return nil }
 
-// UIDOf is not available on this platform.
-func UIDOf(pid int) int { return -1 }
+func sysUIDOf(pid int) int { return -1 }
 
 func kill(pid int) error { return syscall.Kill(pid, syscall.SIGKILL) }
 
-// WaitGone blocks until pid is gone or ctx ends; a bounded poll here.
-func WaitGone(ctx context.Context, pid int) error { return pollGone(ctx, pid) }
+func sysWaitGone(ctx context.Context, pid int) error { return pollGone(ctx, pid) }
+
+func sysOpenPidfd(pid int) (*os.File, error) { return nil, ErrUnsupported }
+
+func sysWaitPidfd(ctx context.Context, pidfd *os.File) error { return ErrUnsupported }

@@ -1,6 +1,7 @@
 package oslock
 
 import (
+	"bytes"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -17,6 +18,25 @@ var sentinel struct {
 	f       *os.File
 	err     error
 	watches map[int32][]*Watch // by watch descriptor
+	slot    int                // 1 + a descriptor kept for the instance, or 0
+}
+
+// reserveSlot keeps a low descriptor (on /dev/null) for the instance the
+// process may make later: made then, the instance takes its number, below
+// every lock, ticket, beacon and socket opened since. The kernel lets go
+// of a dying process's descriptors from the highest number down, and an
+// instance's teardown waits for an RCU grace period (about 10ms); what is
+// numbered above it is let go before that wait, at no cost to the grant.
+// It costs one descriptor, which is not a scarce resource.
+func reserveSlot() {
+	sentinel.Lock()
+	defer sentinel.Unlock()
+	if sentinel.f != nil || sentinel.err != nil || sentinel.slot != 0 {
+		return
+	}
+	if fd, err := unix.Open("/dev/null", unix.O_RDONLY|unix.O_CLOEXEC, 0); err == nil {
+		sentinel.slot = fd + 1
+	}
 }
 
 func startSentinel() error {
@@ -39,6 +59,15 @@ func startSentinel() error {
 		return sentinel.err
 	}
 	go unix.Close(spare)
+	if slot := sentinel.slot - 1; slot >= 0 {
+		sentinel.slot = 0
+		if unix.Dup3(fd, slot, unix.O_CLOEXEC) == nil {
+			unix.Close(fd)
+			fd = slot
+		} else {
+			unix.Close(slot)
+		}
+	}
 	sentinel.f = os.NewFile(uintptr(fd), "inotify")
 	sentinel.watches = map[int32][]*Watch{}
 	go readSentinel(sentinel.f)
@@ -62,9 +91,14 @@ func readSentinel(f *os.File) {
 			if mask&unix.IN_Q_OVERFLOW != 0 {
 				overflow = true
 			}
-			fire = append(fire, sentinel.watches[wd]...)
 			if size > len(b) {
 				break
+			}
+			child := string(bytes.TrimRight(b[unix.SizeofInotifyEvent:size], "\x00"))
+			for _, w := range sentinel.watches[wd] {
+				if w.wants(mask, child) {
+					fire = append(fire, w)
+				}
 			}
 			b = b[size:]
 		}
@@ -80,7 +114,29 @@ func readSentinel(f *os.File) {
 	}
 }
 
-func watchPath(path string) (*Watch, error) {
+// selfEvents are what a Watch of a path reports; childEvents what a Watch
+// for a name in a directory does. The end of a watch (IN_IGNORED: the
+// file is gone) reaches both.
+const (
+	selfEvents  = unix.IN_ATTRIB | unix.IN_DELETE_SELF | unix.IN_MOVE_SELF
+	childEvents = unix.IN_CREATE | unix.IN_MOVED_TO
+)
+
+// wants reports whether an event of mask, about the directory entry child
+// ("" for the watched file itself), concerns w. Watches of one file share
+// its watch descriptor and the union of their masks.
+func (w *Watch) wants(mask uint32, child string) bool {
+	if mask&(unix.IN_IGNORED|unix.IN_UNMOUNT) != 0 {
+		return true
+	}
+	return mask&w.mask != 0 && (child == w.child || w.child == anyChild)
+}
+
+func watchPath(path string) (*Watch, error) { return addWatch(path, "", selfEvents) }
+
+func watchChild(dir, name string) (*Watch, error) { return addWatch(dir, name, childEvents) }
+
+func addWatch(path, child string, mask uint32) (*Watch, error) {
 	sentinel.Lock()
 	defer sentinel.Unlock()
 	if err := startSentinel(); err != nil {
@@ -93,12 +149,12 @@ func watchPath(path string) (*Watch, error) {
 	var wd int
 	var werr error
 	rc.Control(func(fd uintptr) {
-		wd, werr = unix.InotifyAddWatch(int(fd), path, unix.IN_DONT_FOLLOW|unix.IN_MASK_ADD|unix.IN_ATTRIB|unix.IN_DELETE_SELF|unix.IN_MOVE_SELF)
+		wd, werr = unix.InotifyAddWatch(int(fd), path, unix.IN_DONT_FOLLOW|unix.IN_MASK_ADD|mask)
 	})
 	if werr != nil {
 		return nil, fmt.Errorf("oslock: inotify_add_watch %s: %w", path, werr)
 	}
-	w := &Watch{wd: int32(wd), C: make(chan struct{}, 1)}
+	w := &Watch{wd: int32(wd), mask: mask, child: child, C: make(chan struct{}, 1)}
 	sentinel.watches[w.wd] = append(sentinel.watches[w.wd], w)
 	return w, nil
 }
@@ -142,11 +198,19 @@ func above(f *os.File, min int) (*os.File, error) {
 	}
 	// Go's poller may hold a file registered; a duplicate is registered
 	// afresh by os.NewFile, and the original is closed once unused.
-	fd, err := unix.FcntlInt(f.Fd(), unix.F_DUPFD_CLOEXEC, min+1)
+	fd, err := dupAbove(int(f.Fd()), min)
 	if err != nil {
-		return f, errors.Join(errors.New("oslock: dup above the inotify instance"), err)
+		return f, err
 	}
 	g := os.NewFile(uintptr(fd), f.Name())
 	f.Close()
 	return g, nil
+}
+
+func dupAbove(fd, min int) (int, error) {
+	nfd, err := unix.FcntlInt(uintptr(fd), unix.F_DUPFD_CLOEXEC, min+1)
+	if err != nil {
+		return -1, errors.Join(errors.New("oslock: dup above the inotify instance"), err)
+	}
+	return nfd, nil
 }

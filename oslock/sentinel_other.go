@@ -1,10 +1,13 @@
-//go:build !linux
+//go:build (darwin || dragonfly || freebsd || illumos || linux || netbsd || openbsd) && !linux
 
 package oslock
 
 import "os"
 
 func watchPath(path string) (*Watch, error)       { return nil, ErrUnsupported }
+func watchChild(dir, name string) (*Watch, error) { return nil, ErrUnsupported }
 func (w *Watch) stop()                            {}
 func sentinelFD() int                             { return -1 }
 func above(f *os.File, min int) (*os.File, error) { return f, nil }
+func dupAbove(fd, min int) (int, error)           { return -1, ErrUnsupported }
+func reserveSlot()                                {}

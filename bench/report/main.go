@@ -1,3 +1,5 @@
+//go:build unix
+
 // Command report measures leaderrun beside the tools it replaces, in one
 // run on this machine, and prints a markdown table of medians, p99 and
 // leaderrun/peer ratios (issue 5). It also writes the table to

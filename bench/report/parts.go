@@ -1,3 +1,5 @@
+//go:build unix
+
 package main
 
 import (
@@ -14,11 +16,12 @@ import (
 )
 
 var toolNames = map[string]string{
-	"leaderrun": "leaderrun",
-	"flock2":    "raw flock(2) blocked waiter",
-	"flock1":    "flock(1)",
-	"gofrs10":   "gofrs/flock TryLockContext 10ms",
-	"gofrs100":  "gofrs/flock TryLockContext 100ms",
+	"leaderrun":     "leaderrun",
+	"leaderrun1000": "leaderrun, one process holding 1000 names",
+	"flock2":        "raw flock(2) blocked waiter",
+	"flock1":        "flock(1)",
+	"gofrs10":       "gofrs/flock TryLockContext 10ms",
+	"gofrs100":      "gofrs/flock TryLockContext 100ms",
 }
 
 func (r *report) electTest(ctx context.Context) (string, error) {
@@ -120,7 +123,7 @@ func (r *report) idleCost(ctx context.Context) error {
 	env := append(r.benchEnv(), "LEADERRUN_BENCH_IDLE="+r.cfg.idle.String())
 	run := runBench(ctx, bin, r.tmp, "^BenchmarkIdleWaiter$", "1x", r.cfg.idle+3*time.Minute, append(env, r.exhaustEnv()...)...)
 	t := newTable("Tool", "CPU ticks", "context switches", "RSS")
-	for _, tool := range []string{"leaderrun", "flock2", "flock1", "gofrs10", "gofrs100"} {
+	for _, tool := range []string{"leaderrun", "leaderrun1000", "flock2", "flock1", "gofrs10", "gofrs100"} {
 		name := "BenchmarkIdleWaiter/" + tool
 		ticks, ok := run.metric(name, "cpu-ticks")
 		if !ok {
@@ -131,10 +134,12 @@ func (r *report) idleCost(ctx context.Context) error {
 		rss, _ := run.metric(name, "rss-kB")
 		t.row(toolNames[tool], num(ticks), num(sw), fmt.Sprintf("%.1f MB", rss/1024))
 	}
-	t.notef("One waiter per tool queued behind a holder, all side by side for %v: CPU clock ticks (utime+stime, 1 tick = 10 ms here), context switches of all its threads, resident memory.", r.cfg.idle)
+	t.notef("One waiter per tool queued behind a holder, and leaderrun1000: one process holding 1000 names, all side by side for %v: CPU clock ticks (utime+stime, 1 tick = 10 ms here), context switches of all its threads, resident memory.", r.cfg.idle)
 	r.add(fmt.Sprintf("Idle waiter over %v%s", r.cfg.idle, r.exhaustTitle()), t)
 	ticks, ok := run.metric("BenchmarkIdleWaiter/leaderrun", "cpu-ticks")
 	r.check(fmt.Sprintf("Idle waiter, %v", r.cfg.idle), "0 CPU ticks", num(or(ticks, ok))+" ticks", ticks == 0, ok)
+	many, ok := run.metric("BenchmarkIdleWaiter/leaderrun1000", "cpu-ticks")
+	r.check(fmt.Sprintf("1000 names held by one process, %v", r.cfg.idle), "0 CPU ticks", num(or(many, ok))+" ticks", many == 0, ok)
 	return nil
 }
 
@@ -248,15 +253,28 @@ func (r *report) bus(ctx context.Context) error {
 	}
 	tt.notef("Deliveries per second, windows of 256 messages (BenchmarkThroughput), -benchtime %s.", r.cfg.busTime)
 	r.add("Bus throughput", tt)
+	r.relearn(ctx, bin)
 	return nil
 }
 
-// etcd: an etcd concurrency.Election is not part of this report yet.
-func (r *report) etcd(ctx context.Context) error {
-	if _, err := exec.LookPath("etcd"); err != nil {
-		return errors.New("etcd not installed (Debian: apt-get install etcd-server); no etcd concurrency.Election figures")
+// relearn: how soon a member hears of the next leader after SIGKILL of
+// the old one, beside the lock's own handover, in three runs.
+func (r *report) relearn(ctx context.Context, bin string) {
+	t := newTable("run", "lock handover p50", "member re-learns p50", "re-learn ÷ handover", "load")
+	var worst float64
+	ok := true
+	for i := range 3 {
+		run := runBench(ctx, bin, r.tmp, "^BenchmarkRelearn$", "40x", 5*time.Minute)
+		h, okh := run.metric("BenchmarkRelearn", "handover-p50-ms")
+		l, okl := run.metric("BenchmarkRelearn", "relearn-p50-ms")
+		ok = ok && okh && okl
+		worst = max(worst, l)
+		ms := func(v float64) string { return dur(v * 1e6) }
+		t.row(fmt.Sprint(i+1), ms(h), ms(l), ratio(l, h), loadNow())
 	}
-	return errors.New("etcd is installed, but the etcd concurrency.Election run is not implemented here yet (it needs go.etcd.io/etcd/client/v3 in a module of its own); with a 1 s session TTL its crash failover is bounded below by the TTL")
+	t.notef("SIGKILL of the leading process → its successor's \"leading\" line (handover) and → the member's EventLeader for the new epoch (bus/relearn_bench_test.go BenchmarkRelearn, 40 kills a run).")
+	r.add("Bus member re-learns the leader", t)
+	r.check("Member re-learns the leader", "p50 ≤ 5ms after SIGKILL", dur(worst*1e6), worst <= 5, ok)
 }
 
 // exhaustEnv has the benchmarks hold all but one of the user's inotify

@@ -1,3 +1,5 @@
+//go:build unix
+
 package main
 
 import (
@@ -147,4 +149,14 @@ func or(v float64, ok bool) float64 {
 		return math.NaN()
 	}
 	return v
+}
+
+// loadNow is the 1-minute load average as the figure beside it was taken:
+// on a shared machine it says how much a ratio can be trusted.
+func loadNow() string {
+	b, err := os.ReadFile("/proc/loadavg")
+	if f := strings.Fields(string(b)); err == nil && len(f) > 0 {
+		return f[0]
+	}
+	return "?"
 }

@@ -1,0 +1,44 @@
+package cmd
+
+import (
+	"fmt"
+	"path/filepath"
+
+	"github.com/leaderrun/leaderrun/elect"
+	cli "github.com/leaderrun/leaderrun/internal/urfavecli"
+)
+
+func lockfileCommand() *cli.Command {
+	return &cli.Command{
+		Name:      "lockfile",
+		Usage:     "print the path of NAME's lock file, for flock(1) and other programs",
+		ArgsUsage: "NAME",
+		Description: `Prints DIR/NAME.lock, the file whose flock(2) is NAME's leadership, in
+the lock directory leaderrun would use (--dir, LEADERRUN_DIR or the
+default, which it creates). flock(1) on it excludes leaderrun and the other
+way round. The file itself is created by the first leaderrun of NAME.
+
+EXAMPLES:
+   flock "$(leaderrun lockfile backup)" -c /usr/local/bin/backup.sh`,
+		Flags:        []cli.Flag{subDirFlag()},
+		Action:       lockfileAction,
+		BashComplete: completeNames,
+	}
+}
+
+func lockfileAction(c *cli.Context) error {
+	if c.NArg() != 1 {
+		return usageErrorf("leaderrun lockfile: give exactly one NAME, as in leaderrun lockfile backup")
+	}
+	s, err := begin(c, "lockfile", c.Args().First(), false)
+	if err != nil {
+		return err
+	}
+	defer s.close()
+	dir, err := filepath.Abs(s.dir)
+	if err != nil {
+		dir = s.dir
+	}
+	fmt.Println(elect.LockPath(dir, s.name))
+	return nil
+}

@@ -1,0 +1,60 @@
+package cmd
+
+import (
+	"context"
+
+	"github.com/leaderrun/leaderrun/elect"
+	cli "github.com/leaderrun/leaderrun/internal/urfavecli"
+)
+
+// cmdSession is what who, status, publish and subscribe start with: NAME,
+// checked; the lock directory, opened; and a context that ends on SIGINT,
+// SIGTERM or SIGHUP (signalContext). End it with close.
+type cmdSession struct {
+	name string
+	lk   Backend // nil after begin(..., keepOpen=false)
+	dir  string  // lk.Dir()
+	ctx  context.Context
+	stop context.CancelFunc
+}
+
+// begin is the one prologue of the subcommands: name (which may be empty
+// only for status) is checked with elect.ValidateName, the lock directory
+// of c is opened, and errors get their exit code and one line that says
+// what to do. Without keepOpen the directory is closed again at once:
+// publish and subscribe only need its path to find the bus.
+func begin(c *cli.Context, cmd, name string, keepOpen bool) (*cmdSession, error) {
+	if name != "" || cmd != "status" {
+		if err := elect.ValidateName(name); err != nil {
+			return nil, usageErrorf("leaderrun %s: %v", cmd, err)
+		}
+	}
+	lk, err := openLocker(c)
+	if err != nil {
+		return nil, explainCtx(c, err)
+	}
+	s := &cmdSession{name: name, lk: lk, dir: lk.Dir()}
+	if !keepOpen {
+		lk.Close()
+		s.lk = nil
+	}
+	s.ctx, s.stop = signalContext(c.Context)
+	return s, nil
+}
+
+func (s *cmdSession) close() {
+	s.stop()
+	if s.lk != nil {
+		s.lk.Close()
+	}
+}
+
+// fail is the error to return for err met by the cmdSession: the signal's
+// exit status when a signal ended it, else err explained for c's lock
+// directory.
+func (s *cmdSession) fail(c *cli.Context, err error) error {
+	if e := signalExit(s.ctx); e != nil {
+		return e
+	}
+	return explainCtx(c, err)
+}

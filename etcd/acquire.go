@@ -1,0 +1,294 @@
+package etcd
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"strconv"
+	"time"
+
+	"github.com/leaderrun/leaderrun/elect"
+	"go.etcd.io/etcd/api/v3/mvccpb"
+	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
+	clientv3 "go.etcd.io/etcd/client/v3"
+)
+
+// Acquire asks for the lock name as req says and returns the leadership
+// once it is granted. Requests are granted strictly in the order of their
+// keys' creation revisions (steals first), following the Web Locks rule for
+// modes. When ctx ends first, the request's key is deleted and Acquire
+// returns the context's cause; if etcd cannot be reached to delete it, the
+// session's lease is given up, so the key goes within the TTL. With
+// req.IfAvailable it never waits and returns elect.ErrBusy instead. When the
+// session is lost, or the request's key vanishes while it waits, it returns
+// an error matching elect.ErrSessionLost and is never granted. After Close
+// it returns elect.ErrClosed.
+func (l *Locker) Acquire(ctx context.Context, name string, req elect.Request) (*elect.Leadership, error) {
+	if err := elect.ValidateName(name); err != nil {
+		return nil, err
+	}
+	if err := validate(req); err != nil {
+		return nil, err
+	}
+	if req.Command == nil {
+		req.Command = os.Args
+	}
+	ctx, done, err := l.begin(ctx)
+	if err != nil {
+		return nil, err
+	}
+	defer done()
+	for try := 0; ; try++ {
+		s, err := l.session(ctx)
+		if err != nil {
+			if ctx.Err() != nil {
+				return nil, context.Cause(ctx)
+			}
+			return nil, err
+		}
+		lead, err := l.acquire(ctx, s, name, req)
+		if errors.Is(err, errLeaseGone) && try < 2 {
+			// The lease went before this process noticed (revoked by a
+			// steal's KillAfter, or expired): nothing was created; start
+			// a new session.
+			s.end(fmt.Errorf("%w: lease %x is gone", elect.ErrSessionLost, int64(s.id)), false)
+			continue
+		}
+		return lead, err
+	}
+}
+
+// errLeaseGone: the request could not be created because the session's
+// lease no longer exists.
+var errLeaseGone = errors.New("etcd: lease not found")
+
+func (l *Locker) acquire(ctx context.Context, s *session, name string, req elect.Request) (*elect.Leadership, error) {
+	sctx, unbind := s.bind(ctx)
+	defer unbind()
+	a := &acquirer{l: l, s: s, name: name, req: req, base: l.base(name)}
+	a.id = l.nextID(s)
+	a.key = requestKey(a.base, req, a.id)
+	a.heldKey = a.base + dirHeld + a.id
+	lead, err := a.run(sctx)
+	if err != nil {
+		a.cleanup()
+		if sctx.Err() != nil {
+			err = context.Cause(sctx)
+		}
+		if a.deposed && !errors.Is(err, elect.ErrBusy) {
+			err = fmt.Errorf("%w: %w", elect.ErrStealAbandoned, err)
+		}
+		return nil, err
+	}
+	return lead, nil
+}
+
+// validate is elect's check of a Request. StealStopped is accepted and has
+// nothing to do here: a stopped holder cannot renew its lease, so its term
+// ends within the TTL anyway.
+func validate(r elect.Request) error {
+	switch {
+	case r.Mode != elect.Exclusive && r.Mode != elect.Shared:
+		return fmt.Errorf("%w: unknown mode %d", elect.ErrInvalidRequest, r.Mode)
+	case r.Steal && r.IfAvailable:
+		return fmt.Errorf("%w: steal cannot be combined with if-available (try-only)", elect.ErrInvalidRequest)
+	case r.Steal && r.Mode == elect.Shared:
+		return fmt.Errorf("%w: steal cannot be combined with shared mode", elect.ErrInvalidRequest)
+	case r.StealStopped < 0:
+		return fmt.Errorf("%w: negative StealStopped", elect.ErrInvalidRequest)
+	case r.StealStopped > 0 && r.IfAvailable:
+		return fmt.Errorf("%w: StealStopped cannot be combined with if-available (try-only)", elect.ErrInvalidRequest)
+	case r.KillAfter < 0:
+		return fmt.Errorf("%w: negative KillAfter", elect.ErrInvalidRequest)
+	case r.KillAfter > 0 && !r.Steal:
+		return fmt.Errorf("%w: KillAfter needs Steal", elect.ErrInvalidRequest)
+	}
+	return nil
+}
+
+// acquirer is one request on its way to the lock.
+type acquirer struct {
+	l    *Locker
+	s    *session
+	name string
+	req  elect.Request
+	base string
+
+	id      string
+	key     string // the request key
+	heldKey string
+	ticket  int64 // the request key's CreateRevision, once made
+	since   time.Time
+
+	deposed bool      // a steal that found holders with no steal ahead
+	killAt  time.Time // with Steal and KillAfter
+	killed  map[clientv3.LeaseID]bool
+
+	// after are the requests that joined after ours and before our grant,
+	// read in the grant txn; afterKnown says the set is complete, so the
+	// holding may hand the lock to its successor on release.
+	after      []*mvccpb.KeyValue
+	afterKnown bool
+	handed     *mvccpb.KeyValue // a grant marker our predecessor made for us
+
+	wch    clientv3.WatchChan
+	wstop  context.CancelFunc
+	wfails int
+}
+
+func (a *acquirer) value() string {
+	return encode(a.record())
+}
+
+func (a *acquirer) record() request {
+	return request{Mode: a.req.Mode, PID: os.Getpid(), Host: a.l.host, UID: os.Getuid(), Since: a.since, Command: a.req.Command, Steal: a.req.Steal}
+}
+
+func (a *acquirer) run(ctx context.Context) (*elect.Leadership, error) {
+	a.since = time.Now()
+	defer a.stopWatch()
+	if a.req.IfAvailable {
+		return a.tryOnce(ctx)
+	}
+	// One txn grants at once when nothing is in the way and the epoch is
+	// still the one this Locker last saw for the name; otherwise it
+	// creates the request and reads the first view: the reads after the
+	// put see it, and the newest keys of the queue are then ours and the
+	// one just ahead of it.
+	last, lastMod := a.l.lastEpoch(a.name)
+	epoch := nextEpoch(last)
+	h := held{request: a.record(), Epoch: epoch, Granted: time.Now(), Key: a.key}
+	put := clientv3.OpPut(a.key, a.value(), clientv3.WithLease(a.s.id))
+	resp, err := a.l.cli.Txn(ctx).
+		If(append(a.freeCmps(), clientv3.Compare(clientv3.ModRevision(a.base+keyEpoch), "=", lastMod))...).
+		Then(put, clientv3.OpPut(a.heldKey, encode(h), clientv3.WithLease(a.s.id)), clientv3.OpPut(a.base+keyEpoch, strconv.FormatUint(epoch, 10))).
+		Else(append([]clientv3.Op{put}, a.viewOps(true)...)...).
+		Commit()
+	if err != nil {
+		if errors.Is(err, rpctypes.ErrLeaseNotFound) {
+			return nil, errLeaseGone
+		}
+		a.ticket = unknownTicket
+		return nil, a.rpcErr(ctx, err)
+	}
+	a.ticket = resp.Header.Revision
+	if resp.Succeeded {
+		a.afterKnown = a.req.Mode == elect.Exclusive && !a.req.Steal // nobody was queued; the monitor sees who joins
+		return a.hold(h, a.ticket)
+	}
+	v := a.parseView(resp, 1)
+	// Holders watch the steal lane: the key's creation deposed them if it
+	// heads the lane.
+	a.deposed = a.req.Steal && v.blocker == nil && len(v.holders) > 0
+	if a.req.Steal && a.req.KillAfter > 0 {
+		a.killAt = time.Now().Add(a.req.KillAfter)
+	}
+	for {
+		lead, next, err := a.step(ctx, v)
+		if lead != nil || err != nil {
+			return lead, err
+		}
+		if next != nil {
+			v = *next
+		} else if v, err = a.read(ctx); err != nil {
+			return nil, err
+		}
+	}
+}
+
+// rpcErr prefers the context's cause to the RPC's report of it.
+func (a *acquirer) rpcErr(ctx context.Context, err error) error {
+	if ctx.Err() != nil {
+		return context.Cause(ctx)
+	}
+	return fmt.Errorf("etcd: %w", err)
+}
+
+// step makes one attempt. It returns no leadership and no error to be
+// called again, with the next view when it has one (nil: read again).
+func (a *acquirer) step(ctx context.Context, v view) (*elect.Leadership, *view, error) {
+	var err error
+	switch {
+	case !v.mine:
+		// The key went with our lease or was deleted by someone else: etcd's
+		// Campaign would go on waiting for predecessors and then report a
+		// leadership nobody holds (etcd-io/etcd#11051, #19597).
+		return nil, nil, fmt.Errorf("%w: request key %s was deleted while it waited", elect.ErrSessionLost, a.key)
+	case v.granted != nil:
+		lead, err := a.granted(ctx, v.granted)
+		return lead, nil, err
+	case v.blocker != nil:
+		err = a.wait(ctx, &v, string(v.blocker.Key), time.Time{})
+	case len(v.holders) > 0 && !a.req.Steal:
+		err = a.wait(ctx, &v, string(v.holders[0].Key), time.Time{})
+	case len(v.holders) > 0:
+		// Next in line: the holders were told by our key's creation (they
+		// watch the steal lane); now wait for them to let go.
+		a.deposed = true
+		if !a.killAt.IsZero() && !time.Now().Before(a.killAt) {
+			a.revoke(ctx, v.holders)
+		}
+		err = a.wait(ctx, &v, string(v.holders[0].Key), a.killAt)
+	default:
+		return a.grant(ctx, v)
+	}
+	if err != nil {
+		return nil, nil, err
+	}
+	if a.handed != nil {
+		lead, err := a.granted(ctx, a.handed)
+		return lead, nil, err
+	}
+	if a.req.Mode == elect.Shared {
+		return nil, nil, nil
+	}
+	// An exclusive request's grant txn checks for itself that nothing is
+	// ahead, and the watch kept the epoch up to date: try at once, and
+	// take the fresh view from the txn if it fails. A handover is then
+	// one round trip, as with concurrency.Election.
+	return a.grant(ctx, v)
+}
+
+// revoke ends the sessions of the holders that did not let go within
+// KillAfter. Their processes, on other hosts perhaps, are not signalled:
+// their terms end as their keys go.
+func (a *acquirer) revoke(ctx context.Context, holders []*mvccpb.KeyValue) {
+	for _, kv := range holders {
+		id := clientv3.LeaseID(kv.Lease)
+		if id == a.s.id || id == clientv3.NoLease || a.killed[id] {
+			continue // our own session: revoking it would end this request
+		}
+		if _, err := a.l.cli.Revoke(ctx, id); err == nil {
+			if a.killed == nil {
+				a.killed = map[clientv3.LeaseID]bool{}
+			}
+			a.killed[id] = true
+		}
+	}
+}
+
+// unknownTicket marks a request whose creating txn failed with an unknown
+// outcome. Its key can only be ours (ids are never reused), so cleanup
+// deletes it by name.
+const unknownTicket = -1
+
+// cleanup deletes the request key (and a grant marker whose reply was
+// lost), guarded by the key's creation revision. If etcd cannot be
+// reached, the session is given up, so the key goes with its lease within
+// the TTL instead of living as long as this process.
+func (a *acquirer) cleanup() {
+	if a.ticket == 0 {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	txn := a.l.cli.Txn(ctx)
+	if a.ticket != unknownTicket {
+		txn = txn.If(clientv3.Compare(clientv3.CreateRevision(a.key), "=", a.ticket))
+	}
+	_, err := txn.Then(clientv3.OpDelete(a.key), clientv3.OpDelete(a.heldKey)).Commit()
+	if err != nil {
+		a.s.end(fmt.Errorf("%w: could not delete request key %s: %w", elect.ErrSessionLost, a.key, err), true)
+	}
+}

@@ -1,0 +1,94 @@
+// Package etcd is leaderrun's election over etcd, for contenders on many
+// hosts: the contract of package elect (exclusive and shared modes, strict
+// FIFO, steals, fencing epochs, a queue that can be listed) kept by an etcd
+// cluster instead of flock(2). A [Locker] satisfies [elect.Backend], so an
+// [elect.Elector] runs on it unchanged, and it passes elect/electtest.
+//
+// It is a module of its own (github.com/leaderrun/leaderrun/etcd), so that
+// the leaderrun binary and the elect package never link the etcd client.
+//
+// Each Locker has one session: an etcd lease of Config.TTL (default 10s,
+// at least 2s) that its own loop renews with KeepAliveOnce three times per
+// TTL less Config.Margin. A request is a key on that lease; its creation
+// revision is its ticket. A grant is one txn that checks the request key's
+// creation revision, the epoch key's last write and an empty steal lane,
+// and writes the new epoch and a grant marker. A release whose successor is
+// an exclusive request writes the successor's grant in its own txn, under
+// the same guards, so a handover costs one round trip. Waiters watch from
+// the server's current revision: etcd serves a watch that starts in the
+// past from a sweep that runs every 100ms, which is where the waiters of
+// concurrency.Election spend most of a handover. See keys.go for the
+// layout.
+//
+// # Guarantees
+//
+//   - At most one exclusive holder per name and prefix, or any number of
+//     shared holders and no exclusive one, among holders whose terms have
+//     not ended. Every grant is a txn that etcd commits through raft, so it
+//     holds across members, restarts and leader changes.
+//   - First come, first served by the request key's creation revision,
+//     except that a steal goes ahead of everyone; a shared request waits
+//     for a queued exclusive one ahead of it (the Web Locks rule: writers
+//     do not starve), and consecutive shared requests are granted together.
+//   - Epochs strictly grow per name and prefix, across crashes, steals,
+//     leader changes and restarts: each grant writes max(last+1, the wall
+//     clock in microseconds) to the epoch key in the grant txn, the flock
+//     backend's scale. When the whole prefix is deleted, epochs continue
+//     from the clock of the host that grants next: they still grow unless
+//     that host's clock is behind the last grant's.
+//   - A holder learns it lost before anyone else can be granted: its term
+//     ends by its own monotonic clock at the send time of the last
+//     acknowledged renewal plus the granted TTL less the margin, which is
+//     before the server can expire the lease, whatever the network does.
+//     It also ends at once when its keys are deleted (elect.ErrSessionLost)
+//     or a steal arrives (elect.ErrStolen).
+//   - No phantom grants: a waiter whose key vanished (its lease expired or
+//     was revoked, or someone deleted it) gets elect.ErrSessionLost and is
+//     never granted; etcd's own concurrency.Election.Campaign returns nil
+//     there (etcd-io/etcd#11051). Every grant and delete is guarded by the
+//     key's creation revision, so a late or repeated release never deletes
+//     a newer request's keys (etcd-io/etcd#22082).
+//   - A cancelled or timed-out request deletes its key. If etcd cannot be
+//     reached to do so, the Locker gives up its session, so the key goes
+//     with the lease within the TTL; nothing outlives the session's TTL.
+//   - Query reads one revision and writes nothing.
+//
+// # Failure modes and non-guarantees
+//
+// A paused process is the danger of every multi-host lock. A holder that
+// is stopped (SIGSTOP, a debugger, a long GC pause, a frozen VM) past its
+// deadline cannot tell anyone: its lease expires on the server, the next
+// in line is granted, and when the paused process runs again it may
+// execute a write or two before its own timer ends its term. No lock can
+// prevent that; only the resource written to can. So epochs are mandatory
+// here, not an option: pass Leadership.Epoch with every write and have the
+// resource refuse an epoch lower than one it has accepted (Kleppmann's
+// fencing token; etcd's contrib/lock/README.md says the same).
+//
+// A lost session ends everything of its Locker: every term and every
+// waiting request of that Locker ends with elect.ErrSessionLost, and the
+// next request starts a new session at the tail of the queue. Without
+// quorum (2 of 3 members down) no renewal succeeds: terms end within the
+// TTL and nobody is granted until quorum returns.
+//
+// After a holder's host dies or is cut off, the lock passes when its lease
+// expires: TTL after the last renewal. An etcd leader change meanwhile
+// restarts that countdown, since the new leader renews every lease in full
+// (etcd-io/etcd#9395); the holder's own term still ends on time. Keep the
+// TTL short.
+//
+// A steal's KillAfter revokes the lease of a holder that did not let go:
+// its process, perhaps on another host, is not signalled, but all of its
+// Locker's terms end. A holder in the same Locker as the stealer is waited
+// for. Request.StealStopped has nothing to do: a stopped holder cannot
+// renew its lease, so it loses the lock within the TTL anyway.
+//
+// Query's State is "running" for every request whose lease lives: whether
+// its process is stopped cannot be seen from another host. Clocks are not
+// compared between hosts except through epochs (see above); lease expiry
+// runs on the server's monotonic clock.
+//
+// Keys live under Config.Prefix (default "/leaderrun/v1/"); with etcd's
+// authentication, a user needs read and write access to that prefix, and
+// revoking a lease needs write access to every key on it.
+package etcd

@@ -1,0 +1,51 @@
+package etcd_test
+
+import (
+	"context"
+	"fmt"
+	"log"
+
+	"github.com/leaderrun/leaderrun/elect"
+	"github.com/leaderrun/leaderrun/etcd"
+)
+
+// One instance per host runs this; one of them leads at a time, and each
+// term's epoch fences what the leader writes.
+func Example() {
+	l, err := etcd.Open(etcd.Config{Endpoints: []string{"http://127.0.0.1:2379"}})
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer l.Close()
+	e := &elect.Elector{Backend: l, Name: "backup", Requeue: true}
+	err = e.Run(context.Background(), func(ctx context.Context, lead *elect.Leadership) error {
+		// Pass lead.Epoch() with every write, and have the store refuse
+		// an epoch lower than one it has seen: a paused leader may write
+		// after its term ended.
+		fmt.Println("leading with epoch", lead.Epoch())
+		<-ctx.Done()
+		return context.Cause(ctx)
+	})
+	if err != nil {
+		log.Fatal(err)
+	}
+}
+
+// Inspect shows who holds a name and who waits, with their hosts.
+func ExampleLocker_Inspect() {
+	l, err := etcd.Open(etcd.Config{Endpoints: []string{"http://127.0.0.1:2379"}})
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer l.Close()
+	s, err := l.Inspect(context.Background(), "backup")
+	if err != nil {
+		log.Fatal(err)
+	}
+	for _, h := range s.Held {
+		fmt.Printf("held by pid %d on %s since %v, epoch %d\n", h.PID, h.Host, h.Since, h.Epoch)
+	}
+	for _, p := range s.Pending {
+		fmt.Printf("waiting: pid %d on %s, ticket %d\n", p.PID, p.Host, p.Ticket)
+	}
+}

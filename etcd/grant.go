@@ -1,0 +1,143 @@
+package etcd
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/leaderrun/leaderrun/elect"
+	"go.etcd.io/etcd/api/v3/mvccpb"
+	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
+	clientv3 "go.etcd.io/etcd/client/v3"
+)
+
+// grant draws the epoch and writes the grant marker in one txn guarded by
+// the request key's creation revision, the epoch's last write, an empty
+// steal lane (for a steal: no grant marker left) and, for exclusive
+// requests and steals, no older request in their queue. If the guard
+// fails, the txn reads the next view instead.
+func (a *acquirer) grant(ctx context.Context, v view) (*elect.Leadership, *view, error) {
+	epoch := nextEpoch(v.epoch)
+	now := time.Now()
+	h := held{request: a.record(), Epoch: epoch, Granted: now, Key: a.key}
+	cmps := []clientv3.Cmp{
+		clientv3.Compare(clientv3.CreateRevision(a.key), "=", a.ticket),
+		clientv3.Compare(clientv3.ModRevision(a.base+keyEpoch), "=", v.epochMod),
+	}
+	// Our own key is in the range, so it is never empty (an empty range
+	// compares as a zero revision and would fail).
+	switch {
+	case a.req.Steal:
+		cmps = append(cmps,
+			clientv3.Compare(clientv3.CreateRevision(a.base+dirHeld), "=", 0).WithPrefix(),
+			clientv3.Compare(clientv3.CreateRevision(a.base+dirSteal), ">", a.ticket-1).WithPrefix())
+	case a.req.Mode == elect.Exclusive:
+		cmps = append(cmps,
+			clientv3.Compare(clientv3.CreateRevision(a.base+dirSteal), "=", 0).WithPrefix(),
+			clientv3.Compare(clientv3.CreateRevision(a.base+dirQueue), ">", a.ticket-1).WithPrefix())
+	default:
+		// Shared: the view found no exclusive request ahead, and none can
+		// join ahead later.
+		cmps = append(cmps, clientv3.Compare(clientv3.CreateRevision(a.base+dirSteal), "=", 0).WithPrefix())
+	}
+	resp, err := a.l.cli.Txn(ctx).If(cmps...).Then(
+		clientv3.OpPut(a.base+keyEpoch, strconv.FormatUint(epoch, 10)),
+		clientv3.OpPut(a.heldKey, encode(h), clientv3.WithLease(a.s.id)),
+		clientv3.OpGet(a.base+dirQueue, clientv3.WithPrefix(), clientv3.WithMinCreateRev(a.ticket+1)),
+	).Else(a.viewOps(false)...).Commit()
+	if err != nil {
+		if ctx.Err() != nil {
+			return nil, nil, context.Cause(ctx)
+		}
+		return nil, nil, nil // unknown outcome: the next read finds our marker if it was made
+	}
+	if !resp.Succeeded {
+		next := a.parseView(resp, 0) // a steal came, a shared grant drew an epoch, or our key went
+		return nil, &next, nil
+	}
+	// Exclusive holders that are not steals may hand the lock on: the
+	// requests that joined before this grant are read here, those after
+	// it come through the monitor's watch.
+	a.after = resp.Responses[2].GetResponseRange().Kvs
+	a.afterKnown = a.req.Mode == elect.Exclusive && !a.req.Steal
+	lead, err := a.hold(h, resp.Header.Revision)
+	return lead, nil, err
+}
+
+// granted takes up a grant whose txn succeeded but whose reply was lost.
+func (a *acquirer) granted(ctx context.Context, kv *mvccpb.KeyValue) (*elect.Leadership, error) {
+	var h held
+	if err := json.Unmarshal(kv.Value, &h); err != nil || h.Key != a.key {
+		return nil, fmt.Errorf("etcd: grant marker %s holds %q, which this request did not write", a.heldKey, kv.Value)
+	}
+	return a.hold(h, kv.CreateRevision)
+}
+
+// nextEpoch is on the flock backend's scale: the larger of the last epoch
+// plus one and the wall clock in microseconds, so that epochs go on growing
+// when the epoch key is lost with the whole prefix.
+func nextEpoch(last uint64) uint64 {
+	return max(last+1, uint64(time.Now().UnixMicro()))
+}
+
+// freeCmps hold when a new request of this kind could be granted at once:
+// no request it would wait for is queued or held, and no steal.
+func (a *acquirer) freeCmps() []clientv3.Cmp {
+	empty := func(dir string) clientv3.Cmp {
+		return clientv3.Compare(clientv3.CreateRevision(a.base+dir), "=", 0).WithPrefix()
+	}
+	cmps := []clientv3.Cmp{clientv3.Compare(clientv3.CreateRevision(a.key), "=", 0), empty(dirSteal)}
+	switch {
+	case a.req.Steal:
+		return append(cmps, empty(dirHeld))
+	case a.req.Mode == elect.Shared:
+		return append(cmps, empty(dirExclusive))
+	}
+	return append(cmps, empty(dirQueue))
+}
+
+// tryOnce is IfAvailable: one txn that creates the request and its grant
+// together when nothing conflicting is queued or held, else elect.ErrBusy.
+// It retries only when a concurrent shared grant moved the epoch.
+func (a *acquirer) tryOnce(ctx context.Context) (*elect.Leadership, error) {
+	ek := a.base + keyEpoch
+	last, mod := a.l.lastEpoch(a.name)
+	for range 100 {
+		epoch := nextEpoch(last)
+		h := held{request: a.record(), Epoch: epoch, Granted: time.Now(), Key: a.key}
+		resp, err := a.l.cli.Txn(ctx).
+			If(append(a.freeCmps(), clientv3.Compare(clientv3.ModRevision(ek), "=", mod))...).
+			Then(
+				clientv3.OpPut(a.key, a.value(), clientv3.WithLease(a.s.id)),
+				clientv3.OpPut(a.heldKey, encode(h), clientv3.WithLease(a.s.id)),
+				clientv3.OpPut(ek, strconv.FormatUint(epoch, 10)),
+			).Else(clientv3.OpGet(ek)).Commit()
+		if err != nil {
+			if errors.Is(err, rpctypes.ErrLeaseNotFound) {
+				return nil, errLeaseGone
+			}
+			a.ticket = unknownTicket
+			return nil, a.rpcErr(ctx, err)
+		}
+		if resp.Succeeded {
+			a.ticket = resp.Header.Revision
+			a.afterKnown = a.req.Mode == elect.Exclusive // the queue was empty
+			return a.hold(h, resp.Header.Revision)
+		}
+		var nowLast uint64
+		var nowMod int64
+		if kvs := resp.Responses[0].GetResponseRange().Kvs; len(kvs) == 1 {
+			nowLast, _ = strconv.ParseUint(string(kvs[0].Value), 10, 64)
+			nowMod = kvs[0].ModRevision
+		}
+		a.l.noteEpoch(a.name, nowLast, nowMod, resp.Header.Revision)
+		if nowMod == mod {
+			return nil, elect.ErrBusy
+		}
+		last, mod = nowLast, nowMod // only the epoch was not as we knew it
+	}
+	return nil, elect.ErrBusy
+}

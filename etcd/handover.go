@@ -1,0 +1,85 @@
+package etcd
+
+import (
+	"context"
+	"encoding/json"
+	"strconv"
+	"strings"
+	"time"
+
+	"go.etcd.io/etcd/api/v3/mvccpb"
+	clientv3 "go.etcd.io/etcd/client/v3"
+)
+
+// succession is what a release adds to its txn to grant the successor.
+type succession struct {
+	cmps []clientv3.Cmp
+	ops  []clientv3.Op
+}
+
+// successor is the grant of the next request in line, for an exclusive
+// holder (not a steal, not deposed) whose successor is an exclusive
+// request: the release deletes our keys and writes the successor's grant
+// marker and epoch in one txn, so the successor is granted without a
+// round trip of its own, as a Web Locks queue hands a released lock on.
+// The txn checks that the successor's key is still the one seen, that no
+// steal is queued, and that the epoch key is as we last saw it; else it
+// only deletes ours. No request older than the successor can be left but
+// ours: those older than ours went before our grant, and every later one
+// joined after the successor, which is the oldest we know of (from the
+// grant txn's read and the watch since, or from a read now).
+func (t *holding) successor(ctx context.Context) (succession, bool) {
+	if !t.handoff {
+		return succession{}, false
+	}
+	t.mu.Lock()
+	known, deposed, epoch, epochMod := t.known, t.deposed, t.epoch, t.epochMod
+	var next *mvccpb.KeyValue
+	if known {
+		for _, kv := range t.after {
+			if next == nil || kv.CreateRevision < next.CreateRevision {
+				next = kv
+			}
+		}
+	}
+	t.mu.Unlock()
+	if deposed || (known && next == nil) {
+		return succession{}, false
+	}
+	if !known {
+		resp, err := t.l.cli.Txn(ctx).Then(
+			clientv3.OpGet(t.base+dirQueue, append([]clientv3.OpOption{clientv3.WithPrefix(), clientv3.WithMinCreateRev(t.ticket + 1)}, clientv3.WithFirstCreate()...)...),
+			clientv3.OpGet(t.base+keyEpoch),
+		).Commit()
+		if err != nil {
+			return succession{}, false
+		}
+		kvs, ek := resp.Responses[0].GetResponseRange().Kvs, resp.Responses[1].GetResponseRange().Kvs
+		if len(kvs) == 0 || len(ek) == 0 {
+			return succession{}, false
+		}
+		next, epochMod = kvs[0], ek[0].ModRevision
+		epoch, _ = strconv.ParseUint(string(ek[0].Value), 10, 64)
+	}
+	nk := string(next.Key)
+	if !strings.HasPrefix(nk, t.base+dirExclusive) || next.Lease == 0 {
+		return succession{}, false // a shared successor grants itself
+	}
+	var r request
+	if err := json.Unmarshal(next.Value, &r); err != nil {
+		return succession{}, false
+	}
+	e := nextEpoch(epoch)
+	h := held{request: r, Epoch: e, Granted: time.Now(), Key: nk}
+	return succession{
+		cmps: []clientv3.Cmp{
+			clientv3.Compare(clientv3.CreateRevision(nk), "=", next.CreateRevision),
+			clientv3.Compare(clientv3.CreateRevision(t.base+dirSteal), "=", 0).WithPrefix(),
+			clientv3.Compare(clientv3.ModRevision(t.base+keyEpoch), "=", epochMod),
+		},
+		ops: []clientv3.Op{
+			clientv3.OpPut(t.base+dirHeld+idOf(nk), encode(h), clientv3.WithLease(clientv3.LeaseID(next.Lease))),
+			clientv3.OpPut(t.base+keyEpoch, strconv.FormatUint(e, 10)),
+		},
+	}, true
+}

@@ -1,0 +1,345 @@
+// Package etcdtest starts real etcd servers for tests: each member is a
+// child process on 127.0.0.1 ports with its own data directory, started
+// from $LEADERRUN_ETCD_BIN or etcd on PATH. A member can be killed,
+// restarted, stopped and continued, always by the pid this package started.
+// With CI=true a missing etcd binary fails the test instead of skipping it.
+package etcdtest
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.uber.org/zap"
+)
+
+// Bin is the etcd binary to run, or "" when there is none.
+func Bin() string {
+	if b := os.Getenv("LEADERRUN_ETCD_BIN"); b != "" {
+		return b
+	}
+	b, _ := exec.LookPath("etcd")
+	return b
+}
+
+// Require skips tb when no etcd binary is found, or fails it under CI.
+func Require(tb testing.TB) string {
+	tb.Helper()
+	b := Bin()
+	if b == "" {
+		if os.Getenv("CI") == "true" {
+			tb.Fatal("etcd not found (set LEADERRUN_ETCD_BIN or install etcd-server); CI must run the etcd tests")
+		}
+		tb.Skip("etcd not found: set LEADERRUN_ETCD_BIN or install etcd-server (apt-get install etcd-server)")
+	}
+	return b
+}
+
+// Member is one etcd server process.
+type Member struct {
+	Name      string
+	ClientURL string
+	PeerURL   string
+	Dir       string
+
+	bin  string
+	args []string
+	mu   sync.Mutex
+	cmd  *exec.Cmd
+	exit chan struct{}
+}
+
+// Cluster is a set of members that form one etcd cluster.
+type Cluster struct {
+	Members []*Member
+	root    string
+}
+
+// Options for Start.
+type Options struct {
+	// Members in the cluster. Default 1.
+	Members int
+}
+
+// Start starts a cluster and waits until it has a leader. Close ends it.
+func Start(opts Options) (*Cluster, error) {
+	bin := Bin()
+	if bin == "" {
+		return nil, errors.New("etcd not found")
+	}
+	n := max(opts.Members, 1)
+	var last error
+	for try := 0; try < 3; try++ {
+		c, err := start(bin, n)
+		if err == nil {
+			return c, nil
+		}
+		last = err
+	}
+	return nil, last
+}
+
+// StartT is Start for one test: it fails tb if etcd cannot start and
+// closes the cluster when tb ends.
+func StartT(tb testing.TB, members int) *Cluster {
+	tb.Helper()
+	Require(tb)
+	c, err := Start(Options{Members: members})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(c.Close)
+	return c
+}
+
+func tempRoot() (string, error) {
+	// tmpfs makes etcd's fsyncs free; its WAL pre-allocates 128 MB per member.
+	if fi, err := os.Stat("/dev/shm"); err == nil && fi.IsDir() {
+		if d, err := os.MkdirTemp("/dev/shm", "leaderrun-etcdtest-"); err == nil {
+			return d, nil
+		}
+	}
+	return os.MkdirTemp("", "leaderrun-etcdtest-")
+}
+
+func freePorts(n int) ([]int, error) {
+	var ls []net.Listener
+	defer func() {
+		for _, l := range ls {
+			l.Close()
+		}
+	}()
+	var ports []int
+	for range n {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			return nil, err
+		}
+		ls = append(ls, l)
+		ports = append(ports, l.Addr().(*net.TCPAddr).Port)
+	}
+	return ports, nil
+}
+
+func start(bin string, n int) (*Cluster, error) {
+	root, err := tempRoot()
+	if err != nil {
+		return nil, err
+	}
+	ports, err := freePorts(2 * n)
+	if err != nil {
+		os.RemoveAll(root)
+		return nil, err
+	}
+	c := &Cluster{root: root}
+	var initial []string
+	for i := range n {
+		m := &Member{
+			Name:      fmt.Sprintf("m%d", i),
+			ClientURL: fmt.Sprintf("http://127.0.0.1:%d", ports[2*i]),
+			PeerURL:   fmt.Sprintf("http://127.0.0.1:%d", ports[2*i+1]),
+			Dir:       filepath.Join(root, fmt.Sprintf("m%d", i)),
+			bin:       bin,
+		}
+		initial = append(initial, m.Name+"="+m.PeerURL)
+		c.Members = append(c.Members, m)
+	}
+	for _, m := range c.Members {
+		m.args = []string{
+			"--name", m.Name, "--data-dir", m.Dir,
+			"--listen-client-urls", m.ClientURL, "--advertise-client-urls", m.ClientURL,
+			"--listen-peer-urls", m.PeerURL, "--initial-advertise-peer-urls", m.PeerURL,
+			"--initial-cluster", strings.Join(initial, ","), "--initial-cluster-state", "new",
+			"--initial-cluster-token", filepath.Base(root),
+			"--heartbeat-interval", "50", "--election-timeout", "500",
+			"--logger", "zap", "--log-level", "error",
+		}
+		if err := m.Start(); err != nil {
+			c.Close()
+			return nil, err
+		}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	if err := c.WaitHealthy(ctx); err != nil {
+		c.Close()
+		return nil, err
+	}
+	return c, nil
+}
+
+// Endpoints are the members' client URLs.
+func (c *Cluster) Endpoints() []string {
+	var eps []string
+	for _, m := range c.Members {
+		eps = append(eps, m.ClientURL)
+	}
+	return eps
+}
+
+// Client dials the whole cluster; tb closes it at its end.
+func (c *Cluster) Client(tb testing.TB) *clientv3.Client {
+	tb.Helper()
+	return c.ClientOf(tb, c.Endpoints()...)
+}
+
+// ClientOf dials the given endpoints; tb closes it at its end.
+func (c *Cluster) ClientOf(tb testing.TB, eps ...string) *clientv3.Client {
+	tb.Helper()
+	cli, err := clientv3.New(clientv3.Config{Endpoints: eps, DialTimeout: 5 * time.Second, Logger: zap.NewNop()})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() { cli.Close() })
+	return cli
+}
+
+// WaitHealthy waits until every running member reports the same leader.
+func (c *Cluster) WaitHealthy(ctx context.Context) error {
+	for {
+		ok, err := c.healthy(ctx)
+		if ok {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("etcd cluster not healthy: %v (%w)", err, ctx.Err())
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+}
+
+func (c *Cluster) healthy(ctx context.Context) (bool, error) {
+	var leader uint64
+	for _, m := range c.Members {
+		if !m.Running() {
+			continue
+		}
+		id, err := m.leader(ctx)
+		if err != nil {
+			return false, err
+		}
+		if id == 0 || (leader != 0 && id != leader) {
+			return false, errors.New("no agreed leader")
+		}
+		leader = id
+	}
+	return leader != 0, nil
+}
+
+// Leader returns the member that is the raft leader now.
+func (c *Cluster) Leader(ctx context.Context) (*Member, error) {
+	for _, m := range c.Members {
+		if !m.Running() {
+			continue
+		}
+		cli, err := m.client()
+		if err != nil {
+			continue
+		}
+		sctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+		st, err := cli.Status(sctx, m.ClientURL)
+		cancel()
+		cli.Close()
+		if err == nil && st.Leader == st.Header.MemberId {
+			return m, nil
+		}
+	}
+	return nil, errors.New("no member is the leader")
+}
+
+func (m *Member) client() (*clientv3.Client, error) {
+	return clientv3.New(clientv3.Config{Endpoints: []string{m.ClientURL}, DialTimeout: 2 * time.Second, Logger: zap.NewNop()})
+}
+
+func (m *Member) leader(ctx context.Context) (uint64, error) {
+	cli, err := m.client()
+	if err != nil {
+		return 0, err
+	}
+	defer cli.Close()
+	sctx, cancel := context.WithTimeout(ctx, time.Second)
+	defer cancel()
+	st, err := cli.Status(sctx, m.ClientURL)
+	if err != nil {
+		return 0, err
+	}
+	return st.Leader, nil
+}
+
+// Start starts the member's process (again, after Kill, on the same data).
+func (m *Member) Start() error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.cmd != nil {
+		return errors.New("etcdtest: member already running")
+	}
+	cmd := exec.Command(m.bin, m.args...)
+	cmd.Stdout, cmd.Stderr = nil, os.Stderr
+	// If the test binary dies, so does etcd.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL, Setpgid: true}
+	if err := cmd.Start(); err != nil {
+		return err
+	}
+	m.cmd, m.exit = cmd, make(chan struct{})
+	go func(cmd *exec.Cmd, exit chan struct{}) { cmd.Wait(); close(exit) }(cmd, m.exit)
+	return nil
+}
+
+// Running reports whether the member's process was started and not killed.
+func (m *Member) Running() bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.cmd != nil
+}
+
+// PID is the member's process id, 0 when not running.
+func (m *Member) PID() int {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.cmd == nil {
+		return 0
+	}
+	return m.cmd.Process.Pid
+}
+
+// Kill sends SIGKILL to the member's process and reaps it.
+func (m *Member) Kill() {
+	m.mu.Lock()
+	cmd, exit := m.cmd, m.exit
+	m.cmd = nil
+	m.mu.Unlock()
+	if cmd == nil || cmd.Process.Pid < 2 {
+		return
+	}
+	cmd.Process.Signal(syscall.SIGKILL)
+	cmd.Process.Signal(syscall.SIGCONT)
+	<-exit
+}
+
+// Signal sends sig (SIGSTOP, SIGCONT) to the member's process.
+func (m *Member) Signal(sig syscall.Signal) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.cmd != nil && m.cmd.Process.Pid >= 2 {
+		m.cmd.Process.Signal(sig)
+	}
+}
+
+// Close kills every member and removes the data.
+func (c *Cluster) Close() {
+	for _, m := range c.Members {
+		m.Kill()
+	}
+	os.RemoveAll(c.root)
+}

@@ -1,0 +1,172 @@
+package etcd
+
+import (
+	"context"
+	"encoding/json"
+	"sort"
+	"strings"
+
+	"github.com/leaderrun/leaderrun/elect"
+	"go.etcd.io/etcd/api/v3/mvccpb"
+	clientv3 "go.etcd.io/etcd/client/v3"
+)
+
+// Snapshot is Query's answer with the host of every request, which
+// elect.Snapshot has no field for.
+type Snapshot struct {
+	Held    []Holder  `json:"held"`
+	Pending []Pending `json:"pending"`
+}
+
+// Holder is a granted request and the host it runs on.
+type Holder struct {
+	elect.Holder
+	Host string `json:"host"`
+}
+
+// Pending is a queued request and the host it runs on.
+type Pending struct {
+	elect.Pending
+	Host string `json:"host"`
+}
+
+// Query returns the holders and the queue of name, read at one revision:
+// holders in the order they were granted, then waiting requests in queue
+// order (steals first). It writes nothing and wakes nobody. A holder's
+// State is "running" while its lease lives: whether its process runs, on
+// another host, cannot be seen.
+func (l *Locker) Query(ctx context.Context, name string) (elect.Snapshot, error) {
+	s, err := l.Inspect(ctx, name)
+	return s.plain(), err
+}
+
+// Inspect is Query with hosts.
+func (l *Locker) Inspect(ctx context.Context, name string) (Snapshot, error) {
+	if err := elect.ValidateName(name); err != nil {
+		return Snapshot{}, err
+	}
+	resp, err := l.cli.Get(ctx, l.base(name), clientv3.WithPrefix())
+	if err != nil {
+		return Snapshot{}, rpcErr(ctx, err)
+	}
+	snap := Snapshot{Held: []Holder{}, Pending: []Pending{}}
+	l.collect(name, resp.Kvs, &snap)
+	return snap, nil
+}
+
+// QueryAll is Query for every name under the prefix, read at one revision.
+func (l *Locker) QueryAll(ctx context.Context) (elect.Snapshot, error) {
+	resp, err := l.cli.Get(ctx, l.prefix, clientv3.WithPrefix())
+	if err != nil {
+		return elect.Snapshot{Held: []elect.Holder{}, Pending: []elect.Pending{}}, rpcErr(ctx, err)
+	}
+	byName := map[string][]*mvccpb.KeyValue{}
+	var names []string
+	for _, kv := range resp.Kvs {
+		n, _, ok := strings.Cut(strings.TrimPrefix(string(kv.Key), l.prefix), "/")
+		if !ok || elect.ValidateName(n) != nil {
+			continue
+		}
+		if byName[n] == nil {
+			names = append(names, n)
+		}
+		byName[n] = append(byName[n], kv)
+	}
+	sort.Strings(names)
+	snap := Snapshot{Held: []Holder{}, Pending: []Pending{}}
+	for _, n := range names {
+		l.collect(n, byName[n], &snap)
+	}
+	return snap.plain(), nil
+}
+
+// Names lists the names that have keys under the prefix, sorted.
+func (l *Locker) Names(ctx context.Context) ([]string, error) {
+	resp, err := l.cli.Get(ctx, l.prefix, clientv3.WithPrefix(), clientv3.WithKeysOnly())
+	if err != nil {
+		return nil, rpcErr(ctx, err)
+	}
+	seen := map[string]bool{}
+	var names []string
+	for _, kv := range resp.Kvs {
+		n, _, ok := strings.Cut(strings.TrimPrefix(string(kv.Key), l.prefix), "/")
+		if ok && !seen[n] && elect.ValidateName(n) == nil {
+			seen[n] = true
+			names = append(names, n)
+		}
+	}
+	sort.Strings(names)
+	return names, nil
+}
+
+func (l *Locker) collect(name string, kvs []*mvccpb.KeyValue, snap *Snapshot) {
+	base := l.base(name)
+	type req struct {
+		kv  *mvccpb.KeyValue
+		val request
+	}
+	granted := map[string]bool{}
+	var holders []held
+	var hrevs []int64
+	var steals, queue []req
+	for _, kv := range kvs {
+		rest := strings.TrimPrefix(string(kv.Key), base)
+		switch {
+		case strings.HasPrefix(rest, dirHeld):
+			var h held
+			if json.Unmarshal(kv.Value, &h) == nil {
+				granted[idOf(rest)] = true
+				holders = append(holders, h)
+				hrevs = append(hrevs, kv.CreateRevision)
+			}
+		case strings.HasPrefix(rest, dirSteal), strings.HasPrefix(rest, dirQueue):
+			var r request
+			if json.Unmarshal(kv.Value, &r) != nil {
+				continue
+			}
+			if strings.HasPrefix(rest, dirSteal) {
+				steals = append(steals, req{kv, r})
+			} else {
+				queue = append(queue, req{kv, r})
+			}
+		}
+	}
+	idx := make([]int, len(holders))
+	for i := range idx {
+		idx[i] = i
+	}
+	sort.Slice(idx, func(i, j int) bool { return hrevs[idx[i]] < hrevs[idx[j]] })
+	for _, i := range idx {
+		h := holders[i]
+		snap.Held = append(snap.Held, Holder{Holder: elect.Holder{Name: name, Mode: h.Mode, PID: h.PID, Epoch: h.Epoch, Since: h.Granted, Command: h.Command, State: "running"}, Host: h.Host})
+	}
+	byTicket := func(rs []req) {
+		sort.Slice(rs, func(i, j int) bool { return rs[i].kv.CreateRevision < rs[j].kv.CreateRevision })
+	}
+	byTicket(steals)
+	byTicket(queue)
+	for _, r := range append(steals, queue...) {
+		if granted[idOf(string(r.kv.Key))] {
+			continue
+		}
+		snap.Pending = append(snap.Pending, Pending{Pending: elect.Pending{Name: name, Mode: r.val.Mode, PID: r.val.PID, Ticket: uint64(r.kv.CreateRevision), Since: r.val.Since, Command: r.val.Command, State: "running", Steal: r.val.Steal}, Host: r.val.Host})
+	}
+}
+
+func (s Snapshot) plain() elect.Snapshot {
+	out := elect.Snapshot{Held: make([]elect.Holder, 0, len(s.Held)), Pending: make([]elect.Pending, 0, len(s.Pending))}
+	for _, h := range s.Held {
+		out.Held = append(out.Held, h.Holder)
+	}
+	for _, p := range s.Pending {
+		out.Pending = append(out.Pending, p.Pending)
+	}
+	return out
+}
+
+func rpcErr(ctx context.Context, err error) error {
+	if ctx.Err() != nil {
+		return context.Cause(ctx)
+	}
+	return err
+}

@@ -1,0 +1,179 @@
+package etcd
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/leaderrun/leaderrun/elect"
+	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
+	clientv3 "go.etcd.io/etcd/client/v3"
+)
+
+// session is a Locker's lease. Its own loop renews it with KeepAliveOnce
+// and keeps a deadline: the send time of the last acknowledged renewal
+// plus the granted TTL, less the margin. The server cannot expire the
+// lease before it has received that renewal, so every term of the session
+// ends, by this process's monotonic clock, before the lease can expire and
+// anyone else can be granted. A keep-alive stream or Session.Done would
+// report the loss only when the stream notices (etcd-io/etcd#15922,
+// microsoft/etcd3#110); the deadline needs no message at all.
+type session struct {
+	l       *Locker
+	id      clientv3.LeaseID
+	ttl     time.Duration   // as granted
+	ctx     context.Context // ends with the session, its cause why
+	cancel  context.CancelCauseFunc
+	done    <-chan struct{} // ctx.Done()
+	stopped chan struct{}   // closed once the loop and the revoke are over
+
+	once sync.Once
+	err  error // why it ended, set before done is closed
+	mu   sync.Mutex
+	dl   time.Time
+}
+
+// session returns the Locker's live session, granting a lease when there is
+// none (the first request, or the last session was lost).
+func (l *Locker) session(ctx context.Context) (*session, error) {
+	l.mu.Lock()
+	s := l.sess
+	l.mu.Unlock()
+	if s != nil && s.alive() {
+		return s, nil
+	}
+	l.grantMu.Lock()
+	defer l.grantMu.Unlock()
+	l.mu.Lock()
+	s = l.sess
+	l.mu.Unlock()
+	if s != nil && s.alive() {
+		return s, nil
+	}
+	sent := time.Now()
+	resp, err := l.cli.Grant(ctx, int64(l.ttl/time.Second))
+	if err != nil {
+		return nil, fmt.Errorf("etcd: granting a lease: %w", err)
+	}
+	ttl := time.Duration(resp.TTL) * time.Second
+	s = &session{l: l, id: resp.ID, ttl: ttl, stopped: make(chan struct{}), dl: sent.Add(ttl - l.margin)}
+	s.ctx, s.cancel = context.WithCancelCause(context.Background())
+	s.done = s.ctx.Done()
+	l.mu.Lock()
+	if l.closed {
+		l.mu.Unlock()
+		l.cli.Revoke(context.Background(), resp.ID)
+		return nil, elect.ErrClosed
+	}
+	l.sess = s
+	l.mu.Unlock()
+	go s.loop()
+	return s, nil
+}
+
+func (s *session) alive() bool {
+	select {
+	case <-s.done:
+		return false
+	default:
+		return time.Now().Before(s.deadline())
+	}
+}
+
+func (s *session) deadline() time.Time {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.dl
+}
+
+// end ends the session once with cause; the lease is revoked in the
+// background, so that its keys go now rather than at its expiry, when
+// etcd can be reached.
+func (s *session) end(cause error, revoke bool) {
+	s.once.Do(func() {
+		s.err = cause
+		s.cancel(cause)
+		go func() {
+			if revoke {
+				ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+				s.l.cli.Revoke(ctx, s.id)
+				cancel()
+			}
+			close(s.stopped)
+		}()
+	})
+}
+
+type renewal struct {
+	sent time.Time
+	ttl  int64
+	err  error
+}
+
+func (s *session) loop() {
+	// Renew three times in every TTL-margin, so that two renewals can be
+	// lost before the deadline.
+	every := (s.ttl - s.l.margin) / 3
+	tick := time.NewTicker(every)
+	defer tick.Stop()
+	timer := time.NewTimer(time.Until(s.deadline()))
+	defer timer.Stop()
+	results := make(chan renewal, 4)
+	inflight := 0
+	for {
+		// A process stopped past its deadline (SIGSTOP, a VM pause) finds
+		// it passed before it handles anything else.
+		if !time.Now().Before(s.deadline()) {
+			s.end(fmt.Errorf("%w: lease %x not renewed within its TTL %v less margin %v", elect.ErrSessionLost, int64(s.id), s.ttl, s.l.margin), true)
+			return
+		}
+		select {
+		case <-s.done:
+			return
+		case <-timer.C:
+		case <-tick.C:
+			if inflight >= 2 {
+				continue
+			}
+			inflight++
+			go func(sent time.Time) {
+				ctx, cancel := context.WithTimeout(context.Background(), 2*every)
+				defer cancel()
+				stop := context.AfterFunc(s.l.closing, cancel)
+				defer stop()
+				resp, err := s.l.cli.KeepAliveOnce(ctx, s.id)
+				r := renewal{sent: sent, err: err}
+				if err == nil {
+					r.ttl = resp.TTL
+				}
+				results <- r
+			}(time.Now())
+		case r := <-results:
+			inflight--
+			switch {
+			case errors.Is(r.err, rpctypes.ErrLeaseNotFound) || (r.err == nil && r.ttl <= 0):
+				s.end(fmt.Errorf("%w: lease %x expired or was revoked", elect.ErrSessionLost, int64(s.id)), false)
+				return
+			case r.err != nil:
+				continue // the deadline decides
+			}
+			dl := r.sent.Add(time.Duration(r.ttl)*time.Second - s.l.margin)
+			s.mu.Lock()
+			if dl.After(s.dl) && time.Now().Before(s.dl) {
+				s.dl = dl
+			}
+			s.mu.Unlock()
+			timer.Reset(time.Until(s.deadline()))
+		}
+	}
+}
+
+// bind returns a context that ends with the session's cause when the
+// session ends, and with ctx's when ctx does.
+func (s *session) bind(ctx context.Context) (context.Context, func()) {
+	ctx, cancel := context.WithCancelCause(ctx)
+	stop := context.AfterFunc(s.ctx, func() { cancel(s.err) })
+	return ctx, func() { stop(); cancel(nil) }
+}

@@ -1,0 +1,222 @@
+package etcd
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/leaderrun/leaderrun/elect"
+	"go.etcd.io/etcd/api/v3/mvccpb"
+	clientv3 "go.etcd.io/etcd/client/v3"
+)
+
+// holding is a granted request: its keys, and the monitor that ends the
+// term when they go, when a steal comes, or when the session ends.
+type holding struct {
+	l        *Locker
+	s        *session
+	lead     *elect.Leadership
+	end      func(error)
+	base     string
+	key      string
+	heldKey  string
+	ticket   int64
+	grantRev int64
+	steal    bool
+	handoff  bool // an exclusive holder, not a steal: may grant its successor
+
+	// What the monitor knows of the requests that joined after ours, for
+	// a release that grants the successor in the same txn.
+	mu       sync.Mutex
+	known    bool                        // after is complete
+	after    map[string]*mvccpb.KeyValue // request keys under q/ newer than ours
+	epoch    uint64                      // the epoch key as last seen
+	epochMod int64
+	deposed  bool
+
+	stop context.CancelFunc
+	done chan struct{}
+}
+
+// testHookHold, when set by a test, is told of every holding.
+var testHookHold func(*holding)
+
+func (a *acquirer) hold(h held, grantRev int64) (*elect.Leadership, error) {
+	t := &holding{l: a.l, s: a.s, base: a.base, key: a.key, heldKey: a.heldKey, ticket: a.ticket, grantRev: grantRev, steal: a.req.Steal,
+		handoff: h.Mode == elect.Exclusive && !a.req.Steal, known: a.afterKnown, after: map[string]*mvccpb.KeyValue{}, epoch: h.Epoch, epochMod: grantRev}
+	for _, kv := range a.after {
+		t.after[string(kv.Key)] = kv
+	}
+	lead, end := elect.NewLeadership(elect.Term{Name: a.name, Dir: a.l.prefix, Mode: h.Mode, Epoch: h.Epoch, Since: h.Granted, Release: t.release})
+	t.lead, t.end = lead, end
+	a.l.noteEpoch(a.name, h.Epoch, grantRev, grantRev)
+	if testHookHold != nil {
+		testHookHold(t)
+	}
+	var ctx context.Context
+	ctx, t.stop = context.WithCancel(context.Background())
+	t.done = make(chan struct{})
+	go t.monitor(ctx)
+	a.ticket = 0 // the holding's now: cleanup leaves it
+	if err := a.l.track(lead); err != nil {
+		lead.Release()
+		return nil, err
+	}
+	return lead, nil
+}
+
+// monitor ends the term with elect.ErrStolen when a steal key appears (for
+// a holder that is not itself a steal: a later steal waits for an earlier
+// one), and with elect.ErrSessionLost when the session ends or either of
+// the term's keys is deleted. It watches the name from the grant on; when
+// the watch fails (no leader, compaction) it reads the keys again at once
+// and watches on from there.
+func (t *holding) monitor(ctx context.Context) {
+	defer close(t.done)
+	stop := context.AfterFunc(t.s.ctx, func() { t.end(t.s.err) })
+	defer stop()
+	rev := t.grantRev
+	fails := 0
+	if t.handoff && !t.known {
+		// Granted by our predecessor's release: who queued behind us
+		// until the grant is read at the grant's revision, off the
+		// handover's path.
+		if r, err := t.l.cli.Get(ctx, t.base+dirQueue, clientv3.WithPrefix(), clientv3.WithMinCreateRev(t.ticket+1), clientv3.WithRev(t.grantRev)); err == nil {
+			t.mu.Lock()
+			for _, kv := range r.Kvs {
+				t.after[string(kv.Key)] = kv
+			}
+			t.known = true
+			t.mu.Unlock()
+		}
+	}
+	for ctx.Err() == nil && t.lead.Err() == nil {
+		if fails > 0 {
+			r, err := t.check(ctx)
+			if err != nil {
+				sleep(ctx, min(time.Duration(fails)*50*time.Millisecond, time.Second))
+				fails++
+				continue
+			}
+			if t.lead.Err() != nil {
+				return
+			}
+			rev = r
+		}
+		wctx, cancel := context.WithCancel(clientv3.WithRequireLeader(ctx))
+		wch := t.l.cli.Watch(wctx, t.base, clientv3.WithPrefix(), clientv3.WithRev(rev+1))
+		for wr := range wch {
+			if wr.Err() != nil || wr.Canceled {
+				break
+			}
+			for _, ev := range wr.Events {
+				t.event(ev)
+			}
+			if wr.Header.Revision > rev {
+				rev = wr.Header.Revision
+			}
+			if t.lead.Err() != nil {
+				break
+			}
+		}
+		cancel()
+		fails++
+		t.mu.Lock()
+		t.known = false // events may be missed until the watch is back
+		t.mu.Unlock()
+	}
+}
+
+func (t *holding) event(ev *clientv3.Event) {
+	k := string(ev.Kv.Key)
+	t.mu.Lock()
+	switch {
+	case k == t.base+keyEpoch && ev.Type == mvccpb.PUT:
+		t.epochMod = ev.Kv.ModRevision
+		t.epoch, _ = strconv.ParseUint(string(ev.Kv.Value), 10, 64)
+	case k == t.base+keyEpoch:
+		t.known = false // the prefix was wiped: no hand-over
+	case strings.HasPrefix(k, t.base+dirQueue) && ev.Type == mvccpb.PUT && ev.Kv.Version == 1 && ev.Kv.CreateRevision > t.ticket:
+		t.after[k] = ev.Kv
+	case strings.HasPrefix(k, t.base+dirQueue) && ev.Type == mvccpb.DELETE:
+		delete(t.after, k)
+	case strings.HasPrefix(k, t.base+dirSteal) && ev.Type == mvccpb.PUT:
+		t.deposed = true
+	}
+	t.mu.Unlock()
+	switch {
+	case ev.Type == mvccpb.DELETE && (k == t.key || k == t.heldKey):
+		t.end(fmt.Errorf("%w: key %s was deleted (lease revoked, or removed by hand)", elect.ErrSessionLost, k))
+	case ev.Type == mvccpb.PUT && !t.steal && strings.HasPrefix(k, t.base+dirSteal) && ev.Kv.Version == 1:
+		t.end(elect.ErrStolen)
+	}
+}
+
+// check reads the term's keys and the steal lane, as the watch would have
+// told, and returns the revision read.
+func (t *holding) check(ctx context.Context) (int64, error) {
+	resp, err := t.l.cli.Txn(ctx).Then(
+		clientv3.OpGet(t.key), clientv3.OpGet(t.heldKey),
+		clientv3.OpGet(t.base+dirSteal, clientv3.WithPrefix(), clientv3.WithCountOnly()),
+	).Commit()
+	if err != nil {
+		return 0, err
+	}
+	r := func(i int) *clientv3.GetResponse {
+		return (*clientv3.GetResponse)(resp.Responses[i].GetResponseRange())
+	}
+	switch {
+	case len(r(0).Kvs) == 0 || r(0).Kvs[0].CreateRevision != t.ticket || len(r(1).Kvs) == 0 || r(1).Kvs[0].CreateRevision != t.grantRev:
+		t.end(fmt.Errorf("%w: the term's keys under %s are gone", elect.ErrSessionLost, t.base))
+	case !t.steal && r(2).Count > 0:
+		t.end(elect.ErrStolen)
+	}
+	return resp.Header.Revision, nil
+}
+
+// release deletes the term's keys in one txn guarded by their creation
+// revisions, so that a release that comes late (its reply lost, a retry)
+// deletes nothing of a newer request (etcd-io/etcd#22082). When etcd
+// cannot be reached, the session is given up: the keys go with the lease.
+func (t *holding) release() error {
+	// The monitor is stopped after the txn, so that the next holder is
+	// not kept waiting for the watch's teardown. The term has ended
+	// already (ErrReleased), so our own deletes end nothing.
+	defer t.l.untrack(t.lead)
+	defer func() { t.stop(); <-t.done }()
+	select {
+	case <-t.s.done:
+		return nil // the session's end revokes or expires the keys
+	default:
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	mine := []clientv3.Cmp{
+		clientv3.Compare(clientv3.CreateRevision(t.heldKey), "=", t.grantRev),
+		clientv3.Compare(clientv3.CreateRevision(t.key), "=", t.ticket),
+	}
+	gone := []clientv3.Op{clientv3.OpDelete(t.heldKey), clientv3.OpDelete(t.key)}
+	txn := t.l.cli.Txn(ctx).If(mine...).Then(gone...)
+	if next, ok := t.successor(ctx); ok {
+		txn = t.l.cli.Txn(ctx).If(append(mine, next.cmps...)...).Then(append(gone, next.ops...)...).Else(clientv3.OpTxn(mine, gone, nil))
+	}
+	_, err := txn.Commit()
+	if err != nil {
+		err = fmt.Errorf("etcd: releasing %s: %w; the session is given up, so its keys go within the TTL", t.heldKey, err)
+		t.s.end(fmt.Errorf("%w: %w", elect.ErrSessionLost, err), true)
+		return err
+	}
+	return nil
+}
+
+func sleep(ctx context.Context, d time.Duration) {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+	case <-t.C:
+	}
+}

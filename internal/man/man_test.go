@@ -1,0 +1,85 @@
+package man
+
+import (
+	"bytes"
+	"os"
+	"os/exec"
+	"strings"
+	"testing"
+
+	"github.com/leaderrun/leaderrun/cmd"
+)
+
+// TestManUpToDate fails when docs/leaderrun.1 is not what the command
+// definitions generate: run `go generate ./...` and commit the result.
+func TestManUpToDate(t *testing.T) {
+	var b bytes.Buffer
+	if err := Write(&b, cmd.New()); err != nil {
+		t.Fatal(err)
+	}
+	have, err := os.ReadFile("../../docs/leaderrun.1")
+	if err != nil {
+		t.Fatalf("%v; run go generate ./... from the repository root", err)
+	}
+	if !bytes.Equal(have, b.Bytes()) {
+		t.Fatal("docs/leaderrun.1 is out of date; run go generate ./... from the repository root and commit it")
+	}
+}
+
+// TestReadmeExitTable fails when the README's exit status table is not
+// cmd.ExitCodes: run go generate ./... from the repository root.
+func TestReadmeExitTable(t *testing.T) {
+	b, err := os.ReadFile("../../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, ok := SpliceReadme(string(b))
+	if !ok {
+		t.Fatal("README.md has no exit-codes markers")
+	}
+	if s != string(b) {
+		t.Fatal("README.md's exit status table is out of date; run go generate ./... from the repository root and commit it")
+	}
+}
+
+// TestManContents checks that the page has every section, every flag and
+// every exit code.
+func TestManContents(t *testing.T) {
+	var b bytes.Buffer
+	if err := Write(&b, cmd.New()); err != nil {
+		t.Fatal(err)
+	}
+	page := b.String()
+	for _, s := range []string{"NAME", "SYNOPSIS", "DESCRIPTION", "OPTIONS", "COMMANDS", "EXIT STATUS", "ENVIRONMENT", "FILES", "EXAMPLES", "SEE ALSO"} {
+		if !strings.Contains(page, "\n.SH "+s+"\n") {
+			t.Errorf("no section %s", s)
+		}
+	}
+	app := cmd.New()
+	for _, f := range app.VisibleFlags() {
+		if n := f.Names()[0]; n != "help" && !strings.Contains(page, `\fB\-\-`+strings.ReplaceAll(n, "-", `\-`)+`\fR`) {
+			t.Errorf("flag --%s is missing", n)
+		}
+	}
+	for _, r := range cmd.ExitCodes {
+		if !strings.Contains(page, "\n.B "+esc(r.Code)+"\n") {
+			t.Errorf("exit code %s is missing", r.Code)
+		}
+	}
+	if !strings.Contains(page, ".BR flock (1)") {
+		t.Error("no see also flock(1)")
+	}
+}
+
+// TestManRenders runs man(1) on the page, where it is installed, and
+// checks that groff has no complaint.
+func TestManRenders(t *testing.T) {
+	if _, err := exec.LookPath("groff"); err != nil {
+		t.Skip("no groff")
+	}
+	c := exec.Command("groff", "-man", "-Tutf8", "-ww", "-Wbreak", "-z", "../../docs/leaderrun.1")
+	out, err := c.CombinedOutput()
+	if err != nil || len(out) > 0 {
+		t.Fatalf("groff: %v\n%s", err, out)
+	}
+}

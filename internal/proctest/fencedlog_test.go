@@ -1,0 +1,56 @@
+//go:build darwin || dragonfly || freebsd || illumos || linux || netbsd || openbsd
+
+package proctest
+
+import (
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+)
+
+// A write of an epoch lower than the highest written is refused and logged
+// as R, naming the fence; a V line is written whatever its epoch; every
+// line parses back.
+func TestFencedLog(t *testing.T) {
+	dir := t.TempDir()
+	f, err := OpenFencedLog(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	for _, w := range []struct {
+		kind  string
+		epoch uint64
+		ok    bool
+	}{{"S", 3, true}, {"T", 3, true}, {"S", 2, false}, {"V", 1, false}, {"S", 10, true}, {"T", 9, false}} {
+		if ok, err := f.Append(w.kind, w.epoch, "f1", "two\nlines"); err != nil || ok != w.ok {
+			t.Fatalf("Append(%s, %d): %v, %v; want %v", w.kind, w.epoch, ok, err, w.ok)
+		}
+	}
+	b, err := os.ReadFile(filepath.Join(dir, "log"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var kinds []string
+	for _, line := range strings.Split(strings.TrimSuffix(string(b), "\n"), "\n") {
+		l, err := ParseLogLine(line)
+		if err != nil {
+			t.Fatalf("%q: %v", line, err)
+		}
+		if l.PID != os.Getpid() || l.Nanos == 0 || l.Fields[0] != "f1" || l.Fields[1] != "two" {
+			t.Errorf("parsed %q as %+v", line, l)
+		}
+		kinds = append(kinds, l.Kind+strconv.FormatUint(l.Epoch, 10))
+		if l.Kind == "R" && !strings.HasSuffix(line, "-refused-after-3") && !strings.HasSuffix(line, "-refused-after-10") {
+			t.Errorf("refused line %q does not say after what", line)
+		}
+	}
+	if got := strings.Join(kinds, " "); got != "S3 T3 R2 V1 S10 R9" {
+		t.Errorf("log kinds %q", got)
+	}
+	if _, err := ParseLogLine("S 1 2"); err == nil {
+		t.Error("ParseLogLine accepted 3 fields")
+	}
+}

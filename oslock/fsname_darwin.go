@@ -1,0 +1,12 @@
+package oslock
+
+import "golang.org/x/sys/unix"
+
+// fsTypeName is the name of the filesystem type of fd, "" if unknown.
+func fsTypeName(fd int) string {
+	var st unix.Statfs_t
+	if unix.Fstatfs(fd, &st) != nil {
+		return ""
+	}
+	return cString(st.Fstypename[:])
+}

@@ -1,5 +1,0 @@
-//go:build unix && !linux && !darwin && !freebsd
-
-package oslock
-
-func fsTypeName(fd int) string { return "" }

@@ -1,0 +1,675 @@
+package clichaos
+
+import (
+	"bytes"
+	"cmp"
+	"errors"
+	"flag"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/leaderrun/leaderrun/oslock"
+)
+
+var (
+	cliChaosDuration = flag.Duration("clichaos.duration", 8*time.Second, "how long TestCLIChaos injects faults; e.g. 2m for a soak")
+	cliChaosSeed     = flag.Uint64("clichaos.seed", 0, "seed for TestCLIChaos's choices; 0 picks one (it is logged)")
+	cliChaosKeep     = flag.Bool("clichaos.keep", false, "keep TestCLIChaos's log and wrapper output (the directory is logged)")
+)
+
+// TestCLIChaos runs many leaderrun instances on one name whose COMMAND (the
+// test binary in the role of chaosCommand) checks that it is the only one
+// running and appends to a fenced log, while at random moments instances
+// join, a wrapper (leading or waiting) gets SIGKILL, which only Pdeathsig
+// and the orphan fence can answer, or SIGTERM, or a --steal instance
+// preempts the leader. Some COMMANDs leave a grandchild behind, in their
+// process group or in a session of their own, some ignoring SIGTERM; some
+// instances restart a failing COMMAND.
+//
+// Afterwards it checks: no COMMAND found another still running (at no
+// instant did two run), no write was fenced off, epochs increase strictly
+// from term to term in log order and each belongs to one wrapper; every
+// wrapper exited with a status its fate explains; and after a last
+// instance has led, no process of any term is left.
+func TestCLIChaos(t *testing.T) {
+	if testing.Short() {
+		t.Skip("multi-process chaos; skipped with -short")
+	}
+	bin := leaderrunBin // see TestMain
+	self, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	seed := *cliChaosSeed
+	if seed == 0 {
+		seed = uint64(time.Now().UnixNano())
+	}
+	t.Logf("clichaos: duration %v, seed %d (rerun with -clichaos.seed=%d)", *cliChaosDuration, seed, seed)
+	tmp := t.TempDir()
+	if *cliChaosKeep {
+		if tmp, err = os.MkdirTemp("", "clichaos-"); err != nil {
+			t.Fatal(err)
+		}
+		t.Logf("clichaos: keeping %s", tmp)
+	}
+	c := &cliChaos{
+		t:    t,
+		rng:  rand.New(rand.NewPCG(seed, seed>>1|1)),
+		bin:  bin,
+		self: self,
+		dir:  filepath.Join(tmp, "locks"),
+		res:  filepath.Join(tmp, "res"),
+		out:  filepath.Join(tmp, "out"),
+	}
+	for _, d := range []string{c.dir, c.res, c.out} {
+		if err := os.Mkdir(d, 0o700); err != nil {
+			t.Fatal(err)
+		}
+	}
+	t.Cleanup(c.killAll)
+
+	const minLive, maxLive = 12, 18
+	for range minLive {
+		c.spawn(false)
+	}
+	end := time.Now().Add(*cliChaosDuration)
+	for time.Now().Before(end) && !t.Failed() {
+		time.Sleep(time.Duration(5+c.rng.IntN(35)) * time.Millisecond)
+		c.act(minLive, maxLive)
+	}
+	c.drain()
+	c.checkLog()
+	if !t.Failed() {
+		c.report()
+	}
+}
+
+// cliChaos is the orchestrator's state. Only the test goroutine changes
+// it, except wrapper.status, which the reaper sets before closing exited.
+type cliChaos struct {
+	t             *testing.T
+	rng           *rand.Rand
+	bin, self     string // leaderrun, and the test binary as COMMAND
+	dir, res, out string // lock directory, fenced resource, wrapper output
+	procs         []*wrapper
+	wg            sync.WaitGroup
+	kills         []leaderKill
+	n             struct{ kills, terms, steals, leaderKills, leaderTerms int }
+	tailOff       int64
+	tailRest      []byte
+	leader        int // the wrapper whose COMMAND was seen starting last
+	leaderEpoch   uint64
+	termsSeen     []cliTerm
+	events        []chaosEvent
+}
+
+// chaosEvent is something the orchestrator did or saw, for the report of
+// a violation.
+type chaosEvent struct {
+	ns   int64
+	what string
+}
+
+func (c *cliChaos) event(format string, args ...any) {
+	c.events = append(c.events, chaosEvent{time.Now().UnixNano(), fmt.Sprintf(format, args...)})
+}
+
+// eventsBefore returns the events in the second and a half before ns.
+func (c *cliChaos) eventsBefore(ns int64) string {
+	events := slices.Clone(c.events)
+	for _, w := range c.procs {
+		if w.done() {
+			events = append(events, chaosEvent{w.exitNs, fmt.Sprintf("wrapper %d exited: %v", w.pid, w.status)})
+		}
+	}
+	slices.SortFunc(events, func(a, b chaosEvent) int { return cmp.Compare(a.ns, b.ns) })
+	var s []string
+	for _, e := range events {
+		if e.ns <= ns && e.ns > ns-int64(1500*time.Millisecond) {
+			s = append(s, fmt.Sprintf("%+.3fs %s", float64(e.ns-ns)/1e9, e.what))
+		}
+	}
+	return strings.Join(s, "; ")
+}
+
+type wrapper struct {
+	i       int
+	cmd     *exec.Cmd
+	pid     int
+	steal   bool
+	sig     syscall.Signal // the signal we sent, 0 if none
+	exited  chan struct{}
+	status  syscall.WaitStatus
+	waitErr error
+	exitNs  int64
+}
+
+type leaderKill struct {
+	at  int64 // unix ns
+	pid int
+	sig syscall.Signal
+}
+
+// spawn starts one leaderrun with a random COMMAND behaviour.
+func (c *cliChaos) spawn(steal bool) *wrapper {
+	t := c.t
+	w := &wrapper{i: len(c.procs), steal: steal, exited: make(chan struct{})}
+	args := []string{"--dir", c.dir, "--name", "chaos", "--grace", "150ms"}
+	var env []string
+	for _, kv := range os.Environ() {
+		if !strings.HasPrefix(kv, "LEADERRUN_") && !strings.HasPrefix(kv, "CLICHAOS_") {
+			env = append(env, kv)
+		}
+	}
+	env = append(env, cliChaosRole+"=command", "CLICHAOS_RES="+c.res, "CLICHAOS_DIR="+c.dir,
+		fmt.Sprintf("CLICHAOS_HOLD=%d", 5+c.rng.IntN(45)))
+	switch r := c.rng.IntN(10); {
+	case r < 2:
+		env = append(env, "CLICHAOS_GRANDCHILD=group")
+	case r < 4:
+		env = append(env, "CLICHAOS_GRANDCHILD=setsid")
+	}
+	if c.rng.IntN(2) == 0 {
+		env = append(env, "CLICHAOS_STUBBORN=1")
+	}
+	var how []string
+	for _, kv := range env {
+		if strings.HasPrefix(kv, "CLICHAOS_") && !strings.HasPrefix(kv, "CLICHAOS_RES=") && !strings.HasPrefix(kv, "CLICHAOS_DIR=") {
+			how = append(how, strings.TrimPrefix(kv, "CLICHAOS_"))
+		}
+	}
+	if steal {
+		args = append(args, "--steal")
+	} else if c.rng.IntN(6) == 0 {
+		args = append(args, "--restart", "on-failure")
+		env = append(env, "CLICHAOS_FLAKY=1")
+	}
+	// -test.run=^$: should the role ever not be recognised, COMMAND runs
+	// no test rather than all of them.
+	args = append(args, "--", c.self, "-test.run=^$")
+	w.cmd = exec.Command(c.bin, args...)
+	w.cmd.Env = env
+	f, err := os.Create(filepath.Join(c.out, fmt.Sprintf("%05d", w.i)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	// A file, not a pipe: a leftover grandchild holding a pipe open must
+	// not keep Wait from returning.
+	w.cmd.Stdout, w.cmd.Stderr = f, f
+	if err := w.cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	w.pid = w.cmd.Process.Pid
+	c.procs = append(c.procs, w)
+	c.event("start wrapper %d (#%d) %s", w.pid, w.i, strings.Join(append(args[6:len(args)-3], how...), " "))
+	if steal {
+		c.n.steals++
+	}
+	c.wg.Add(1)
+	go func() {
+		defer c.wg.Done()
+		w.waitErr = w.cmd.Wait()
+		if ps := w.cmd.ProcessState; ps != nil {
+			w.status, _ = ps.Sys().(syscall.WaitStatus)
+		}
+		w.exitNs = time.Now().UnixNano()
+		close(w.exited)
+	}()
+	return w
+}
+
+func (w *wrapper) done() bool {
+	select {
+	case <-w.exited:
+		return true
+	default:
+		return false
+	}
+}
+
+// live returns the wrappers that run and have not been signalled.
+func (c *cliChaos) live() []*wrapper {
+	var ws []*wrapper
+	for _, w := range c.procs {
+		if !w.done() && w.sig == 0 {
+			ws = append(ws, w)
+		}
+	}
+	return ws
+}
+
+// act injects one random fault or change.
+func (c *cliChaos) act(minLive, maxLive int) {
+	c.tail()
+	live := c.live()
+	if len(live) < minLive {
+		c.spawn(false)
+		return
+	}
+	var leader *wrapper
+	for _, w := range live {
+		if w.pid == c.leader {
+			leader = w
+		}
+	}
+	pick := func() *wrapper {
+		// Half the faults hit the leader, where they matter most.
+		if leader != nil && c.rng.IntN(2) == 0 {
+			return leader
+		}
+		return live[c.rng.IntN(len(live))]
+	}
+	switch r := c.rng.IntN(100); {
+	case r < 20 && len(live) < maxLive:
+		c.spawn(false)
+	case r < 40:
+		c.signal(pick(), syscall.SIGKILL)
+	case r < 50:
+		c.signal(pick(), syscall.SIGTERM)
+	case r < 53 && len(live) < maxLive:
+		c.spawn(true)
+	}
+}
+
+// signal sends sig to the wrapper's pid only: never to its process group,
+// for its COMMAND must be ended by leaderrun or, after SIGKILL, by
+// Pdeathsig and the next leader's orphan fence.
+func (c *cliChaos) signal(w *wrapper, sig syscall.Signal) {
+	if w.sig != 0 || w.done() {
+		return
+	}
+	w.sig = sig
+	if sig == syscall.SIGKILL {
+		c.n.kills++
+	} else {
+		c.n.terms++
+	}
+	if w.pid == c.leader {
+		c.kills = append(c.kills, leaderKill{at: time.Now().UnixNano(), pid: w.pid, sig: sig})
+		if sig == syscall.SIGKILL {
+			c.n.leaderKills++
+		} else {
+			c.n.leaderTerms++
+		}
+	}
+	c.event("%v to wrapper %d (leader %v)", sig, w.pid, w.pid == c.leader)
+	if err := w.cmd.Process.Signal(sig); err != nil && !errors.Is(err, os.ErrProcessDone) {
+		c.t.Errorf("signal %v to wrapper %d: %v", sig, w.pid, err)
+	}
+}
+
+// tail reads what was appended to the fenced log since the last call, to
+// know which wrapper leads: the one whose COMMAND started last, until it
+// exits.
+func (c *cliChaos) tail() {
+	f, err := os.Open(filepath.Join(c.res, "log"))
+	if err != nil {
+		return
+	}
+	defer f.Close()
+	buf := make([]byte, 64<<10)
+	for {
+		n, _ := f.ReadAt(buf, c.tailOff)
+		if n == 0 {
+			return
+		}
+		c.tailOff += int64(n)
+		data := append(c.tailRest, buf[:n]...)
+		i := bytes.LastIndexByte(data, '\n')
+		c.tailRest = append([]byte(nil), data[i+1:]...)
+		for _, line := range strings.Split(string(data[:i+1]), "\n") {
+			r, ok := parseLogLine(line)
+			if !ok || r.epoch < c.leaderEpoch {
+				continue
+			}
+			if r.kind == "S" {
+				c.leader, c.leaderEpoch = r.wrapper, r.epoch
+			}
+		}
+	}
+}
+
+// drain lets every wrapper left lead once and exit, then runs one more
+// instance, whose orphan fence must end whatever a killed last leader
+// left behind, and checks every exit status.
+func (c *cliChaos) drain() {
+	t := c.t
+	wait := func(ws []*wrapper, d time.Duration) bool {
+		deadline := time.After(d)
+		for _, w := range ws {
+			select {
+			case <-w.exited:
+			case <-deadline:
+				var stuck []string
+				for _, w := range ws {
+					if !w.done() {
+						stuck = append(stuck, fmt.Sprintf("wrapper %d (#%d, signalled %v)", w.pid, w.i, w.sig))
+					}
+				}
+				t.Errorf("stuck: %d wrappers did not exit within %v: %s\n%s", len(stuck), d, strings.Join(stuck, ", "), c.diagnose(ws))
+				return false
+			}
+		}
+		return true
+	}
+	if !wait(c.procs, 30*time.Second+time.Duration(len(c.live()))*500*time.Millisecond) {
+		return
+	}
+	last := c.spawn(false)
+	if !wait([]*wrapper{last}, 30*time.Second) {
+		return
+	}
+	c.wg.Wait()
+	for _, w := range c.procs {
+		if why := c.unexpectedExit(w); why != "" {
+			out, _ := os.ReadFile(filepath.Join(c.out, fmt.Sprintf("%05d", w.i)))
+			t.Errorf("wrapper %d (#%d, steal %v, signalled %v): %s; output: %q", w.pid, w.i, w.steal, w.sig, why, out)
+		}
+	}
+	if ps := cliChaosLeftovers(c.dir); len(ps) > 0 {
+		t.Errorf("processes of earlier terms still run after a last instance led and exited: %s", describeProcs(ps))
+	}
+}
+
+// unexpectedExit says what is wrong with the way w ended, or "".
+func (c *cliChaos) unexpectedExit(w *wrapper) string {
+	ws := w.status
+	anySteal := c.n.steals > 0
+	if w.waitErr != nil && w.cmd.ProcessState == nil {
+		return fmt.Sprintf("wait: %v", w.waitErr)
+	}
+	switch {
+	case ws.Signaled() && ws.Signal() == w.sig:
+		return "" // before its handler was set, for SIGTERM
+	case ws.Signaled():
+		if ws.Signal() == syscall.SIGKILL && anySteal {
+			return "" // a stealer's KillAfter
+		}
+		return fmt.Sprintf("killed by %v, which the test did not send", ws.Signal())
+	}
+	switch code := ws.ExitStatus(); {
+	case code == 0:
+		return "" // also after a signal that came as it finished
+	case code == 79 && anySteal:
+		return "" // stolen from
+	case code == 128+int(syscall.SIGTERM) && w.sig == syscall.SIGTERM:
+		return ""
+	case code == roleViolation:
+		return "COMMAND saw a violation (see the log check)"
+	default:
+		return fmt.Sprintf("exit status %d", code)
+	}
+}
+
+func (c *cliChaos) killAll() {
+	for _, w := range c.procs {
+		if !w.done() {
+			w.cmd.Process.Kill()
+		}
+	}
+	done := make(chan struct{})
+	go func() { c.wg.Wait(); close(done) }()
+	reaped := false
+	select {
+	case <-done:
+		reaped = true
+	case <-time.After(10 * time.Second):
+		c.t.Errorf("wrappers not reaped 10s after SIGKILL")
+	}
+	// Whatever is left of any term, which a failed run may leave.
+	ps := cliChaosLeftovers(c.dir)
+	for _, p := range ps {
+		syscall.Kill(p.pid, syscall.SIGKILL)
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for _, p := range ps {
+		for !gonePID(p.pid) && time.Now().Before(deadline) {
+			time.Sleep(5 * time.Millisecond)
+		}
+		if !gonePID(p.pid) {
+			c.t.Errorf("process %d of a term did not die of SIGKILL within 5s", p.pid)
+		}
+	}
+	// This process is a child subreaper (package cmd's init, linked in
+	// for leaderrun), so the orphans of killed wrappers were handed to it:
+	// reap them, once every wrapper has been waited for.
+	for reaped {
+		var ws syscall.WaitStatus
+		if pid, err := syscall.Wait4(-1, &ws, syscall.WNOHANG, nil); pid <= 0 || err != nil {
+			break
+		}
+	}
+}
+
+type procInfo struct {
+	pid  int
+	role string
+	cmd  string
+}
+
+// cliChaosLeftovers lists the living processes whose environment names
+// dir as LEADERRUN_DIR: COMMANDs and their descendants.
+func cliChaosLeftovers(dir string) []procInfo {
+	want := []byte("LEADERRUN_DIR=" + dir)
+	ents, _ := os.ReadDir("/proc")
+	var out []procInfo
+	for _, e := range ents {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil || pid == os.Getpid() || gonePID(pid) {
+			continue
+		}
+		env, err := os.ReadFile("/proc/" + e.Name() + "/environ")
+		if err != nil {
+			continue
+		}
+		var p procInfo
+		match := false
+		for _, kv := range bytes.Split(env, []byte{0}) {
+			switch {
+			case bytes.Equal(kv, want):
+				match = true
+			case bytes.HasPrefix(kv, []byte(cliChaosRole+"=")):
+				p.role = string(kv[len(cliChaosRole)+1:])
+			}
+		}
+		if match {
+			p.pid = pid
+			cl, _ := os.ReadFile("/proc/" + e.Name() + "/cmdline")
+			p.cmd = string(bytes.ReplaceAll(bytes.TrimRight(cl, "\x00"), []byte{0}, []byte{' '}))
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+func describeProcs(ps []procInfo) string {
+	var s []string
+	for _, p := range ps {
+		s = append(s, fmt.Sprintf("pid %d (%s: %s)", p.pid, p.role, p.cmd))
+	}
+	return strings.Join(s, ", ")
+}
+
+// gonePID reports whether pid is gone: reaped, or a zombie none of whose
+// threads still runs.
+func gonePID(pid int) bool { return oslock.StateOf(pid) == oslock.ProcGone }
+
+// logLine is one line of the fenced log: KIND EPOCH WRAPPER PID UNIXNANO
+// [NOTE]. Kinds: S COMMAND started, T tick, E COMMAND ending, G a
+// grandchild's tick, R a write refused by the fence, V a violation seen by
+// COMMAND.
+type logLine struct {
+	kind         string
+	epoch        uint64
+	wrapper, pid int
+	ns           int64
+	note         string
+}
+
+func parseLogLine(s string) (logLine, bool) {
+	f := strings.SplitN(s, " ", 6)
+	if len(f) < 5 {
+		return logLine{}, false
+	}
+	var r logLine
+	var err1, err2, err3, err4 error
+	r.kind = f[0]
+	r.epoch, err1 = strconv.ParseUint(f[1], 10, 64)
+	r.wrapper, err2 = strconv.Atoi(f[2])
+	r.pid, err3 = strconv.Atoi(f[3])
+	r.ns, err4 = strconv.ParseInt(f[4], 10, 64)
+	if len(f) == 6 {
+		r.note = f[5]
+	}
+	return r, errors.Join(err1, err2, err3, err4) == nil
+}
+
+// cliTerm is one leadership as the log shows it.
+type cliTerm struct {
+	epoch      uint64
+	wrapper    int
+	start, end int64 // first and last write
+	commands   int   // COMMAND starts: more than one after --restart
+	grandchild bool
+}
+
+// checkLog checks the fenced log and keeps the terms for the report.
+func (c *cliChaos) checkLog() {
+	t := c.t
+	b, err := os.ReadFile(filepath.Join(c.res, "log"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.Split(strings.TrimSuffix(string(b), "\n"), "\n")
+	var terms []cliTerm
+	for i, s := range lines {
+		r, ok := parseLogLine(s)
+		if !ok {
+			t.Errorf("log line %d: cannot parse %q", i+1, s)
+			continue
+		}
+		context := func() string {
+			return strings.Join(lines[max(0, i-4):min(len(lines), i+3)], " | ")
+		}
+		switch r.kind {
+		case "V":
+			t.Errorf("log line %d: two COMMANDs at once: %s (around it: %s); the test's last actions: %s", i+1, r.note, context(), c.eventsBefore(r.ns))
+			continue
+		case "R":
+			t.Errorf("log line %d: write of a deposed term, pid %d of wrapper %d: %s (around it: %s); the test's last actions: %s", i+1, r.pid, r.wrapper, r.note, context(), c.eventsBefore(r.ns))
+			continue
+		}
+		n := len(terms)
+		switch {
+		case n > 0 && r.epoch == terms[n-1].epoch:
+			cur := &terms[n-1]
+			if r.wrapper != cur.wrapper {
+				t.Errorf("log line %d: epoch %d used by wrappers %d and %d", i+1, r.epoch, cur.wrapper, r.wrapper)
+			}
+			if r.ns < cur.end {
+				t.Errorf("log line %d: time goes backwards", i+1)
+			}
+			cur.end = r.ns
+			if r.kind == "S" {
+				cur.commands++
+			}
+			cur.grandchild = cur.grandchild || r.kind == "G"
+		case n > 0 && r.epoch < terms[n-1].epoch:
+			t.Errorf("log line %d: epoch %d (wrapper %d) after epoch %d (wrapper %d): epochs must increase (around it: %s)",
+				i+1, r.epoch, r.wrapper, terms[n-1].epoch, terms[n-1].wrapper, context())
+		default:
+			if r.kind != "S" {
+				t.Errorf("log line %d: epoch %d begins with %q, not a COMMAND's start", i+1, r.epoch, r.kind)
+			}
+			if n > 0 && r.ns < terms[n-1].end {
+				t.Errorf("log line %d: term %d starts before term %d's last write", i+1, r.epoch, terms[n-1].epoch)
+			}
+			terms = append(terms, cliTerm{epoch: r.epoch, wrapper: r.wrapper, start: r.ns, end: r.ns, commands: 1})
+		}
+	}
+	if len(terms) == 0 {
+		t.Fatal("no COMMAND ever ran")
+	}
+	c.termsSeen = terms
+}
+
+// report logs the figures of the run.
+func (c *cliChaos) report() {
+	t := c.t
+	terms := c.termsSeen
+	failover := map[syscall.Signal][]time.Duration{}
+	for _, k := range c.kills {
+		for _, tm := range terms {
+			if tm.start > k.at && tm.wrapper != k.pid {
+				failover[k.sig] = append(failover[k.sig], time.Duration(tm.start-k.at))
+				break
+			}
+		}
+	}
+	restarts, grandchildren := 0, 0
+	var maxGap time.Duration
+	for i, tm := range terms {
+		restarts += tm.commands - 1
+		if tm.grandchild {
+			grandchildren++
+		}
+		if i > 0 {
+			maxGap = max(maxGap, time.Duration(tm.start-terms[i-1].end))
+		}
+	}
+	fig := fmt.Sprintf("clichaos figures: %d leaderrun instances (%d --steal), %d terms (%d COMMAND restarts, %d terms with a grandchild left behind), %d SIGKILL (%d of the leader), %d SIGTERM (%d of the leader), 0 overlapping COMMANDs, 0 refused fenced writes (checked above)",
+		len(c.procs), c.n.steals, len(terms), restarts, grandchildren, c.n.kills, c.n.leaderKills, c.n.terms, c.n.leaderTerms)
+	for _, sig := range []syscall.Signal{syscall.SIGKILL, syscall.SIGTERM} {
+		if f := failover[sig]; len(f) > 0 {
+			slices.Sort(f)
+			fig += fmt.Sprintf("; leader %v to next COMMAND's start (%d): median %v, p99 %v, max %v", sig, len(f),
+				f[len(f)/2].Round(time.Microsecond), f[len(f)*99/100].Round(time.Microsecond), f[len(f)-1].Round(time.Microsecond))
+		}
+	}
+	fig += fmt.Sprintf("; longest gap between terms %v", maxGap.Round(time.Microsecond))
+	t.Log(fig)
+}
+
+// diagnose describes the lock directory and the stuck wrappers, for a
+// failure message: the queue as Query sees it, the raw queue directory,
+// the kernel's flocks, and where each live wrapper's threads sleep.
+func (c *cliChaos) diagnose(ws []*wrapper) string {
+	var b strings.Builder
+	if out, err := exec.Command(c.bin, "--dir", c.dir, "status", "--json").CombinedOutput(); err == nil {
+		fmt.Fprintf(&b, "status: %s\n", out)
+	}
+	ents, _ := os.ReadDir(filepath.Join(c.dir, "chaos.queue"))
+	for _, e := range ents {
+		fmt.Fprintf(&b, "queue entry %s\n", e.Name())
+	}
+	if locks, err := os.ReadFile("/proc/locks"); err == nil {
+		fmt.Fprintf(&b, "/proc/locks:\n%s", locks)
+	}
+	for _, w := range ws {
+		if w.done() {
+			continue
+		}
+		tasks, _ := os.ReadDir(fmt.Sprintf("/proc/%d/task", w.pid))
+		for _, task := range tasks {
+			wchan, _ := os.ReadFile(fmt.Sprintf("/proc/%d/task/%s/wchan", w.pid, task.Name()))
+			fmt.Fprintf(&b, "wrapper %d thread %s wchan %s\n", w.pid, task.Name(), wchan)
+		}
+		fds, _ := os.ReadDir(fmt.Sprintf("/proc/%d/fd", w.pid))
+		for _, fd := range fds {
+			l, _ := os.Readlink(fmt.Sprintf("/proc/%d/fd/%s", w.pid, fd.Name()))
+			fmt.Fprintf(&b, "wrapper %d fd %s -> %s\n", w.pid, fd.Name(), l)
+		}
+	}
+	return b.String()
+}
