@@ -4,6 +4,7 @@ import (
 	"context"
 	"slices"
 	"testing"
+	"time"
 )
 
 func TestYield(t *testing.T) {
@@ -38,7 +39,7 @@ func TestYield(t *testing.T) {
 		_, err := l2.Acquire(hctx, "y", Request{Labels: []string{"hidden"}})
 		hidden <- err
 	}()
-	eventually(t, "the hidden follower queued", func() bool { return len(pending(t, l, "y")) == 1 })
+	waitUntil(t, "the hidden follower queued", func() bool { return len(pending(t, l, "y")) == 1 })
 	if ok, _ := e.Yield(ctx, visible); ok {
 		t.Fatal("yielded to a hidden follower")
 	}
@@ -52,7 +53,7 @@ func TestYield(t *testing.T) {
 		}
 		granted <- lead
 	}()
-	eventually(t, "the visible follower queued", func() bool { return len(pending(t, l, "y")) == 1 })
+	waitUntil(t, "the visible follower queued", func() bool { return len(pending(t, l, "y")) == 1 })
 	if ok, err := e.Yield(ctx, visible); !ok || err != nil {
 		t.Fatalf("visible follower: Yield %v, %v", ok, err)
 	}
@@ -64,4 +65,16 @@ func TestYield(t *testing.T) {
 		t.Fatalf("Run after Yield: %v", err)
 	}
 	next.Release()
+}
+
+// waitUntil polls cond (a test's poll, not the library's) for at most 10s.
+func waitUntil(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("not within 10s: %s", what)
+		}
+		time.Sleep(time.Millisecond)
+	}
 }
