@@ -59,17 +59,17 @@ const singleHelp = `SINGLE INSTANCE:
    and LEADERRUN_REPLIES_FD=4. Each later instance sends its ARGs (exact
    bytes), its working directory and the variables named by --forward-env;
    COMMAND reads one JSON object a line from fd 3:
-     {"id":"…","args":["…"],"args_base64":["…"],"cwd":"…","env":["K=V"],
+     {"id":"...","args":["..."],"args_base64":["..."],"cwd":"...","env":["K=V"],
       "pid":N,"uid":N,"deadline_unix_ms":N}
    ("args" replaces bytes that are not UTF-8; "args_base64" is exact) and
    answers on fd 4, one JSON object a line:
-     {"id":"…","accepted":true}       optional: taken, answer follows
-     {"id":"…","stdout":"text"}       optional, repeatable (also "stderr",
+     {"id":"...","accepted":true}       optional: taken, answer follows
+     {"id":"...","stdout":"text"}       optional, repeatable (also "stderr",
                                       and "stdout_base64"/"stderr_base64")
-     {"id":"…","exit":N}              done; the later instance exits N
+     {"id":"...","exit":N}              done; the later instance exits N
    An id not accepted (or answered) by its deadline is refused: drop it.
    With --forward-stdin, the later instance's stdin follows its line on
-   fd 3 as {"id":"…","stdin_base64":"…"} lines, then {"id","stdin_eof":true}.
+   fd 3 as {"id":"...","stdin_base64":"..."} lines, then {"id","stdin_eof":true}.
    The later instance prints what COMMAND answered, and nothing else, and
    exits with its code; each failure prints one line naming the primary:
    75 it did not accept within --ack-timeout (stopped, hung, or not reading

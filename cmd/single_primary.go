@@ -217,7 +217,7 @@ func (s *singleRun) readReplies(r *os.File) {
 		var rep replyLine
 		if err := json.Unmarshal(sc.Bytes(), &rep); err != nil || rep.ID == "" {
 			if !warned {
-				fmt.Fprintf(os.Stderr, "leaderrun: COMMAND wrote a line on fd %d that is not a reply ({\"id\":…}); ignored: %.80q\n", repliesFD, sc.Text())
+				fmt.Fprintf(os.Stderr, "leaderrun: COMMAND wrote a line on fd %d that is not a reply ({\"id\":...}); ignored: %.80q\n", repliesFD, sc.Text())
 				warned = true
 			}
 			continue
