@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"runtime"
 	"time"
 
 	"github.com/leaderrun/leaderrun/oslock"
@@ -25,9 +26,8 @@ const watchFallback = 250 * time.Millisecond
 // It wakes on the kernel's word, not by polling Query: a change of the
 // queue directory (a ticket added, granted, deposed or removed), reported
 // by the process's one inotify instance (shared with every holder; Watch
-// takes no instance of its own), and the hang-up of a holder's or
-// waiter's beacon, which the kernel makes happen when it dies, even of
-// SIGKILL. It does not see a holder being stopped or continued (Holder
+// takes no instance of its own), and the exit of a holder or waiter, even
+// of SIGKILL (a pidfd on Linux, the hang-up of its beacon elsewhere). It does not see a holder being stopped or continued (Holder
 // State is as of the last change), nor flock(1) users of the lock file
 // until the queue changes. Where inotify cannot be had, it looks again
 // every 250ms.
@@ -130,10 +130,21 @@ func (l *Locker) arm(ctx context.Context, name string) *watchArm {
 	} else {
 		a.poll = true
 	}
-	// Every live ticket's beacon hangs up when its owner goes.
+	// Every ticket's owner is waited for: its death changes the snapshot
+	// without a change of the queue (nobody may be there to remove its
+	// ticket). On Linux by pidfd, which is readable only once the process
+	// has exited, its lock released; the beacon may hang up a moment
+	// before the lock goes, depending on the order of the owner's
+	// descriptors. Elsewhere by the beacon.
 	if q, err := d.Sub(name+queueSuffix, false, oslock.DirOptions{GroupShared: l.group}); err == nil {
 		if entries, err := listQueue(q); err == nil {
 			for _, e := range entries {
+				if runtime.GOOS == "linux" {
+					if r, err := readRecord(q, e.name); err == nil && r.PID != os.Getpid() {
+						a.ws.gone(r.PID)
+						continue
+					}
+				}
 				f, err := q.OpenBeacon(e.name+beaconSuffix, false)
 				if err != nil {
 					continue

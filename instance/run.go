@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -44,7 +45,10 @@ const grace = 250 * time.Millisecond
 // the answers its callers have not read yet.
 const drainTimeout = 5 * time.Second
 
-var errRetry = errors.New("instance: the primary ended before accepting")
+var (
+	errRetry  = errors.New("instance: the primary ended before accepting")
+	errRedial = errors.New("instance: the primary's socket dropped the connection")
+)
 
 func (r *runner) run(ctx context.Context) (Result, error) {
 	actx, acancel := context.WithCancel(ctx)
@@ -64,9 +68,31 @@ func (r *runner) run(ctx context.Context) (Result, error) {
 }
 
 func (r *runner) loop(ctx context.Context) (Result, error) {
+	var since time.Time // of the first of a run of failed connections
+	pause := 5 * time.Millisecond
 	for {
 		res, err := r.attempt(ctx)
-		if errors.Is(err, errRetry) {
+		switch {
+		case errors.Is(err, errRetry):
+			since = time.Time{}
+			continue
+		case errors.Is(err, errRedial):
+			// A socket that takes connections and drops them: try again
+			// with a growing pause, within one AckTimeout.
+			if since.IsZero() {
+				since = time.Now()
+			}
+			if time.Since(since) > r.o.AckTimeout {
+				return r.notResponding(ctx, 0, time.Since(since))
+			}
+			t := time.NewTimer(pause)
+			select {
+			case <-ctx.Done():
+				t.Stop()
+				return Result{}, ctx.Err()
+			case <-t.C:
+			}
+			pause = min(2*pause, 200*time.Millisecond)
 			continue
 		}
 		return res, err
@@ -136,6 +162,11 @@ func (r *runner) attempt(ctx context.Context) (Result, error) {
 				// The handshake itself ran into the deadline: a primary
 				// that is stopped does not even say hello.
 				return r.notResponding(ctx, 0, time.Since(start))
+			case errors.Is(d.err, io.EOF), errors.Is(d.err, syscall.ECONNRESET), errors.Is(d.err, syscall.EPIPE),
+				errors.Is(d.err, bus.ErrLeaderGone), errors.Is(d.err, bus.ErrNoLeader):
+				// The primary went away while we connected: this launch
+				// is in line to succeed it, or the next one serves.
+				return Result{}, errRedial
 			}
 			return Result{}, d.err
 		}
