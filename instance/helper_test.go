@@ -161,6 +161,10 @@ func startApp(t *testing.T, dir, name string, env ...string) *proc {
 	cmd.Env = append(cmd.Env, env...)
 	cmd.Dir = t.TempDir()
 	cmd.Stderr = os.Stderr
+	// A group of its own: stopped in the test binary's group, it would be
+	// continued (SIGHUP, SIGCONT) by the kernel whenever another member's
+	// exit leaves that group orphaned, as it is under nohup or setsid.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	out, err := cmd.StdoutPipe()
 	if err != nil {
 		t.Fatal(err)

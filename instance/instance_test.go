@@ -325,16 +325,17 @@ func TestPrimaryStopped(t *testing.T) {
 	p.signal(t, syscall.SIGSTOP)
 	t.Cleanup(func() { p.signal(t, syscall.SIGCONT) })
 	ack := 500 * time.Millisecond
-	_, _, err := forward(t, testCtx(t), dir, "app", instance.Options{AckTimeout: ack})
+	res, out, err := forward(t, testCtx(t), dir, "app", instance.Options{AckTimeout: ack})
 	var nr *instance.NotRespondingError
 	if !errors.As(err, &nr) || !errors.Is(err, instance.ErrNotResponding) {
-		t.Fatalf("got %v, want a NotRespondingError", err)
+		st, _ := os.ReadFile(fmt.Sprintf("/proc/%d/stat", p.pid()))
+		t.Fatalf("got %+v %q, %v, want a NotRespondingError; primary %s", res, out, err, st)
 	}
 	if nr.PID != p.pid() || nr.State != "stopped" {
 		t.Errorf("%v: want pid %d, state stopped", err, p.pid())
 	}
 	t.Log(err)
-	res, err := instance.Run(testCtx(t), "app", instance.Options{Dir: dir, AckTimeout: ack, Replace: true, KillAfter: 100 * time.Millisecond},
+	res, err = instance.Run(testCtx(t), "app", instance.Options{Dir: dir, AckTimeout: ack, Replace: true, KillAfter: 100 * time.Millisecond},
 		func(ctx context.Context, pr *instance.Primary) error {
 			(<-pr.Invocations()).Done(4)
 			return nil
