@@ -34,7 +34,7 @@ func TestMain(m *testing.M) {
 		// inherited across exec.
 		signal.Notify(make(chan os.Signal, 1), syscall.SIGHUP)
 	}
-	testscript.Main(m, map[string]func(){"leaderrun": main})
+	testscript.Main(m, map[string]func(){"leaderrun": main, "singleapp": singleAppMain})
 }
 
 // TestScripts runs testscripts/<area>/<command>__<topic>.txtar. Each script

@@ -246,6 +246,10 @@ func (c *conn) readLoop(fr *frameReader) {
 func (c *conn) serveRequest(id uint64, req Request) {
 	defer c.s.wg.Done()
 	defer func() { <-c.sem }()
+	if out, ok := c.s.retainedReply(req.Data); ok { // retain.go
+		c.enqueue(encodeReply(id, replyOK, out))
+		return
+	}
 	h := c.s.cfg.handler
 	if h == nil {
 		c.enqueue(encodeReply(id, replyNoHandler, nil))

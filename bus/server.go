@@ -247,6 +247,7 @@ func (s *Server) stop(cause error) {
 		s.mu.Unlock()
 		s.removeSocket()
 		s.dir.Close()
+		s.forgetRetained()
 		s.mu.Lock()
 		y := bye{reason: byeStepDown, lastSeq: s.seq}
 		for _, c := range s.conns {

@@ -58,6 +58,7 @@ func commands() []*cli.Command {
 		whoCommand(),
 		publishCommand(),
 		subscribeCommand(),
+		sendCommand(),
 		lockfileCommand(),
 		completionCommand(),
 	}
@@ -98,9 +99,11 @@ leaderrun publish NAME [MESSAGE...]
 leaderrun subscribe NAME [--json] [--count N]
 leaderrun lockfile NAME
 leaderrun completion bash|zsh|fish
-leaderrun --version`,
+leaderrun --version
+leaderrun --single-instance [--name APP] -- COMMAND [ARG...]
+leaderrun send APP [--] [ARG...]`,
 		Description:            runDescription,
-		Flags:                  runFlags(),
+		Flags:                  append(runFlags(), singleFlags()...),
 		Action:                 runAction,
 		Commands:               commands(),
 		EnableBashCompletion:   true,
@@ -367,4 +370,5 @@ EXAMPLES:
    leaderrun who poller
    flock -n "$(leaderrun lockfile backup)" ./backup.sh
 
-`
+
+` + singleHelp

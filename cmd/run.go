@@ -49,6 +49,9 @@ type runOptions struct {
 }
 
 func runAction(c *cli.Context) error {
+	if c.Bool("single-instance") {
+		return singleAction(c) // single.go
+	}
 	o, err := runOptionsFrom(c)
 	if err != nil {
 		return err

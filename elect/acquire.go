@@ -114,7 +114,7 @@ func (a *acquirer) run(ctx context.Context) (*Leadership, error) {
 	// live queue must not restart the counter: a newcomer would jump the
 	// line, or take a number that a waiter holds; its count continues
 	// after the queue's.
-	rec := record{PID: os.Getpid(), Mode: a.req.Mode, Since: time.Now(), Command: a.req.Command, Steal: a.req.Steal}
+	rec := record{PID: os.Getpid(), Mode: a.req.Mode, Since: time.Now(), Command: a.req.Command, Steal: a.req.Steal, Labels: a.req.Labels}
 	// The number is written back before the ticket is published, so a
 	// joiner killed half-way never leaves a name that the next would take.
 	_, err = withState(ctx, a.dir, a.name, func(s *state) error {

@@ -31,6 +31,9 @@ var (
 	// ErrNeverLed: Elector.Run's context ended before it was granted
 	// leadership even once (a clean stop after leading returns nil).
 	ErrNeverLed = errors.New("elect: stopped before leading")
+	// ErrStaleEpoch: a Fence refused an epoch lower than one it has
+	// accepted: the caller's term has been superseded.
+	ErrStaleEpoch = errors.New("elect: stale epoch, a later leader has written")
 	// ErrClosed: the Locker was closed; waiting requests end with it.
 	ErrClosed = errors.New("elect: locker is closed")
 	// ErrSessionLost ends a leadership, or a waiting request, whose

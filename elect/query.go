@@ -34,6 +34,8 @@ type Holder struct {
 	// External is set for a holder that is not a leaderrun client, such
 	// as flock(1) on the lock file; its Epoch is 0.
 	External bool `json:"external,omitempty"`
+	// Labels are the holder's Request.Labels.
+	Labels []string `json:"labels,omitempty"`
 }
 
 // Pending is a queued request.
@@ -51,6 +53,8 @@ type Pending struct {
 	// to 100ms): nothing could be slept on, such as a lock holder that
 	// /proc/locks does not show.
 	Polling bool `json:"polling,omitempty"`
+	// Labels are the request's Request.Labels.
+	Labels []string `json:"labels,omitempty"`
 }
 
 // Query returns a snapshot of the holders and the queue of name. It takes
@@ -144,10 +148,10 @@ func queryQueue(q *oslock.Dir, name string, live func(oslock.FileID, int) bool, 
 		state := oslock.StateOf(r.PID).String()
 		if r.Epoch != 0 {
 			granted[r.PID] = true
-			snap.Held = append(snap.Held, Holder{Name: name, Mode: r.Mode, PID: r.PID, Epoch: r.Epoch, Since: r.Granted, Command: r.Command, State: state})
+			snap.Held = append(snap.Held, Holder{Name: name, Mode: r.Mode, PID: r.PID, Epoch: r.Epoch, Since: r.Granted, Command: r.Command, State: state, Labels: r.Labels})
 			continue
 		}
-		snap.Pending = append(snap.Pending, Pending{Name: name, Mode: r.Mode, PID: r.PID, Ticket: e.seq, Since: r.Since, Command: r.Command, State: state, Steal: e.steal, Polling: r.Polling})
+		snap.Pending = append(snap.Pending, Pending{Name: name, Mode: r.Mode, PID: r.PID, Ticket: e.seq, Since: r.Since, Command: r.Command, State: state, Steal: e.steal, Polling: r.Polling, Labels: r.Labels})
 	}
 	return nil
 }

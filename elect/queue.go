@@ -125,6 +125,8 @@ type record struct {
 	Deposed bool `json:"deposed,omitempty"`
 	// Polling is set while the request waits by the fallback poll.
 	Polling bool `json:"polling,omitempty"`
+	// Labels are the request's, for Query and Elector.Yield.
+	Labels []string `json:"labels,omitempty"`
 }
 
 // maxRecord bounds what is read of a ticket.

@@ -41,6 +41,12 @@ type Request struct {
 	// to polling every 1ms to 100ms, with why. Query shows such a request
 	// as Polling too.
 	OnPolling func(why string)
+	// Labels are recorded with the request for Query (Pending.Labels,
+	// Holder.Labels), so that a leader deciding whether to Yield can
+	// tell its followers apart ("visible", "on-battery"). At most 16 of
+	// at most 64 bytes each. They are fixed for the request's life: a
+	// follower whose labels change asks again (joining the tail).
+	Labels []string
 }
 
 func (r Request) validate() error {
@@ -59,6 +65,13 @@ func (r Request) validate() error {
 		return fmt.Errorf("%w: negative KillAfter", ErrInvalidRequest)
 	case r.KillAfter > 0 && !r.Steal:
 		return fmt.Errorf("%w: KillAfter needs Steal", ErrInvalidRequest)
+	case len(r.Labels) > 16:
+		return fmt.Errorf("%w: %d labels, at most 16", ErrInvalidRequest, len(r.Labels))
+	}
+	for _, lb := range r.Labels {
+		if len(lb) > 64 {
+			return fmt.Errorf("%w: label of %d bytes, at most 64", ErrInvalidRequest, len(lb))
+		}
 	}
 	return nil
 }

@@ -129,7 +129,7 @@ func (w *Watch) wants(mask uint32, child string) bool {
 	if mask&(unix.IN_IGNORED|unix.IN_UNMOUNT) != 0 {
 		return true
 	}
-	return mask&w.mask != 0 && child == w.child
+	return mask&w.mask != 0 && (child == w.child || w.child == anyChild)
 }
 
 func watchPath(path string) (*Watch, error) { return addWatch(path, "", selfEvents) }

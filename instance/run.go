@@ -1,0 +1,344 @@
+package instance
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/leaderrun/leaderrun/bus"
+	"github.com/leaderrun/leaderrun/elect"
+)
+
+// runner is one launch. It queues for the lock at once and, while it
+// waits, tries to hand its invocation to the primary over the bus:
+// whichever comes first decides. The lock is exclusive, so two launches
+// in the same microsecond still make one primary; a launch that finds
+// the primary gone before it accepted is already in line to succeed it.
+type runner struct {
+	name    string
+	o       Options
+	lk      *elect.Locker
+	primary func(context.Context, *Primary) error
+
+	got     chan acquired // the queued Acquire's outcome, sent once
+	acancel context.CancelFunc
+	taken   bool // got has been read
+}
+
+type acquired struct {
+	l   *elect.Leadership
+	err error
+}
+
+// grace is how long past its deadline a caller waits for an acceptance
+// already on its way: the primary delivers nothing after the deadline.
+const grace = 250 * time.Millisecond
+
+// drainTimeout bounds how long a primary that has returned keeps serving
+// the answers its callers have not read yet.
+const drainTimeout = 5 * time.Second
+
+var (
+	errRetry  = errors.New("instance: the primary ended before accepting")
+	errRedial = errors.New("instance: the primary's socket dropped the connection")
+)
+
+func (r *runner) run(ctx context.Context) (Result, error) {
+	actx, acancel := context.WithCancel(ctx)
+	r.acancel = acancel
+	defer acancel()
+	r.got = make(chan acquired, 1)
+	if r.o.ForwardOnly {
+		r.taken = true // never sent: this launch does not queue
+		return r.loop(ctx)
+	}
+	go func() {
+		l, err := r.lk.Acquire(actx, r.name, elect.Request{Command: r.o.Command})
+		r.got <- acquired{l, err}
+	}()
+	defer r.stopAcquire()
+	return r.loop(ctx)
+}
+
+func (r *runner) loop(ctx context.Context) (Result, error) {
+	var since time.Time // of the first of a run of failed connections
+	pause := 5 * time.Millisecond
+	for {
+		res, err := r.attempt(ctx)
+		switch {
+		case errors.Is(err, errRetry):
+			since = time.Time{}
+			continue
+		case errors.Is(err, errRedial):
+			// A socket that takes connections and drops them: try again
+			// with a growing pause, within one AckTimeout.
+			if since.IsZero() {
+				since = time.Now()
+			}
+			if time.Since(since) > r.o.AckTimeout {
+				return r.notResponding(ctx, 0, time.Since(since))
+			}
+			t := time.NewTimer(pause)
+			select {
+			case <-ctx.Done():
+				t.Stop()
+				return Result{}, ctx.Err()
+			case <-t.C:
+			}
+			pause = min(2*pause, 200*time.Millisecond)
+			continue
+		}
+		return res, err
+	}
+}
+
+// stopAcquire ends the queued request; a grant that raced with it is
+// released (it cannot happen while a primary serves: the lock is
+// exclusive).
+func (r *runner) stopAcquire() {
+	if r.taken {
+		return
+	}
+	r.taken = true
+	r.acancel()
+	if a := <-r.got; a.err == nil {
+		a.l.Release()
+	}
+}
+
+type dialed struct {
+	c   *bus.Client
+	err error
+}
+
+// attempt waits, at most AckTimeout, for the lock or for a primary that
+// accepts the invocation; errRetry asks for another attempt.
+func (r *runner) attempt(ctx context.Context) (Result, error) {
+	if r.o.ForwardOnly {
+		if h, ok := r.holder(ctx); !ok {
+			return Result{}, fmt.Errorf("%w: nobody holds %s in %s", ErrNoPrimary, r.name, r.o.Dir)
+		} else if h.External {
+			return Result{PID: h.PID}, fmt.Errorf("%w: %s is held by pid %d (%s), which is not a leaderrun client", ErrNotInstance, r.name, h.PID, strings.Join(h.Command, " "))
+		}
+	}
+	start := time.Now()
+	deadline := start.Add(r.o.AckTimeout)
+	dctx, cancel := context.WithDeadline(ctx, deadline)
+	defer cancel()
+	dc := make(chan dialed, 1)
+	go func() {
+		c, err := bus.Dial(dctx, r.o.Dir, r.name, bus.WaitForLeader(), bus.PublishOnly())
+		dc <- dialed{c, err}
+	}()
+	closeDial := func() {
+		cancel()
+		if d := <-dc; d.c != nil {
+			d.c.Close()
+		}
+	}
+	select {
+	case a := <-r.got:
+		r.taken = true
+		closeDial()
+		if a.err != nil {
+			return Result{}, a.err
+		}
+		return r.lead(ctx, a.l)
+	case d := <-dc:
+		if d.err != nil {
+			switch {
+			case ctx.Err() != nil:
+				return Result{}, ctx.Err()
+			case errors.Is(d.err, bus.ErrRefused), errors.Is(d.err, fs.ErrPermission):
+				return r.foreign(ctx, d.err)
+			case dctx.Err() != nil, errors.Is(d.err, os.ErrDeadlineExceeded), !time.Now().Before(deadline):
+				// The handshake itself ran into the deadline: a primary
+				// that is stopped does not even say hello.
+				return r.notResponding(ctx, 0, time.Since(start))
+			case errors.Is(d.err, io.EOF), errors.Is(d.err, syscall.ECONNRESET), errors.Is(d.err, syscall.EPIPE),
+				errors.Is(d.err, bus.ErrLeaderGone), errors.Is(d.err, bus.ErrNoLeader):
+				// The primary went away while we connected: this launch
+				// is in line to succeed it, or the next one serves.
+				return Result{}, errRedial
+			}
+			return Result{}, d.err
+		}
+		defer d.c.Close()
+		return r.forward(ctx, d.c, start, deadline)
+	}
+}
+
+// forward hands the invocation to the primary d.c is connected to.
+func (r *runner) forward(ctx context.Context, c *bus.Client, start, deadline time.Time) (Result, error) {
+	pid := 0
+	if ld, ok := c.Leader(); ok {
+		pid = ld.PID
+	}
+	cwd, _ := os.Getwd()
+	sub := wireRequest{Op: opSubmit, ID: r.o.ID, Args: r.o.Args, Cwd: []byte(cwd), Env: environ(r.o.Env), Deadline: deadline.UnixNano(), Stdin: r.o.Stdin != nil}.encode()
+	sctx, cancel := context.WithDeadline(ctx, deadline.Add(grace))
+	first, err := c.Request(sctx, sub)
+	cancel()
+	switch {
+	case err == nil:
+	case ctx.Err() != nil:
+		return Result{}, ctx.Err()
+	case errors.Is(err, bus.ErrLeaderChanged), errors.Is(err, bus.ErrNoLeader), errors.Is(err, bus.ErrLeaderGone), errors.Is(err, bus.ErrClosed):
+		return Result{}, errRetry
+	case errors.Is(err, bus.ErrNoHandler):
+		return Result{}, fmt.Errorf("%w: %s is held by pid %d", ErrNotInstance, r.name, pid)
+	case errors.Is(err, context.DeadlineExceeded), errors.Is(err, bus.ErrHandler) && strings.Contains(err.Error(), errNotTaken.Error()):
+		c.Close()
+		return r.notResponding(ctx, pid, time.Since(start))
+	default:
+		return Result{}, err
+	}
+	// Accepted: from here on the invocation is the primary's, and this
+	// launch never runs it, nor becomes the primary.
+	r.stopAcquire()
+	if r.o.OnForward != nil {
+		r.o.OnForward(pid)
+	}
+	if r.o.Stdin != nil {
+		sctx, stop := context.WithCancel(ctx)
+		defer stop()
+		go r.sendStdin(sctx, c)
+	}
+	var outOff, errOff int64
+	for b := first; ; b = nil {
+		if b == nil {
+			w := wireRequest{Op: opWait, ID: r.o.ID, Out: outOff, Err: errOff}.encode()
+			if b, err = c.Request(ctx, w); err != nil {
+				if ctx.Err() != nil {
+					return Result{}, ctx.Err()
+				}
+				return Result{PID: pid}, fmt.Errorf("%w: %s, pid %d: %w", ErrAcceptedLost, r.name, pid, err)
+			}
+		}
+		rep, err := decodeReply(b)
+		if err != nil {
+			return Result{PID: pid}, fmt.Errorf("instance: from pid %d: %w", pid, err)
+		}
+		if len(rep.Out) > 0 {
+			r.o.Stdout.Write(rep.Out)
+			outOff += int64(len(rep.Out))
+		}
+		if len(rep.Err) > 0 {
+			r.o.Stderr.Write(rep.Err)
+			errOff += int64(len(rep.Err))
+		}
+		if rep.Done {
+			if rep.Abandoned {
+				return Result{PID: pid}, fmt.Errorf("%w: %s, pid %d, returned without finishing it", ErrAcceptedLost, r.name, pid)
+			}
+			return Result{Exit: rep.Exit, PID: pid}, nil
+		}
+	}
+}
+
+// sendStdin streams Options.Stdin to the primary, a piece at a time; it
+// stops when the invocation is done (the primary refuses more).
+func (r *runner) sendStdin(ctx context.Context, c *bus.Client) {
+	buf := make([]byte, 64<<10)
+	for {
+		n, err := r.o.Stdin.Read(buf)
+		eof := err != nil
+		if n > 0 || eof {
+			req := wireRequest{Op: opStdin, ID: r.o.ID, Data: buf[:n], EOF: eof}.encode()
+			if _, rerr := c.Request(ctx, req); rerr != nil {
+				return
+			}
+		}
+		if eof {
+			return
+		}
+	}
+}
+
+// notResponding reports the holder that did not accept, or replaces it.
+func (r *runner) notResponding(ctx context.Context, pid int, waited time.Duration) (Result, error) {
+	e := &NotRespondingError{Name: r.name, PID: pid, State: "unknown", Wait: waited.Round(time.Millisecond)}
+	if h, ok := r.holder(ctx); ok && (pid == 0 || h.PID == pid) {
+		e.PID, e.State, e.Epoch, e.Since = h.PID, h.State, h.Epoch, h.Since
+	}
+	if !r.o.Replace {
+		return Result{PID: e.PID}, e
+	}
+	r.stopAcquire()
+	l, err := r.lk.Acquire(ctx, r.name, elect.Request{Steal: true, KillAfter: r.o.KillAfter, Command: r.o.Command})
+	if err != nil {
+		return Result{PID: e.PID}, fmt.Errorf("instance: replacing %v: %w", e, err)
+	}
+	return r.lead(ctx, l)
+}
+
+// foreign reports a primary of another user: the bus refused us, or its
+// socket is closed to us.
+func (r *runner) foreign(ctx context.Context, err error) (Result, error) {
+	who := "a primary"
+	pid := 0
+	if h, ok := r.holder(ctx); ok {
+		pid = h.PID
+		who = fmt.Sprintf("the primary of %s, pid %d,", r.name, h.PID)
+	}
+	if fi, serr := os.Lstat(filepath.Join(r.o.Dir, r.name+".sock")); serr == nil {
+		if st, ok := fi.Sys().(*syscall.Stat_t); ok && int(st.Uid) != os.Geteuid() {
+			return Result{PID: pid}, fmt.Errorf("%w: %s runs as uid %d, this launch as uid %d", ErrForeign, who, st.Uid, os.Geteuid())
+		}
+	}
+	return Result{PID: pid}, fmt.Errorf("%w: %s refused this launch: %w", ErrForeign, who, err)
+}
+
+// holder is the name's exclusive holder, as Query sees it.
+func (r *runner) holder(ctx context.Context) (elect.Holder, bool) {
+	snap, err := r.lk.Query(ctx, r.name)
+	if err != nil {
+		return elect.Holder{}, false
+	}
+	for _, h := range snap.Held {
+		if h.Mode == elect.Exclusive {
+			return h, true
+		}
+	}
+	return elect.Holder{}, false
+}
+
+// lead runs the primary for the term l.
+func (r *runner) lead(ctx context.Context, l *elect.Leadership) (Result, error) {
+	defer l.Release()
+	p := newPrimary(l)
+	p.manual = r.o.ManualAccept
+	srv, err := bus.Listen(l, bus.WithHandler(p.handle))
+	if err != nil {
+		return Result{}, err
+	}
+	p.srv = srv
+	lctx, cancel := context.WithCancelCause(l.Context())
+	defer cancel(nil)
+	stop := context.AfterFunc(ctx, func() { cancel(context.Cause(ctx)) })
+	defer stop()
+	served := make(chan struct{})
+	go func() {
+		defer close(served)
+		srv.Serve(lctx)
+	}()
+	cwd, _ := os.Getwd()
+	own := &Invocation{ID: r.o.ID, Args: r.o.Args, Cwd: cwd, PID: os.Getpid(), UID: os.Geteuid(), Local: true,
+		Stdout: r.o.Stdout, Stderr: r.o.Stderr, Stdin: r.o.Stdin, st: newInvState(r.o.ID)}
+	go p.deliverOwn(lctx, own)
+	err = r.primary(lctx, p)
+	p.close(drainTimeout)
+	srv.Close()
+	<-served
+	own.st.mu.Lock()
+	exit := own.st.exit
+	own.st.mu.Unlock()
+	return Result{Primary: true, Exit: exit, PID: os.Getpid()}, err
+}

@@ -1,0 +1,5 @@
+//go:build !linux
+
+package oslock
+
+func watchEntries(path string, writes bool) (*Watch, error) { return nil, ErrUnsupported }
