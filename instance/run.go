@@ -7,13 +7,13 @@ import (
 	"io"
 	"io/fs"
 	"os"
-	"path/filepath"
 	"strings"
 	"syscall"
 	"time"
 
 	"github.com/leaderrun/leaderrun/bus"
 	"github.com/leaderrun/leaderrun/elect"
+	"github.com/leaderrun/leaderrun/oslock"
 )
 
 // runner is one launch. It queues for the lock at once and, while it
@@ -288,10 +288,8 @@ func (r *runner) foreign(ctx context.Context, err error) (Result, error) {
 		pid = h.PID
 		who = fmt.Sprintf("the primary of %s, pid %d,", r.name, h.PID)
 	}
-	if fi, serr := os.Lstat(filepath.Join(r.o.Dir, r.name+".sock")); serr == nil {
-		if st, ok := fi.Sys().(*syscall.Stat_t); ok && int(st.Uid) != os.Geteuid() {
-			return Result{PID: pid}, fmt.Errorf("%w: %s runs as uid %d, this launch as uid %d", ErrForeign, who, st.Uid, os.Geteuid())
-		}
+	if _, uid, serr := oslock.LstatPath(elect.SocketPath(r.o.Dir, r.name)); serr == nil && uid != os.Geteuid() {
+		return Result{PID: pid}, fmt.Errorf("%w: %s runs as uid %d, this launch as uid %d", ErrForeign, who, uid, os.Geteuid())
 	}
 	return Result{PID: pid}, fmt.Errorf("%w: %s refused this launch: %w", ErrForeign, who, err)
 }

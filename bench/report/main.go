@@ -1,4 +1,4 @@
-//go:build unix
+//go:build linux
 
 // Command report measures leaderrun beside the tools it replaces, in one
 // run on this machine, and prints a markdown table of medians, p99 and
