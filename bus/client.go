@@ -76,6 +76,28 @@ type Client struct {
 // returning ctx's error. ctx bounds only Dial itself; the client lives
 // until Close.
 func Dial(ctx context.Context, dir, name string, opts ...DialOption) (*Client, error) {
+	c, err := newClient(dir, name, opts)
+	if err != nil {
+		return nil, err
+	}
+	s, err := c.connect(ctx)
+	if errors.Is(err, ErrNoLeader) && c.cfg.wait {
+		s, err = c.await(ctx)
+	}
+	if err != nil {
+		c.cancel()
+		c.dir.Close()
+		return nil, err
+	}
+	c.install(s)
+	c.wg.Add(1)
+	go c.run(s)
+	return c, nil
+}
+
+// newClient checks the options and the name and opens the directory, for
+// Dial and DialLazy.
+func newClient(dir, name string, opts []DialOption) (*Client, error) {
 	cfg := dialConfig{buffer: defaultEventBuffer}
 	for _, o := range opts {
 		o(&cfg)
@@ -86,8 +108,9 @@ func Dial(ctx context.Context, dir, name string, opts ...DialOption) (*Client, e
 	if err := elect.ValidateName(name); err != nil {
 		return nil, err
 	}
-	// The peer's uid is checked on every connection; the directory only
-	// needs to be ours.
+	// Reopened by path, with the checks relaxed: a client only connects,
+	// and the peer's uid is checked on every connection, so the directory
+	// only needs to be ours.
 	d, err := oslock.OpenDir(dir, oslock.DirOptions{GroupShared: true, AllowUnsafeFS: true})
 	if err != nil {
 		return nil, err
@@ -95,18 +118,6 @@ func Dial(ctx context.Context, dir, name string, opts ...DialOption) (*Client, e
 	c := &Client{dir: d, name: name, cfg: cfg, uid: os.Geteuid(),
 		events: make(chan Event, cfg.buffer), changed: make(chan struct{})}
 	c.ctx, c.cancel = context.WithCancel(context.Background())
-	s, err := c.connect(ctx)
-	if errors.Is(err, ErrNoLeader) && cfg.wait {
-		s, err = c.await(ctx)
-	}
-	if err != nil {
-		c.cancel()
-		d.Close()
-		return nil, err
-	}
-	c.install(s)
-	c.wg.Add(1)
-	go c.run(s)
 	return c, nil
 }
 
