@@ -18,9 +18,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/leaderrun/leaderrun/cmd"
 	"github.com/rogpeppe/go-internal/testscript"
 	"github.com/rogpeppe/go-internal/txtar"
+
+	"github.com/leaderrun/leaderrun/cmd"
 )
 
 var update = flag.Bool("u", false, "update testscript files whose cmp fails")

@@ -8,8 +8,9 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/leaderrun/leaderrun/oslock"
 	"golang.org/x/sys/unix"
+
+	"github.com/leaderrun/leaderrun/oslock"
 )
 
 func init() {

@@ -9,12 +9,13 @@ import (
 	"syscall"
 
 	"context"
-	"github.com/leaderrun/leaderrun/elect"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/leaderrun/leaderrun/elect"
 
 	"golang.org/x/sys/unix"
 )

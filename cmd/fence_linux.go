@@ -7,8 +7,9 @@ import (
 	"strconv"
 	"syscall"
 
-	"github.com/leaderrun/leaderrun/oslock"
 	"golang.org/x/sys/unix"
+
+	"github.com/leaderrun/leaderrun/oslock"
 )
 
 const fenceSupported = true

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/fsnotify/fsnotify"
+
 	"github.com/leaderrun/leaderrun/elect"
 	cli "github.com/leaderrun/leaderrun/internal/urfavecli"
 )

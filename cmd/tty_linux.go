@@ -5,8 +5,9 @@ import (
 	"runtime"
 	"syscall"
 
-	"github.com/leaderrun/leaderrun/oslock"
 	"golang.org/x/sys/unix"
+
+	"github.com/leaderrun/leaderrun/oslock"
 )
 
 // COMMAND gets the terminal the way a shell gives it to a job, and the

@@ -12,8 +12,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/leaderrun/leaderrun/internal/proctest"
 	"golang.org/x/sys/unix"
+
+	"github.com/leaderrun/leaderrun/internal/proctest"
 )
 
 // Benchmarks of leaderrun beside the kernel primitive and a polling lock,

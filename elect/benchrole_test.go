@@ -14,9 +14,10 @@ import (
 	"time"
 
 	"github.com/gofrs/flock"
+	"golang.org/x/sys/unix"
+
 	"github.com/leaderrun/leaderrun/internal/proctest"
 	"github.com/leaderrun/leaderrun/oslock"
-	"golang.org/x/sys/unix"
 )
 
 // The benchmarks compare leaderrun with the tools it replaces, each run as

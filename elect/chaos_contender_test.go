@@ -14,9 +14,10 @@ import (
 	"syscall"
 	"time"
 
+	"go.uber.org/goleak"
+
 	"github.com/leaderrun/leaderrun/internal/proctest"
 	"github.com/leaderrun/leaderrun/oslock"
-	"go.uber.org/goleak"
 )
 
 // The contender process of TestChaos (chaos_test.go): it leads, writes the

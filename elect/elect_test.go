@@ -11,8 +11,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/leaderrun/leaderrun/internal/proctest"
 	"go.uber.org/goleak"
+
+	"github.com/leaderrun/leaderrun/internal/proctest"
 )
 
 func openFDs(t *testing.T) int {

@@ -1,67 +1,23 @@
 package elect
 
 import (
-	"bufio"
 	"context"
 	"fmt"
 	"os"
-	"os/exec"
-	"strings"
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/leaderrun/leaderrun/internal/proctest"
 )
 
-// holder is a contender process (the helper role of helper_test.go)
-// holding name in dir; the test SIGKILLs it. It is started by hand rather
-// than with the package's spawn so that these tests do not depend on that
-// helper's shape.
-type holder struct {
-	cmd *exec.Cmd
-	pid int
-}
-
-func startHolder(t *testing.T, dir, name string) *holder {
+// startHolder starts a contender process (helper_test.go) holding name
+// in dir, and waits until it leads; the test SIGKILLs it.
+func startHolder(t *testing.T, dir, name string) *proctest.Proc {
 	t.Helper()
-	cmd := exec.Command(os.Args[0], "-test.run=^$")
-	cmd.Env = append(os.Environ(), "LEADERRUN_TEST_ROLE=contender", "T_DIR="+dir, "T_NAME="+name)
-	stdin, _ := cmd.StdinPipe() // kept open: closing it ends the contender
-	out, _ := cmd.StdoutPipe()
-	cmd.Stderr = os.Stderr
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	h := &holder{cmd: cmd, pid: cmd.Process.Pid}
-	t.Cleanup(func() {
-		h.kill()
-		stdin.Close()
-		cmd.Wait()
-	})
-	line := make(chan string, 1)
-	go func() {
-		sc := bufio.NewScanner(out)
-		for sc.Scan() {
-			if strings.HasPrefix(sc.Text(), "leader") {
-				line <- sc.Text()
-			}
-		}
-		close(line)
-	}()
-	select {
-	case _, ok := <-line:
-		if !ok {
-			t.Fatal("holder ended before leading")
-		}
-	case <-time.After(10 * time.Second):
-		t.Fatal("holder did not lead within 10s")
-	}
-	return h
-}
-
-func (h *holder) kill() {
-	if h.pid > 1 && h.cmd.ProcessState == nil {
-		syscall.Kill(h.pid, syscall.SIGKILL)
-	}
+	p := spawn(t, dir, name)
+	p.Expect("leader")
+	return p
 }
 
 // nextSnap waits for the watch to report a snapshot that satisfies ok.
@@ -94,7 +50,7 @@ func TestWatch(t *testing.T) {
 
 	// A holder in another process, a waiter here.
 	p := startHolder(t, dir, "w")
-	nextSnap(t, ch, "the other process holding", func(s Snapshot) bool { return len(s.Held) == 1 && s.Held[0].PID == p.pid })
+	nextSnap(t, ch, "the other process holding", func(s Snapshot) bool { return len(s.Held) == 1 && s.Held[0].PID == p.PID() })
 	got := make(chan *Leadership, 1)
 	go func() {
 		lead, err := l.Acquire(ctx, "w", Request{})
@@ -106,7 +62,7 @@ func TestWatch(t *testing.T) {
 	nextSnap(t, ch, "this process waiting", func(s Snapshot) bool { return len(s.Pending) == 1 })
 
 	// SIGKILL: the beacon hangs up, the waiter takes over, the watch says so.
-	p.kill()
+	p.Signal(syscall.SIGKILL)
 	lead := <-got
 	nextSnap(t, ch, "this process holding", func(s Snapshot) bool {
 		return len(s.Held) == 1 && s.Held[0].Epoch == lead.Epoch() && len(s.Pending) == 0
@@ -128,7 +84,7 @@ func TestWatchHolderDies(t *testing.T) {
 		t.Fatal(err)
 	}
 	nextSnap(t, ch, "the holder", func(s Snapshot) bool { return len(s.Held) == 1 })
-	p.kill()
+	p.Signal(syscall.SIGKILL)
 	nextSnap(t, ch, "the holder gone", func(s Snapshot) bool { return len(s.Held) == 0 })
 }
 

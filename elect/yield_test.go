@@ -4,7 +4,8 @@ import (
 	"context"
 	"slices"
 	"testing"
-	"time"
+
+	"github.com/leaderrun/leaderrun/internal/proctest"
 )
 
 func TestYield(t *testing.T) {
@@ -39,7 +40,7 @@ func TestYield(t *testing.T) {
 		_, err := l2.Acquire(hctx, "y", Request{Labels: []string{"hidden"}})
 		hidden <- err
 	}()
-	waitUntil(t, "the hidden follower queued", func() bool { return len(pending(t, l, "y")) == 1 })
+	proctest.Eventually(t, "the hidden follower queued", func() bool { return len(pending(t, l, "y")) == 1 })
 	if ok, _ := e.Yield(ctx, visible); ok {
 		t.Fatal("yielded to a hidden follower")
 	}
@@ -53,7 +54,7 @@ func TestYield(t *testing.T) {
 		}
 		granted <- lead
 	}()
-	waitUntil(t, "the visible follower queued", func() bool { return len(pending(t, l, "y")) == 1 })
+	proctest.Eventually(t, "the visible follower queued", func() bool { return len(pending(t, l, "y")) == 1 })
 	if ok, err := e.Yield(ctx, visible); !ok || err != nil {
 		t.Fatalf("visible follower: Yield %v, %v", ok, err)
 	}
@@ -65,16 +66,4 @@ func TestYield(t *testing.T) {
 		t.Fatalf("Run after Yield: %v", err)
 	}
 	next.Release()
-}
-
-// waitUntil polls cond (a test's poll, not the library's) for at most 10s.
-func waitUntil(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("not within 10s: %s", what)
-		}
-		time.Sleep(time.Millisecond)
-	}
 }

@@ -8,10 +8,11 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/leaderrun/leaderrun/elect"
 	"go.etcd.io/etcd/api/v3/mvccpb"
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/leaderrun/leaderrun/elect"
 )
 
 // Acquire asks for the lock name as req says and returns the leadership

@@ -8,9 +8,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/leaderrun/leaderrun/elect"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.etcd.io/etcd/client/v3/concurrency"
+
+	"github.com/leaderrun/leaderrun/elect"
 )
 
 // Benchmarks beside etcd's own recipes, in the same run against the same

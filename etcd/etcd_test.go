@@ -9,9 +9,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/leaderrun/leaderrun/elect"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.etcd.io/etcd/client/v3/concurrency"
+
+	"github.com/leaderrun/leaderrun/elect"
 )
 
 func testCtx(t *testing.T) context.Context {

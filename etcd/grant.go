@@ -8,10 +8,11 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/leaderrun/leaderrun/elect"
 	"go.etcd.io/etcd/api/v3/mvccpb"
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/leaderrun/leaderrun/elect"
 )
 
 // grant draws the epoch and writes the grant marker in one txn guarded by

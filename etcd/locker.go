@@ -9,9 +9,10 @@ import (
 	"sync"
 	"time"
 
-	"github.com/leaderrun/leaderrun/elect"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
+
+	"github.com/leaderrun/leaderrun/elect"
 )
 
 // DefaultPrefix is where a Locker keeps its keys unless Config.Prefix says

@@ -6,9 +6,10 @@ import (
 	"sort"
 	"strings"
 
-	"github.com/leaderrun/leaderrun/elect"
 	"go.etcd.io/etcd/api/v3/mvccpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/leaderrun/leaderrun/elect"
 )
 
 // Snapshot is Query's answer with the host of every request, which

@@ -7,9 +7,10 @@ import (
 	"sync"
 	"time"
 
-	"github.com/leaderrun/leaderrun/elect"
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/leaderrun/leaderrun/elect"
 )
 
 // session is a Locker's lease. Its own loop renews it with KeepAliveOnce

@@ -8,9 +8,10 @@ import (
 	"sync"
 	"time"
 
-	"github.com/leaderrun/leaderrun/elect"
 	"go.etcd.io/etcd/api/v3/mvccpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/leaderrun/leaderrun/elect"
 )
 
 // holding is a granted request: its keys, and the monitor that ends the

@@ -4,9 +4,10 @@ import (
 	"context"
 	"strconv"
 
-	"github.com/leaderrun/leaderrun/elect"
 	"go.etcd.io/etcd/api/v3/mvccpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/leaderrun/leaderrun/elect"
 )
 
 // view is one consistent read of what a request waits on.

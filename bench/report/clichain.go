@@ -14,8 +14,9 @@ import (
 	"strings"
 	"time"
 
-	"github.com/leaderrun/leaderrun/elect"
 	"golang.org/x/sys/unix"
+
+	"github.com/leaderrun/leaderrun/elect"
 )
 
 // cliChain: N command-line instances queue one after another behind a

@@ -2,7 +2,6 @@ package clichaos
 
 import (
 	"fmt"
-	"github.com/leaderrun/leaderrun/internal/proctest"
 	"math/rand/v2"
 	"os"
 	"os/exec"
@@ -14,8 +13,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/leaderrun/leaderrun/cmd"
+	"github.com/leaderrun/leaderrun/internal/proctest"
+
 	"golang.org/x/sys/unix"
+
+	"github.com/leaderrun/leaderrun/cmd"
 )
 
 // The roles the test binary plays for TestCLIChaos: leaderrun itself,
