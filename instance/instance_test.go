@@ -16,6 +16,8 @@ import (
 	"github.com/leaderrun/leaderrun/bus"
 	"github.com/leaderrun/leaderrun/elect"
 	"github.com/leaderrun/leaderrun/instance"
+	"github.com/leaderrun/leaderrun/internal/proctest"
+	"github.com/leaderrun/leaderrun/oslock"
 )
 
 func lockDir(t *testing.T) string {
@@ -324,6 +326,9 @@ func TestPrimaryStopped(t *testing.T) {
 	p.expect(t, "primary ")
 	p.signal(t, syscall.SIGSTOP)
 	t.Cleanup(func() { p.signal(t, syscall.SIGCONT) })
+	// kill(2) returns before the primary has stopped: it may still answer
+	// what comes in meanwhile.
+	proctest.Eventually(t, "the primary stopped", func() bool { return oslock.StateOf(p.pid()) == oslock.ProcStopped })
 	ack := 500 * time.Millisecond
 	res, out, err := forward(t, testCtx(t), dir, "app", instance.Options{AckTimeout: ack})
 	var nr *instance.NotRespondingError
