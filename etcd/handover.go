@@ -62,6 +62,12 @@ func (t *holding) successor(ctx context.Context) (succession, bool) {
 		epoch, _ = strconv.ParseUint(string(ek[0].Value), 10, 64)
 	}
 	nk := string(next.Key)
+	if nk == t.key {
+		// Our own key's name, made anew: only a replayed release of an
+		// earlier request under the same name sees this, and it must
+		// delete nothing of it (the guards below see to that) nor grant it.
+		return succession{}, false
+	}
 	if !strings.HasPrefix(nk, t.base+dirExclusive) || next.Lease == 0 {
 		return succession{}, false // a shared successor grants itself
 	}
