@@ -120,6 +120,7 @@ func scriptParams(installed string) testscript.Params {
 			"waitqueue":  cmdWaitqueue,
 			"sleep":      cmdSleep,
 			"sigpid":     cmdSigpid,
+			"contatend":  cmdContatend,
 			"gone":       cmdGone,
 			"stopwatch":  cmdStopwatch,
 		},
@@ -321,7 +322,38 @@ func cmdSigpid(ts *testscript.TestScript, neg bool, args []string) {
 	if !ok {
 		ts.Fatalf("unknown signal %s", args[0])
 	}
-	ts.Check(syscall.Kill(pidIn(ts, args[1]), sig))
+	pid := pidIn(ts, args[1])
+	if sig == syscall.SIGSTOP {
+		contAtEnd(ts, pid)
+	}
+	ts.Check(syscall.Kill(pid, sig))
+}
+
+// contAtEnd continues pid when the script ends, before testscript
+// interrupts and waits for its background commands: a stopped one would
+// never exit, and a failing script would hang instead of failing.
+func contAtEnd(ts *testscript.TestScript, pid int) {
+	if pid > 1 {
+		ts.Defer(func() { syscall.Kill(pid, syscall.SIGCONT) })
+	}
+}
+
+// contatend FILE: the process whose pid is in FILE (when the script ends)
+// is continued then, for a script that stops it by other means than
+// sigpid (kill -STOP in a shell line).
+func cmdContatend(ts *testscript.TestScript, neg bool, args []string) {
+	if neg || len(args) != 1 {
+		ts.Fatalf("usage: contatend FILE")
+	}
+	ts.Defer(func() {
+		b, err := os.ReadFile(ts.MkAbs(args[0]))
+		if err != nil {
+			return
+		}
+		if pid, err := strconv.Atoi(strings.TrimSpace(string(b))); err == nil && pid > 1 {
+			syscall.Kill(pid, syscall.SIGCONT)
+		}
+	})
 }
 
 // gone FILE: the process whose pid is in FILE no longer runs (gone or a
