@@ -49,16 +49,12 @@ func sendAction(c *cli.Context) error {
 	if ack <= 0 {
 		return usageErrorf("leaderrun send: --ack-timeout must be positive")
 	}
-	dir := lockDir(c)
-	if dir == "" {
-		dir = elect.DefaultDir()
-	}
 	args := make([][]byte, len(rest))
 	for i, a := range rest {
 		args[i] = []byte(a)
 	}
 	res, err := instance.Run(c.Context, name, instance.Options{
-		Dir: dir, GroupShared: c.Bool("group-shared"), Args: args, Env: forwardEnv(c),
+		Dir: lockDir(c), GroupShared: c.Bool("group-shared"), Args: args, Env: forwardEnv(c),
 		AckTimeout: ack, ForwardOnly: true, Stdin: stdinIf(c.Bool("forward-stdin")),
 	}, func(context.Context, *instance.Primary) error {
 		return errors.New("leaderrun send: became the primary, which ForwardOnly forbids")

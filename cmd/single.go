@@ -6,11 +6,9 @@ import (
 	"io"
 	"os"
 	"os/signal"
-	"path/filepath"
 	"strings"
 	"time"
 
-	"github.com/leaderrun/leaderrun/elect"
 	"github.com/leaderrun/leaderrun/instance"
 	cli "github.com/leaderrun/leaderrun/internal/urfavecli"
 )
@@ -112,14 +110,7 @@ func singleAction(c *cli.Context) error {
 	if ack <= 0 {
 		return usageErrorf("leaderrun: --ack-timeout must be positive")
 	}
-	dir := o.dir
-	if dir == "" {
-		dir = elect.DefaultDir()
-	}
-	if abs, err := filepath.Abs(dir); err == nil {
-		dir = abs
-	}
-	s := &singleRun{o: o, dir: dir}
+	s := &singleRun{o: o}
 	sigs := make(chan os.Signal, 8)
 	for _, sig := range forwarded {
 		if !signal.Ignored(sig) {
@@ -149,7 +140,7 @@ func singleAction(c *cli.Context) error {
 		args[i] = []byte(a)
 	}
 	res, err := instance.Run(ctx, o.name, instance.Options{
-		Dir: dir, GroupShared: c.Bool("group-shared"), Args: args, Env: forwardEnv(c),
+		Dir: o.dir, GroupShared: c.Bool("group-shared"), Args: args, Env: forwardEnv(c),
 		AckTimeout: ack, Replace: c.Bool("replace"), KillAfter: max(2*o.grace, time.Second),
 		Command: o.argv, ManualAccept: true, Stdin: stdinIf(c.Bool("forward-stdin")),
 		OnForward: func(pid int) { o.logf("the primary of %s, pid %d, accepted the arguments", o.name, pid) },

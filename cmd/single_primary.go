@@ -8,6 +8,7 @@ import (
 	"io"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -19,7 +20,6 @@ import (
 // forwarded invocations and its descriptors.
 type singleRun struct {
 	o       *runOptions
-	dir     string
 	sigs    chan os.Signal // as the primary: the signals for COMMAND
 	leading atomic.Bool
 	err     error // how leading ended, when not by COMMAND's exit
@@ -70,7 +70,11 @@ func (s *singleRun) primary(ctx context.Context, p *instance.Primary) error {
 		invW.Close()
 		return err
 	}
-	env := append(s.o.env(s.dir, p.Leadership()),
+	dir := p.Leadership().Dir()
+	if abs, err := filepath.Abs(dir); err == nil {
+		dir = abs
+	}
+	env := append(s.o.env(dir, p.Leadership()),
 		fmt.Sprintf("LEADERRUN_INVOCATIONS_FD=%d", invocationsFD), fmt.Sprintf("LEADERRUN_REPLIES_FD=%d", repliesFD))
 	ch, err := startChild(s.o.argv, env, os.Stdout, func(cmd *exec.Cmd) { cmd.ExtraFiles = []*os.File{invR, repW} })
 	invR.Close()

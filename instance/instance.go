@@ -111,11 +111,14 @@ func Run(ctx context.Context, name string, opts Options, primary func(ctx contex
 	if err != nil {
 		return Result{}, err
 	}
+	// An empty Dir goes to elect as it is, so that the default directory
+	// is made when missing, as for every other leaderrun process.
 	lk, err := elect.Open(elect.Config{Dir: o.Dir, GroupShared: o.GroupShared})
 	if err != nil {
 		return Result{}, err
 	}
 	defer lk.Close()
+	o.Dir = lk.Dir()
 	r := &runner{name: name, o: o, lk: lk, primary: primary}
 	return r.run(ctx)
 }
@@ -149,9 +152,6 @@ func (o Options) withDefaults() (Options, error) {
 	}
 	if len(o.ID) > 128 {
 		return o, fmt.Errorf("instance: ID of %d bytes is too long (at most 128)", len(o.ID))
-	}
-	if o.Dir == "" {
-		o.Dir = elect.DefaultDir()
 	}
 	return o, nil
 }
