@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"net"
 	"os"
 	"sync"
@@ -339,7 +338,6 @@ func (c *Client) await(ctx context.Context) (*session, error) {
 	w, werr := watchFor(c.dir.Path(), sockName(c.name))
 	defer w.close()
 	pause := 50 * time.Millisecond
-	again := true
 	for {
 		s, err := c.connect(ctx)
 		if err == nil {
@@ -348,15 +346,6 @@ func (c *Client) await(ctx context.Context) (*session, error) {
 		if ctx.Err() != nil {
 			return nil, ctx.Err()
 		}
-		if again && (errors.Is(err, io.EOF) || errors.Is(err, syscall.ECONNRESET)) {
-			// A leader that hung up before its hello is most often
-			// one that just died: its listener outlives its other
-			// descriptors by a moment. Look once more at once; the
-			// socket is then refused or replaced.
-			again = false
-			continue
-		}
-		again = true
 		var wake <-chan struct{}
 		var timer *time.Timer
 		if errors.Is(err, ErrNoLeader) && werr == nil {

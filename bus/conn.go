@@ -16,7 +16,7 @@ import (
 // another, so that publishing only ever appends to queues.
 type conn struct {
 	s           *Server
-	uc          sockConn
+	uc          *net.UnixConn
 	pid, uid    int
 	publishOnly bool
 
@@ -35,7 +35,7 @@ type conn struct {
 }
 
 // handle checks the peer, reads its hello and runs the connection.
-func (s *Server) handle(uc sockConn) {
+func (s *Server) handle(uc *net.UnixConn) {
 	defer s.wg.Done()
 	uid, pid, err := peerCred(uc)
 	switch {
@@ -85,7 +85,7 @@ func (s *Server) handle(uc sockConn) {
 }
 
 // refuse tells a peer that is not admitted why, without waiting long.
-func refuse(uc sockConn, y bye) {
+func refuse(uc *net.UnixConn, y bye) {
 	uc.SetWriteDeadline(time.Now().Add(time.Second))
 	uc.Write(y.encode())
 	uc.Close()

@@ -81,7 +81,7 @@ type Server struct {
 	lead   *elect.Leadership
 	cfg    serverConfig
 	dir    *oslock.Dir
-	ln     sockListener
+	ln     *net.UnixListener
 	sockID oslock.FileID
 	pid    int
 	uid    int
@@ -174,7 +174,7 @@ func (s *Server) listen() error {
 	if err != nil {
 		return fail(err)
 	}
-	s.ln, s.sockID = listenerAbove(ln), id
+	s.ln, s.sockID = ln, id
 	return nil
 }
 
@@ -316,10 +316,10 @@ func (s *Server) keepSocket() {
 	}
 }
 
-func (s *Server) acceptLoop(ln sockListener) {
+func (s *Server) acceptLoop(ln *net.UnixListener) {
 	defer s.wg.Done()
 	for {
-		uc, err := ln.accept()
+		uc, err := ln.AcceptUnix()
 		if err != nil {
 			if s.ctx.Err() != nil || errors.Is(err, net.ErrClosed) {
 				return

@@ -72,7 +72,7 @@ type acquirer struct {
 	known        []entry              // the tickets ahead of ours, as last seen
 	drain        []entry              // the queue, while holders of a replaced lock file are left
 	beacons      map[string]*os.File  // beacons of tickets we waited on, kept open
-	poll         time.Duration        // back-off of the fallback poll, 0 when not polling
+	poll         oslock.Poller        // the fallback poll's back-off
 }
 
 func (a *acquirer) cleanup() {

@@ -195,8 +195,8 @@ func (a *acquirer) waitLock(ctx context.Context, queue []entry) error {
 	if w.empty() || a.requeued(queue, holders) {
 		return a.pollWait(ctx, "the lock is held by a process that /proc/locks does not show (another pid namespace, or no /proc)")
 	}
-	if a.poll != 0 {
-		a.poll = 0
+	if a.poll.Polling() {
+		a.poll.Reset()
 		a.tk.rec.Polling = false // something to sleep on again
 		a.tk.write()
 	}
@@ -300,24 +300,14 @@ func (a *acquirer) lockHolders(skip map[int]bool) []int {
 // without FIFO events). It sleeps 1ms, doubling to 100ms, and Query
 // reports the request as polling.
 func (a *acquirer) pollWait(ctx context.Context, why string) error {
-	if a.poll == 0 {
-		a.poll = time.Millisecond
+	if !a.poll.Polling() {
 		if !a.tk.rec.Polling && a.req.OnPolling != nil {
 			a.req.OnPolling(why)
 		}
 		a.tk.rec.Polling = true
 		a.tk.write()
-	} else {
-		a.poll = min(2*a.poll, 100*time.Millisecond)
 	}
-	t := time.NewTimer(a.poll)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return context.Cause(ctx)
-	case <-t.C:
-		return nil
-	}
+	return a.poll.Wait(ctx)
 }
 
 // oldHolders returns the queue when a live granted ticket other than ours

@@ -63,8 +63,8 @@
 //
 // Each file suffix has one meaning: X_linux.go, X_darwin.go, ... are Go's
 // own GOOS suffixes; X_flock.go carries the build list of the seven flock
-// platforms above; X_other.go is what the flock platforms that no sibling
-// X_GOOS.go names use; unsupported.go is the exact complement of the
-// flock list. Every exported name is declared, with its doc comment, in a
+// platforms above; unsupported.go is the exact complement of the flock
+// list; X_other.go is for every platform that neither a sibling
+// X_GOOS.go nor unsupported.go covers. Every exported name is declared, with its doc comment, in a
 // file without a suffix, so that go doc reads the same on every GOOS.
 package oslock

@@ -83,18 +83,6 @@ func (w *Watch) poke() {
 	}
 }
 
-// DupAboveWatches returns a duplicate (close-on-exec) of the descriptor
-// fd numbered above the process's inotify instance, for descriptors that
-// are not files (a socket); it returns -1 when fd is above it already or
-// the process has no instance. See AboveWatches.
-func DupAboveWatches(fd int) (int, error) {
-	min := sentinelFD()
-	if min < 0 || fd > min {
-		return -1, nil
-	}
-	return dupAbove(fd, min)
-}
-
 // AboveWatches moves the descriptors of files, in order, above the
 // process's inotify instance and above each other, and returns the files
 // to use from then on (a moved one is closed and replaced). The kernel

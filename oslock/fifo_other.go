@@ -12,9 +12,9 @@ import (
 // runtime does not put FIFOs in its poller there. The poll backs off from
 // 1ms to 100ms, as the Watcher's does.
 func waitHangup(ctx context.Context, f *os.File) error {
-	var p poller
+	var p Poller
 	for !hungUp(f) {
-		if err := p.wait(ctx); err != nil {
+		if err := p.Wait(ctx); err != nil {
 			return err
 		}
 	}

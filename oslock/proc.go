@@ -82,9 +82,9 @@ func WaitPidfd(ctx context.Context, pidfd *os.File) error { return sysWaitPidfd(
 // pollGone is WaitGone where the platform has no process-exit event: a
 // bounded poll, as in watch_poll.go.
 func pollGone(ctx context.Context, pid int) error {
-	var p poller
+	var p Poller
 	for StateOf(pid) != ProcGone {
-		if err := p.wait(ctx); err != nil {
+		if err := p.Wait(ctx); err != nil {
 			return err
 		}
 	}

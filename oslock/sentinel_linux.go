@@ -198,19 +198,11 @@ func above(f *os.File, min int) (*os.File, error) {
 	}
 	// Go's poller may hold a file registered; a duplicate is registered
 	// afresh by os.NewFile, and the original is closed once unused.
-	fd, err := dupAbove(int(f.Fd()), min)
+	fd, err := unix.FcntlInt(f.Fd(), unix.F_DUPFD_CLOEXEC, min+1)
 	if err != nil {
-		return f, err
+		return f, errors.Join(errors.New("oslock: dup above the inotify instance"), err)
 	}
 	g := os.NewFile(uintptr(fd), f.Name())
 	f.Close()
 	return g, nil
-}
-
-func dupAbove(fd, min int) (int, error) {
-	nfd, err := unix.FcntlInt(uintptr(fd), unix.F_DUPFD_CLOEXEC, min+1)
-	if err != nil {
-		return -1, errors.Join(errors.New("oslock: dup above the inotify instance"), err)
-	}
-	return nfd, nil
 }

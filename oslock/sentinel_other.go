@@ -1,4 +1,4 @@
-//go:build (darwin || dragonfly || freebsd || illumos || linux || netbsd || openbsd) && !linux
+//go:build !linux
 
 package oslock
 
@@ -9,5 +9,4 @@ func watchChild(dir, name string) (*Watch, error) { return nil, ErrUnsupported }
 func (w *Watch) stop()                            {}
 func sentinelFD() int                             { return -1 }
 func above(f *os.File, min int) (*os.File, error) { return f, nil }
-func dupAbove(fd, min int) (int, error)           { return -1, ErrUnsupported }
 func reserveSlot()                                {}

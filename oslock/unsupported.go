@@ -51,11 +51,3 @@ func kill(pid int) error                                     { return ErrUnsuppo
 func sysWaitGone(ctx context.Context, pid int) error         { return nil }
 func sysOpenPidfd(pid int) (*os.File, error)                 { return nil, ErrUnsupported }
 func sysWaitPidfd(ctx context.Context, pidfd *os.File) error { return ErrUnsupported }
-
-func watchPath(path string) (*Watch, error)       { return nil, ErrUnsupported }
-func watchChild(dir, name string) (*Watch, error) { return nil, ErrUnsupported }
-func (w *Watch) stop()                            {}
-func sentinelFD() int                             { return -1 }
-func above(f *os.File, min int) (*os.File, error) { return f, nil }
-func dupAbove(fd, min int) (int, error)           { return -1, ErrUnsupported }
-func reserveSlot()                                {}
