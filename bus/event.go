@@ -46,7 +46,10 @@ type Event struct {
 	// It is false only when the sequence provably continues: the old
 	// leader stepped down after everything it published had arrived and
 	// the new term has published nothing yet, or the client reconnected to
-	// the same term with nothing missed.
+	// the same term with nothing missed. On an EventMessage (only from a
+	// bus that spans hosts, such as etcd's, which can lose part of a term
+	// to a compaction or a reconnect) it reports that messages of this
+	// term before this one were missed.
 	Gap bool
 	// Err is why the connection ended, for EventLost: ErrLeaderGone,
 	// ErrSlowConsumer, ErrProtocol, ErrTooLarge, or ErrClosed.
@@ -71,6 +74,9 @@ type Leader struct {
 	Epoch uint64
 	Since time.Time
 	Mode  elect.Mode
+	// Host is the leader's host, for a bus that spans hosts (etcd's);
+	// empty on the Unix-socket bus, whose leader is on this host.
+	Host string
 }
 
 func (h serverHello) leader() Leader {

@@ -15,7 +15,7 @@ import (
 // published when COMMAND ends (flush).
 type lineTee struct {
 	w   io.Writer
-	srv *bus.Server
+	srv BusServer
 
 	mu      sync.Mutex
 	partial []byte
@@ -49,8 +49,8 @@ func (t *lineTee) flush() {
 
 // followLeader prints, while this instance waits in line, the lines the
 // leader publishes, until ctx ends.
-func followLeader(ctx context.Context, dir, name string) {
-	cl, err := bus.Dial(ctx, dir, name, bus.WaitForLeader())
+func followLeader(ctx context.Context, b busPort, name string) {
+	cl, err := b.DialBus(ctx, name, BusOptions{WaitForLeader: true})
 	if err != nil {
 		return
 	}

@@ -14,6 +14,7 @@ type cmdSession struct {
 	name string
 	lk   Backend // nil after begin(..., keepOpen=false)
 	dir  string  // lk.Dir()
+	bus  busPort // NAME's bus: lk's own (kept open) or the Unix socket's in dir
 	ctx  context.Context
 	stop context.CancelFunc
 }
@@ -21,8 +22,9 @@ type cmdSession struct {
 // begin is the one prologue of the subcommands: name (which may be empty
 // only for status) is checked with elect.ValidateName, the lock directory
 // of c is opened, and errors get their exit code and one line that says
-// what to do. Without keepOpen the directory is closed again at once:
-// publish and subscribe only need its path to find the bus.
+// what to do. Without keepOpen the directory is closed again at once
+// (publish and subscribe only need its path to find the Unix-socket bus),
+// unless the backend carries the bus itself (BusBackend).
 func begin(c *cli.Context, cmd, name string, keepOpen bool) (*cmdSession, error) {
 	if name != "" || cmd != "status" {
 		if err := elect.ValidateName(name); err != nil {
@@ -34,7 +36,8 @@ func begin(c *cli.Context, cmd, name string, keepOpen bool) (*cmdSession, error)
 		return nil, explainCtx(c, err)
 	}
 	s := &cmdSession{name: name, lk: lk, dir: lk.Dir()}
-	if !keepOpen {
+	s.bus = busOf(lk, s.dir)
+	if _, own := s.bus.(BusBackend); !keepOpen && !own {
 		lk.Close()
 		s.lk = nil
 	}

@@ -44,7 +44,7 @@ func publishAction(c *cli.Context) error {
 		return err
 	}
 	defer s.close()
-	cl, err := dialBus(s.ctx, s.dir, s.name, bus.PublishOnly())
+	cl, err := s.bus.DialBus(s.ctx, s.name, BusOptions{PublishOnly: true})
 	if err != nil {
 		return publishFailed(c, s, err)
 	}
@@ -130,7 +130,7 @@ func (e errLeaderStopped) Error() string { return "the leader is stopped" }
 
 // publishChecked is cl.Publish, ended with errLeaderStopped when the
 // leader turns out to be stopped while it waits for the answer.
-func publishChecked(ctx context.Context, c *cli.Context, cl *bus.Client, name string, data []byte) error {
+func publishChecked(ctx context.Context, c *cli.Context, cl BusClient, name string, data []byte) error {
 	pctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
 	done := make(chan struct{})

@@ -15,7 +15,6 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/leaderrun/leaderrun/bus"
 	"github.com/leaderrun/leaderrun/elect"
 	cli "github.com/leaderrun/leaderrun/internal/urfavecli"
 )
@@ -201,18 +200,18 @@ func (o *runOptions) run(ctx context.Context) error {
 	// --fanout; it stops serving (deferred later, so earlier) before it
 	// releases the lock. It listens before COMMAND starts, so that a
 	// COMMAND may publish at once.
-	srv, stopServing := o.serveBus(lead)
+	srv, stopServing := o.serveBus(busOf(lk, dir), lead)
 	defer stopServing()
 	return o.lead(lead, tm, dir, srv, sigs)
 }
 
 // serveBus serves NAME's bus for an exclusive leadership; srv is nil
 // when it does not. stop ends the serving and returns once it has ended.
-func (o *runOptions) serveBus(lead *elect.Leadership) (srv *bus.Server, stop func()) {
+func (o *runOptions) serveBus(b busPort, lead *elect.Leadership) (srv BusServer, stop func()) {
 	if lead.Mode() != elect.Exclusive {
 		return nil, func() {}
 	}
-	srv, err := bus.Listen(lead)
+	srv, err := b.ListenBus(lead)
 	if err != nil {
 		// The cause only: the error names the socket by its internal,
 		// descriptor-relative path (/proc/self/fd/N/NAME.sock.tmp).
@@ -291,7 +290,7 @@ func (o *runOptions) whileWaiting(ctx context.Context, lk Backend, wg *sync.Wait
 	}
 	if o.fanout {
 		fctx, stop := context.WithCancel(ctx)
-		wg.Go(func() { followLeader(fctx, lk.Dir(), o.name) })
+		wg.Go(func() { followLeader(fctx, busOf(lk, lk.Dir()), o.name) })
 		wg.Go(func() {
 			<-done
 			stop()
@@ -451,7 +450,7 @@ func (o *runOptions) env(dir string, lead *elect.Leadership) []string {
 
 // lead runs COMMAND for as long as the term lasts and the restart policy
 // wants it, and returns the exit status.
-func (o *runOptions) lead(lead *elect.Leadership, tm *term, dir string, srv *bus.Server, sigs <-chan os.Signal) error {
+func (o *runOptions) lead(lead *elect.Leadership, tm *term, dir string, srv BusServer, sigs <-chan os.Signal) error {
 	env := tm.environ(o.env(dir, lead))
 	var stdout io.Writer = os.Stdout
 	if o.fanout && srv != nil {

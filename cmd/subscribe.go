@@ -55,7 +55,7 @@ func subscribeAction(c *cli.Context) error {
 		return err
 	}
 	defer s.close()
-	cl, err := dialSubscriber(s.ctx, c, s.dir, s.name)
+	cl, err := dialSubscriber(s.ctx, c, s.bus, s.name)
 	if err != nil {
 		return err
 	}
@@ -100,11 +100,15 @@ func (w *eventWriter) write(ev bus.Event) error {
 			return err
 		}
 		m := ev.Message
-		return w.enc.Encode(eventJSON{Type: "message", Name: w.name, PID: m.PID, Epoch: m.Epoch, Seq: m.Seq, Data: string(m.Data)})
+		j := eventJSON{Type: "message", Name: w.name, PID: m.PID, Epoch: m.Epoch, Seq: m.Seq, Data: string(m.Data)}
+		if ev.Gap {
+			j.Gap = &ev.Gap
+		}
+		return w.enc.Encode(j)
 	case bus.EventLeader:
 		if w.asJSON {
 			l := ev.Leader
-			return w.enc.Encode(eventJSON{Type: "leader", Name: w.name, PID: l.PID, Epoch: l.Epoch, Since: &l.Since, Mode: l.Mode.String(), Gap: &ev.Gap})
+			return w.enc.Encode(eventJSON{Type: "leader", Name: w.name, PID: l.PID, Host: l.Host, Epoch: l.Epoch, Since: &l.Since, Mode: l.Mode.String(), Gap: &ev.Gap})
 		}
 	case bus.EventLost:
 		if w.asJSON {
@@ -112,7 +116,7 @@ func (w *eventWriter) write(ev bus.Event) error {
 			if ev.Err != nil {
 				reason = ev.Err.Error()
 			}
-			return w.enc.Encode(eventJSON{Type: "lost", Name: w.name, PID: ev.Leader.PID, Epoch: ev.Leader.Epoch, Reason: reason})
+			return w.enc.Encode(eventJSON{Type: "lost", Name: w.name, PID: ev.Leader.PID, Host: ev.Leader.Host, Epoch: ev.Leader.Epoch, Reason: reason})
 		}
 	}
 	return nil
@@ -120,13 +124,17 @@ func (w *eventWriter) write(ev bus.Event) error {
 
 // eventJSON is one line of `subscribe --json`:
 //
-//	{"type":"message","name","pid","epoch","seq","data"}
-//	{"type":"leader","name","pid","epoch","since","mode","gap"}
-//	{"type":"lost","name","pid","epoch","reason"}
+//	{"type":"message","name","pid","epoch","seq","data"[,"gap"]}
+//	{"type":"leader","name","pid"[,"host"],"epoch","since","mode","gap"}
+//	{"type":"lost","name","pid"[,"host"],"epoch","reason"}
+//
+// host is there only on a bus that spans hosts (leaderrun-etcd), and gap
+// on a message only where such a bus lost part of the term before it.
 type eventJSON struct {
 	Type   string     `json:"type"`
 	Name   string     `json:"name"`
 	PID    int        `json:"pid"`
+	Host   string     `json:"host,omitempty"`
 	Epoch  uint64     `json:"epoch"`
 	Seq    uint64     `json:"seq,omitempty"`
 	Data   string     `json:"data,omitempty"`
@@ -140,10 +148,10 @@ type eventJSON struct {
 // leader that is stopped cannot answer: subscribe says so once and waits
 // until it runs again or another leads. That wait polls Query; only a
 // stopped leader costs it.
-func dialSubscriber(ctx context.Context, c *cli.Context, dir, name string) (*bus.Client, error) {
+func dialSubscriber(ctx context.Context, c *cli.Context, b busPort, name string) (BusClient, error) {
 	told := false
 	for {
-		cl, err := dialBus(ctx, dir, name, bus.WaitForLeader())
+		cl, err := b.DialBus(ctx, name, BusOptions{WaitForLeader: true})
 		if err == nil {
 			return cl, nil
 		}

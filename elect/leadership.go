@@ -22,6 +22,7 @@ type Leadership struct {
 	mode    Mode
 	epoch   uint64
 	since   time.Time
+	expiry  func() (time.Time, <-chan struct{})
 
 	ctx    context.Context
 	cancel context.CancelCauseFunc
@@ -44,6 +45,11 @@ type Term struct {
 	Since   time.Time
 	// Release gives the lock back. It is called at most once.
 	Release func() error
+	// Deadline is for a backend whose terms end unless renewed (etcd):
+	// it returns the instant, as known now, by which the term ends at the
+	// latest, and a channel closed when that instant moves. Nil for a
+	// term that lasts until released (flock).
+	Deadline func() (time.Time, <-chan struct{})
 }
 
 // NewLeadership is for backends: it returns a Leadership for t and a
@@ -53,7 +59,7 @@ func NewLeadership(t Term) (*Leadership, func(cause error)) {
 	ctx, cancel := context.WithCancelCause(context.Background())
 	l := &Leadership{
 		name: t.Name, dir: t.Dir, lockDir: t.LockDir, mode: t.Mode, epoch: t.Epoch, since: t.Since,
-		ctx: ctx, cancel: cancel, release: t.Release,
+		ctx: ctx, cancel: cancel, release: t.Release, expiry: t.Deadline,
 	}
 	return l, cancel
 }
@@ -78,6 +84,20 @@ func (l *Leadership) OpenDir() (*oslock.Dir, error) {
 
 // Mode is how the lock is held.
 func (l *Leadership) Mode() Mode { return l.mode }
+
+// Deadline reports, for a term that ends unless renewed (etcd), the
+// instant by which it ends at the latest as known now, and a channel that
+// is closed when that instant moves (a renewal); call Deadline again then.
+// ok is false for a term that lasts until it is released (flock). A
+// process that may be paused past the deadline cannot act on it itself:
+// see cmd's watchdog, and fence the resource by Epoch.
+func (l *Leadership) Deadline() (t time.Time, changed <-chan struct{}, ok bool) {
+	if l.expiry == nil {
+		return time.Time{}, nil, false
+	}
+	t, changed = l.expiry()
+	return t, changed, true
+}
 
 // Epoch is this term's fencing token: strictly greater than every epoch
 // granted before for the same name and directory. Pass it to whatever the

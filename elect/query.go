@@ -36,6 +36,9 @@ type Holder struct {
 	External bool `json:"external,omitempty"`
 	// Labels are the holder's Request.Labels.
 	Labels []string `json:"labels,omitempty"`
+	// Host is the holder's host, for a backend that spans hosts (etcd);
+	// empty for the flock backend, whose holders are all on this one.
+	Host string `json:"host,omitempty"`
 }
 
 // Pending is a queued request.
@@ -55,6 +58,8 @@ type Pending struct {
 	Polling bool `json:"polling,omitempty"`
 	// Labels are the request's Request.Labels.
 	Labels []string `json:"labels,omitempty"`
+	// Host is the requester's host, as for Holder.
+	Host string `json:"host,omitempty"`
 }
 
 // Query returns a snapshot of the holders and the queue of name. It takes
