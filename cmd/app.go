@@ -18,7 +18,9 @@ import (
 // print the final error once.
 type App struct {
 	*cli.App
-	open Opener
+	open  FlagOpener
+	flags []BackendFlag
+	ender func(ctx context.Context, token string) error
 }
 
 // Backend is what the commands need from the election layer;
@@ -39,9 +41,13 @@ type Opener func(elect.Config) (Backend, error)
 type Option func(*App)
 
 // WithBackend makes the commands use open instead of elect.Open.
-func WithBackend(open Opener) Option { return func(a *App) { a.open = open } }
+func WithBackend(open Opener) Option {
+	return func(a *App) {
+		a.open = func(c elect.Config, _ FlagValue) (Backend, error) { return open(c) }
+	}
+}
 
-func openElect(c elect.Config) (Backend, error) {
+func openElect(c elect.Config, _ FlagValue) (Backend, error) {
 	lk, err := elect.Open(c)
 	if err != nil {
 		return nil, err
@@ -121,8 +127,16 @@ leaderrun send APP [--] [ARG...]`,
 		CustomAppHelpTemplate: strings.Replace(cli.AppHelpTemplate, "{{if .Version}}{{if not .HideVersion}}\n\nVERSION:\n   {{.Version}}{{end}}{{end}}", "", 1),
 		Metadata:              map[string]any{backendKey: a},
 	}
+	backendFlags := a.cliFlags()
+	if len(a.flags) == 0 {
+		backendFlags = []cli.Flag{handoverFlagDef()} // handover.go
+	}
+	app.Flags = append(app.Flags, backendFlags...)
 	for _, c := range app.Commands {
 		c.OnUsageError = onUsageError
+		if c.Name != "completion" {
+			c.Flags = append(c.Flags, backendFlags...)
+		}
 	}
 	a.App = app
 	return a
@@ -130,12 +144,21 @@ leaderrun send APP [--] [ARG...]`,
 
 const backendKey = "leaderrun.app"
 
-// Main runs leaderrun with os.Args and returns its exit status; main.go
-// and the CLI tests (tests/clichaos) call it.
-func Main() int {
+// Main runs leaderrun, built with opts, on os.Args and returns its exit
+// status; main.go, leaderrun-etcd's main and the CLI tests
+// (tests/clichaos) call it. It is also where a term's watchdog that needs
+// the app's TermEnder runs (see watchdog_linux.go).
+func Main(opts ...Option) int {
+	a := New(opts...)
+	if code, ok := a.runLateRole(); ok {
+		return code
+	}
+	if len(opts) == 0 {
+		handOver(os.Args) // returns only if there is nothing to hand over to
+	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	return ExitCode(New().RunContext(ctx, os.Args))
+	return ExitCode(a.RunContext(ctx, os.Args))
 }
 
 func onUsageError(c *cli.Context, err error, isSubcommand bool) error {

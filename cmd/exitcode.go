@@ -43,7 +43,7 @@ var ExitCodes = []ExitCodeRow{
 	{"1", "who: nobody leads NAME; publish: nobody serves NAME's bus, or its leader is stopped (SIGSTOP) and cannot answer"},
 	{"64", "usage error: a bad or empty flag, a bad name, no COMMAND, an unknown subcommand or help topic, a word such as version that is no subcommand; or COMMAND ran leaderrun again for the name and directory its own leaderrun holds (it would wait for itself for ever)"},
 	{"65", "a file in the lock directory holds what leaderrun did not write (a garbage state file, a stray queue entry); the message names it and how to recover"},
-	{"69", "the lock directory cannot be locked (unsupported or network filesystem; see --allow-unsafe-fs)"},
+	{"69", "the lock directory cannot be locked (unsupported or network filesystem; see --allow-unsafe-fs); --etcd-endpoints: leaderrun-etcd is not installed; over etcd: the cluster cannot be reached"},
 	{"70", "leaderrun itself failed unexpectedly"},
 	{"71", "a system limit ran out: file descriptors (EMFILE, ENFILE), memory, or processes at fork (EAGAIN); COMMAND itself is fine"},
 	{"73", "the lock directory's filesystem is read-only or full: nothing can be created there (as flock(1)'s 73)"},
@@ -51,7 +51,7 @@ var ExitCodes = []ExitCodeRow{
 	{"76", "--single-instance, send: the primary accepted the arguments and ended before answering; they were not run again"},
 	{"77", "the lock directory is insecure, missing (also removed while in use), not a directory, or inaccessible; --single-instance, send: the primary runs as another user"},
 	{"79", "leadership was stolen (--steal) and COMMAND was stopped"},
-	{"80", "the lock file was removed or replaced while this instance led; COMMAND was stopped (the next leader waits until it is gone)"},
+	{"80", "the lock file was removed or replaced while this instance led; COMMAND was stopped (the next leader waits until it is gone); over etcd: the term's lease was lost (not renewed in time, or revoked) and COMMAND was stopped"},
 	{"126", "COMMAND is not executable, or is a directory"},
 	{"127", "COMMAND was not found (a shell builtin such as cd needs sh -c)"},
 }
@@ -99,6 +99,11 @@ func exitf(code int, format string, args ...any) error {
 	return &exitError{code: code, err: fmt.Errorf(format, args...)}
 }
 
+// Exitf is an error that ends the command line with code (one of
+// ExitCodes) and prints the message as it is: for a backend (an Opener)
+// whose errors already say what was wrong and what to do.
+func Exitf(code int, format string, args ...any) error { return exitf(code, format, args...) }
+
 // silentExit ends leaderrun with code and no message.
 func silentExit(code int) error { return &exitError{code: code} }
 
@@ -133,7 +138,7 @@ func codeFor(err error) int {
 		return ExitConflict
 	case errors.Is(err, elect.ErrStolen):
 		return ExitStolen
-	case errors.Is(err, elect.ErrLockLost):
+	case errors.Is(err, elect.ErrLockLost), errors.Is(err, elect.ErrSessionLost):
 		return ExitLockLost
 	case errors.Is(err, syscall.EROFS), errors.Is(err, syscall.ENOSPC), errors.Is(err, syscall.EDQUOT):
 		return ExitCantCreate

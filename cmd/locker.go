@@ -10,13 +10,13 @@ import (
 // exist already. --group-shared and --allow-unsafe-fs, app flags, are
 // seen from every subcommand. The Backend is the app's (WithBackend).
 func openLocker(c *cli.Context) (Backend, error) {
-	open := Opener(openElect)
+	open, value := FlagOpener(openElect), FlagValue(nil)
 	if a, ok := c.App.Metadata[backendKey].(*App); ok && a.open != nil {
-		open = a.open
+		open, value = a.open, a.flagValue(c)
 	}
 	return open(elect.Config{
 		Dir:           lockDir(c),
 		GroupShared:   c.Bool("group-shared"),
 		AllowUnsafeFS: c.Bool("allow-unsafe-fs"),
-	})
+	}, value)
 }

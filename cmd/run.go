@@ -195,6 +195,9 @@ func (o *runOptions) run(ctx context.Context) error {
 	// only once COMMAND has been stopped.
 	tm := o.beginTerm(ctx, lead, dir)
 	defer tm.end()
+	if err := tm.expire(lk, lead, o.grace); err != nil {
+		return err
+	}
 
 	// An exclusive leader serves NAME's bus, for publish, subscribe and
 	// --fanout; it stops serving (deferred later, so earlier) before it
@@ -383,6 +386,9 @@ func (o *runOptions) leaderLine(lk Backend) string {
 
 func describeHolder(h elect.Holder) string {
 	s := fmt.Sprintf("led by pid %d", h.PID)
+	if h.Host != "" {
+		s += " on " + h.Host
+	}
 	if h.External {
 		s += " (not leaderrun"
 	} else {
@@ -462,6 +468,9 @@ func (o *runOptions) lead(lead *elect.Leadership, tm *term, dir string, srv BusS
 	finishing := false
 	hup := watchHangup()
 	for {
+		if err := o.overdue(lead); err != nil {
+			return err
+		}
 		ch, err := tm.start(o.argv, env, stdout)
 		if err != nil {
 			return err
@@ -532,6 +541,9 @@ func (o *runOptions) supervise(ch *child, lead *elect.Leadership, sigs <-chan os
 		select {
 		case <-ch.done:
 			ch.stop(o.grace, sigs)
+			if err := o.overdue(lead); err != nil {
+				return 0, err // the watchdog stopped COMMAND
+			}
 			return ch.status(), nil
 		case s := <-sigs:
 			if terminating(s) {
@@ -563,6 +575,20 @@ func (o *runOptions) supervise(ch *child, lead *elect.Leadership, sigs <-chan os
 	}
 }
 
+// overdue returns the exit for a term that is over, though this leaderrun
+// may not have noticed yet: it ended, or its deadline passed while this
+// leaderrun was stopped or starved (the watchdog then stops COMMAND).
+// COMMAND must not start, or be reported as if it had run its course.
+func (o *runOptions) overdue(lead *elect.Leadership) error {
+	if lead.Err() != nil {
+		return o.ended(lead)
+	}
+	if at, _, ok := lead.Deadline(); ok && !time.Now().Before(at) {
+		return exitf(ExitLockLost, "leaderrun: the term of %s (epoch %d) passed its deadline while this leaderrun was stopped or starved, so its lease may have gone to another host; COMMAND was stopped", o.name, lead.Epoch())
+	}
+	return nil
+}
+
 func (o *runOptions) ended(lead *elect.Leadership) error {
 	// A lock directory removed under the holder (a cleaner, logout, rm
 	// -rf) is no steal, whatever the election layer took it for.
@@ -577,6 +603,8 @@ func (o *runOptions) ended(lead *elect.Leadership) error {
 	}
 	if err := lead.Err(); errors.Is(err, elect.ErrStolen) {
 		return exitf(ExitStolen, "leaderrun: leadership of %s (epoch %d) was stolen; COMMAND was stopped", o.name, lead.Epoch())
+	} else if errors.Is(err, elect.ErrSessionLost) {
+		return exitf(ExitLockLost, "leaderrun: the term of %s (epoch %d) was lost with its session (%v); COMMAND was stopped; another host may lead now", o.name, lead.Epoch(), rootCause(err))
 	} else if errors.Is(err, elect.ErrLockLost) {
 		return exitf(ExitLockLost, "leaderrun: the lock file %s was removed or replaced while this leaderrun led %s (epoch %d); COMMAND was stopped; keep cleaners away from the lock directory", elect.LockPath(lead.Dir(), o.name), o.name, lead.Epoch())
 	} else {

@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"reflect"
+	"slices"
 	"strconv"
 	"strings"
 	"text/tabwriter"
@@ -102,15 +103,23 @@ func printSnapshot(w io.Writer, snap elect.Snapshot, asJSON bool, dir string) er
 		return err
 	}
 	now := time.Now()
+	// A HOST column only for a backend that spans hosts (etcd).
+	hosts := slices.ContainsFunc(snap.Held, func(h elect.Holder) bool { return h.Host != "" }) ||
+		slices.ContainsFunc(snap.Pending, func(p elect.Pending) bool { return p.Host != "" })
 	tw := tabwriter.NewWriter(w, 0, 8, 2, ' ', 0)
-	fmt.Fprintln(tw, "NAME\tROLE\tMODE\tPID\tEPOCH\tSTATE\tSINCE\tCOMMAND")
+	row := func(cols ...string) {
+		if !hosts {
+			cols = slices.Delete(cols, 4, 5)
+		}
+		fmt.Fprintln(tw, strings.Join(cols, "\t"))
+	}
+	row("NAME", "ROLE", "MODE", "PID", "HOST", "EPOCH", "STATE", "SINCE", "COMMAND")
 	for _, h := range snap.Held {
 		epoch := strconv.FormatUint(h.Epoch, 10)
 		if h.External {
 			epoch = "-"
 		}
-		fmt.Fprintf(tw, "%s\tholder\t%s\t%d\t%s\t%s\t%s\t%s\n", h.Name, h.Mode, h.PID, epoch,
-			h.State, age(now, h.Since), commandLine(h.Command))
+		row(h.Name, "holder", h.Mode.String(), strconv.Itoa(h.PID), orDash(h.Host), epoch, h.State, age(now, h.Since), commandLine(h.Command))
 	}
 	pos := map[string]int{}
 	for _, p := range snap.Pending {
@@ -123,10 +132,16 @@ func printSnapshot(w io.Writer, snap elect.Snapshot, asJSON bool, dir string) er
 		if p.Polling {
 			state += ",polling" // nothing to sleep on: it checks every 1-100ms
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t-\t%s\t%s\t%s\n", p.Name, role, p.Mode, p.PID,
-			state, age(now, p.Since), commandLine(p.Command))
+		row(p.Name, role, p.Mode.String(), strconv.Itoa(p.PID), orDash(p.Host), "-", state, age(now, p.Since), commandLine(p.Command))
 	}
 	return tw.Flush()
+}
+
+func orDash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
 }
 
 func age(now, t time.Time) string {

@@ -165,6 +165,8 @@ type term struct {
 	rec  termRecord
 	cg   *termCgroup
 
+	token string // the backend's TermToken, for the watchdog (TermEnder)
+
 	mu      sync.Mutex // guards rec, wd, wdTimer and ended against the timer
 	wd      *watchdog
 	wdTimer *time.Timer
@@ -372,6 +374,58 @@ func (t *term) startWatchdog() {
 	}
 	t.wd = startWatchdog(t)
 	t.wd.command(&t.rec)
+}
+
+// expire ties the term to lead's deadline, for a backend whose terms end
+// unless renewed (etcd's lease): the watchdog starts now, before COMMAND,
+// learns how to end the term (TermEnder), and is told every new deadline,
+// so that it stops COMMAND when this leaderrun, stopped or starved, cannot
+// (watchdog_linux.go). It fails when the watchdog cannot be started: a
+// COMMAND that could outlive its lease must not start.
+func (t *term) expire(lk Backend, lead *elect.Leadership, grace time.Duration) error {
+	at, moved, ok := lead.Deadline()
+	if t == nil || !ok {
+		return nil
+	}
+	if te, ok := lk.(TermEnder); ok {
+		if tok, err := te.TermToken(lead); err == nil {
+			t.token = tok
+		}
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.wd = startWatchdog(t); t.wd == nil {
+		if strings.Contains(testFence, "nowatchdog") {
+			return nil
+		}
+		return exitf(ExitOSErr, "leaderrun: cannot start the watchdog that stops COMMAND should this leaderrun be stopped past its lease (%s); COMMAND was not started", lead.Name())
+	}
+	if t.token != "" {
+		t.wd.say("endterm " + t.token)
+	}
+	t.wd.deadline(at, grace)
+	go func() {
+		for {
+			select {
+			case <-moved:
+				at, moved, _ = lead.Deadline()
+				t.tell(func(wd *watchdog) { wd.deadline(at, grace) })
+			case <-lead.Done():
+				t.tell(func(wd *watchdog) { wd.say("stopping") })
+				return
+			}
+		}
+	}()
+	return nil
+}
+
+// tell gives the watchdog a message, unless the term has ended.
+func (t *term) tell(say func(*watchdog)) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if !t.ended {
+		say(t.wd)
+	}
 }
 
 // end removes the mark once COMMAND has been stopped, and tells the

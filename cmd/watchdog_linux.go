@@ -3,12 +3,16 @@ package cmd
 import (
 	"bufio"
 	"context"
+	"fmt"
 	"os"
 	"os/signal"
 	"strconv"
 	"strings"
 	"sync/atomic"
 	"syscall"
+	"time"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/leaderrun/leaderrun/elect"
 	"github.com/leaderrun/leaderrun/oslock"
@@ -26,13 +30,29 @@ import (
 // close-on-exec). It reads lines, one message each:
 //
 //	command <pid> <start> <pgid>   COMMAND (re)started
+//	deadline <mono> <grace>        the term ends at CLOCK_MONOTONIC <mono> ns
+//	                               unless a later deadline comes; <grace> ns
+//	endterm <token>                how to end the term in its backend
+//	stopping                       leaderrun is stopping COMMAND itself
 //	end                            the term ended cleanly: exit
 //
 // End of file without "end" means leaderrun is gone: the watchdog fences
 // the term as its successor would (cgroup.kill, or the process group and
-// the term id) and removes the marker. Unknown messages are skipped, so
-// that a later version can add one, such as a deadline after which a
-// leaderrun that stopped writing (SIGSTOP) counts as gone.
+// the term id), removes the marker and, given an endterm token, ends the
+// term in its backend (etcd: revokes the lease), so that the next holder,
+// on any host, is granted at once instead of after the lease's TTL.
+//
+// A term with a deadline (a lease that leaderrun must renew, etcd's) also
+// ends when the deadline passes without a later one: leaderrun stopped
+// (SIGSTOP, Ctrl-Z) or starved cannot renew the lease, nor stop COMMAND,
+// and another host may be granted once the lease expires. So the watchdog
+// sends SIGTERM to COMMAND's process group at the deadline (unless
+// leaderrun said it is stopping COMMAND itself), SIGKILL to all of the
+// term after grace, and then ends the term as above. The deadline is
+// grace and a margin before the lease can expire on the server (see
+// leaderrun-etcd's --ttl), so COMMAND is gone before anyone else is
+// granted. Unknown messages are skipped, so that a later version can add
+// one.
 const (
 	watchdogRole   = "LEADERRUN_INTERNAL_ROLE"
 	watchdogTerm   = "LEADERRUN_WATCHDOG_TERM"
@@ -42,10 +62,27 @@ const (
 	watchdogSince  = "LEADERRUN_WATCHDOG_SINCE" // leaderrun's start time
 )
 
+// A watchdog that has a backend's term to end (App.ender) runs in Main,
+// once the app that knows how is built (roleLate); the others run as the
+// program starts, before anything else.
+const (
+	roleEarly = "watchdog"
+	roleLate  = "watchdog-late"
+)
+
 func init() {
-	if os.Getenv(watchdogRole) == "watchdog" {
-		os.Exit(runWatchdog())
+	if os.Getenv(watchdogRole) == roleEarly {
+		os.Exit(runWatchdog(nil))
 	}
+}
+
+// runLateRole runs this process as a watchdog that can end its term, if
+// it is one.
+func (a *App) runLateRole() (int, bool) {
+	if os.Getenv(watchdogRole) != roleLate {
+		return 0, false
+	}
+	return runWatchdog(a.ender), true
 }
 
 // watchdogPID is the pid of this process's watchdog, which stop and alive
@@ -76,9 +113,13 @@ func startWatchdog(t *term) *watchdog {
 		return nil
 	}
 	defer null.Close()
+	role := roleEarly
+	if t.token != "" {
+		role = roleLate
+	}
 	p, err := os.StartProcess("/proc/self/exe", []string{"leaderrun-watchdog", t.name}, &os.ProcAttr{
 		Env: []string{
-			watchdogRole + "=watchdog",
+			watchdogRole + "=" + role,
 			watchdogTerm + "=" + t.rec.id,
 			watchdogCgroup + "=" + t.rec.cgroup,
 			watchdogDir + "=" + t.d.Path(),
@@ -108,6 +149,28 @@ func (wd *watchdog) command(r *termRecord) {
 	}
 }
 
+// deadline tells the watchdog when the term ends unless renewed, and the
+// grace COMMAND then has between SIGTERM and SIGKILL.
+func (wd *watchdog) deadline(at time.Time, grace time.Duration) {
+	if wd == nil {
+		return
+	}
+	var now unix.Timespec
+	if unix.ClockGettime(unix.CLOCK_MONOTONIC, &now) != nil {
+		return
+	}
+	// time.Until reads Go's monotonic clock, which is CLOCK_MONOTONIC.
+	mono := now.Nano() + int64(time.Until(at))
+	fmt.Fprintf(wd.w, "deadline %d %d\n", mono, int64(grace))
+}
+
+// say sends the watchdog one message line.
+func (wd *watchdog) say(line string) {
+	if wd != nil {
+		wd.w.WriteString(line + "\n")
+	}
+}
+
 // close tells the watchdog that the term ended cleanly.
 func (wd *watchdog) close() {
 	if wd != nil {
@@ -116,33 +179,40 @@ func (wd *watchdog) close() {
 	}
 }
 
-func runWatchdog() int {
+// watch is what the watchdog knows of its term.
+type watch struct {
+	r        termRecord
+	token    string        // endterm: how to end the term in its backend
+	grace    time.Duration // from the last deadline
+	stopping bool          // leaderrun is stopping COMMAND itself
+	timer    *time.Timer   // fires at the last deadline; nil without one
+}
+
+func runWatchdog(endTerm func(ctx context.Context, token string) error) int {
 	signal.Ignore(syscall.SIGINT, syscall.SIGHUP, syscall.SIGQUIT, syscall.SIGTTIN, syscall.SIGTTOU)
-	r := &termRecord{id: os.Getenv(watchdogTerm), cgroup: os.Getenv(watchdogCgroup)}
-	r.wstart, _ = strconv.ParseUint(os.Getenv(watchdogSince), 10, 64)
-	if !validTermID(r.id) {
+	w := &watch{r: termRecord{id: os.Getenv(watchdogTerm), cgroup: os.Getenv(watchdogCgroup)}}
+	w.r.wstart, _ = strconv.ParseUint(os.Getenv(watchdogSince), 10, 64)
+	if !validTermID(w.r.id) {
 		return 2
 	}
-	in := bufio.NewReader(os.NewFile(3, "watchdog"))
-	for {
-		line, err := in.ReadString('\n')
-		if err != nil {
-			break
-		}
-		key, val, _ := strings.Cut(strings.TrimSuffix(line, "\n"), " ")
-		switch key {
-		case "end":
-			return 0
-		case "command":
-			var c termRecord
-			if parseCommand(val, &c) {
-				r.cpid, r.cstart, r.pgid, r.commandStarted = c.cpid, c.cstart, c.pgid, true
+	lines := make(chan string)
+	go func() {
+		defer close(lines)
+		in := bufio.NewReader(os.NewFile(3, "watchdog"))
+		for {
+			line, err := in.ReadString('\n')
+			if err != nil {
+				return
 			}
+			lines <- strings.TrimSuffix(line, "\n")
 		}
+	}()
+	if !w.follow(lines) {
+		return 0 // the term ended cleanly
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 2*fenceBudget)
 	defer cancel()
-	if !fenceTerm(ctx, r) {
+	if !fenceTerm(ctx, &w.r) {
 		return 1
 	}
 	// The watchdog is another process: it can only reopen the directory by
@@ -151,8 +221,97 @@ func runWatchdog() int {
 	// since can hold.
 	d, err := oslock.OpenDir(os.Getenv(watchdogDir), oslock.DirOptions{GroupShared: true, AllowUnsafeFS: true})
 	if err == nil {
-		d.Remove(elect.TermMarkerPrefix(os.Getenv(watchdogName)) + r.id)
+		d.Remove(elect.TermMarkerPrefix(os.Getenv(watchdogName)) + w.r.id)
 		d.Close()
 	}
+	if w.token != "" && endTerm != nil {
+		if endTerm(ctx, w.token) != nil {
+			return 1
+		}
+	}
 	return 0
+}
+
+// follow reads leaderrun's messages until the term must be fenced (true:
+// leaderrun is gone, or its deadline passed and COMMAND had its grace) or
+// has ended cleanly (false).
+func (w *watch) follow(lines <-chan string) bool {
+	var deadline, killAt <-chan time.Time
+	for {
+		select {
+		case line, ok := <-lines:
+			if !ok {
+				return true // leaderrun is gone
+			}
+			key, val, _ := strings.Cut(line, " ")
+			switch key {
+			case "end":
+				return false
+			case "command":
+				var c termRecord
+				if parseCommand(val, &c) {
+					w.r.cpid, w.r.cstart, w.r.pgid, w.r.commandStarted = c.cpid, c.cstart, c.pgid, true
+				}
+			case "endterm":
+				w.token = val
+			case "stopping":
+				w.stopping = true
+			case "deadline":
+				if killAt == nil {
+					deadline = w.setDeadline(val)
+				}
+			}
+		case <-deadline:
+			// leaderrun did not renew the term in time: it is stopped or
+			// starved, or it is stopping COMMAND itself (stopping).
+			deadline = nil
+			if !w.stopping {
+				termCommand(&w.r)
+			}
+			killAt = time.After(w.grace)
+		case <-killAt:
+			return true
+		}
+	}
+}
+
+// setDeadline reads "<mono> <grace>" and returns a channel that fires
+// then; an unreadable message keeps the last deadline.
+func (w *watch) setDeadline(val string) <-chan time.Time {
+	var mono, grace int64
+	var now unix.Timespec
+	if _, err := fmt.Sscanf(val, "%d %d", &mono, &grace); err != nil || grace < 0 || unix.ClockGettime(unix.CLOCK_MONOTONIC, &now) != nil {
+		if w.timer == nil {
+			return nil
+		}
+		return w.timer.C
+	}
+	w.grace = time.Duration(grace)
+	if w.timer != nil {
+		w.timer.Stop()
+	}
+	w.timer = time.NewTimer(time.Duration(mono - now.Nano()))
+	return w.timer.C
+}
+
+// termCommand sends SIGTERM to the term's COMMAND and, when it leads its
+// process group, to the group, as killCommand does SIGKILL.
+func termCommand(r *termRecord) {
+	if !r.commandStarted || foreignPids(r) {
+		return
+	}
+	pidfd, err := oslock.OpenPidfd(r.cpid)
+	if err != nil {
+		return
+	}
+	defer pidfd.Close()
+	if start, ok := procStart(r.cpid); !ok || start != r.cstart {
+		return
+	}
+	if rc, err := pidfd.SyscallConn(); err == nil {
+		rc.Control(func(fd uintptr) { _ = unix.PidfdSendSignal(int(fd), unix.SIGTERM, nil, 0) })
+	}
+	if r.pgid == r.cpid && r.pgid > 1 {
+		_ = unix.Kill(-r.pgid, unix.SIGTERM)
+	}
 }

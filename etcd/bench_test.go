@@ -187,7 +187,7 @@ func BenchmarkCrashFailover(b *testing.B) {
 				b.Fatal(err)
 			}
 			w := async(b.Context(), y, "cf", elect.Request{})
-			for s, _ := y.Inspect(b.Context(), "cf"); len(s.Pending) == 0; s, _ = y.Inspect(b.Context(), "cf") {
+			for s, _ := y.Query(b.Context(), "cf"); len(s.Pending) == 0; s, _ = y.Query(b.Context(), "cf") {
 				time.Sleep(time.Millisecond)
 			}
 			s, _ := x.session(b.Context())

@@ -46,11 +46,11 @@ func answer(t *testing.T, ch <-chan result, d time.Duration, what string) result
 	return result{}
 }
 
-func queuedN(t *testing.T, l *Locker, name string, n int) Snapshot {
+func queuedN(t *testing.T, l *Locker, name string, n int) elect.Snapshot {
 	t.Helper()
 	deadline := time.Now().Add(20 * time.Second)
 	for {
-		s, err := l.Inspect(context.Background(), name)
+		s, err := l.Query(context.Background(), name)
 		if err == nil && len(s.Pending) == n {
 			return s
 		}
@@ -129,7 +129,7 @@ func TestCampaignPhantomGrant(t *testing.T) {
 	if r.err == nil || !errors.Is(r.err, elect.ErrSessionLost) {
 		t.Fatalf("orphaned waiter: lead %v err %v, want ErrSessionLost and no grant", r.lead != nil, r.err)
 	}
-	if s, _ := a.Inspect(ctx, "job"); len(s.Held)+len(s.Pending) != 0 {
+	if s, _ := a.Query(ctx, "job"); len(s.Held)+len(s.Pending) != 0 {
 		t.Fatalf("left behind: %+v", s)
 	}
 	// The zombie waiter (etcd-io/etcd#19597): its key deleted by hand,
@@ -173,7 +173,7 @@ func waitKeys(t testing.TB, cli *clientv3.Client, pfx string, n int64) {
 }
 
 // TestTwoHosts: holders and waiters of two Lockers standing for two
-// hosts, with hosts in Inspect, busy IfAvailable, and a handover.
+// hosts, with hosts in Query, busy IfAvailable, and a handover.
 func TestTwoHosts(t *testing.T) {
 	c := sharedCluster(t)
 	ctx := testCtx(t)
@@ -190,7 +190,7 @@ func TestTwoHosts(t *testing.T) {
 	w := async(ctx, b, "job", elect.Request{Mode: elect.Shared})
 	s := queuedN(t, a, "job", 1)
 	if len(s.Held) != 1 || s.Held[0].Host != "host-a" || s.Held[0].Epoch != h.Epoch() || s.Pending[0].Host != "host-b" || s.Pending[0].Mode != elect.Shared {
-		t.Fatalf("Inspect: %+v", s)
+		t.Fatalf("Query: %+v", s)
 	}
 	names, err := b.Names(ctx)
 	if err != nil || len(names) != 1 || names[0] != "job" {
@@ -335,7 +335,7 @@ func TestStaleReleaseDeletesNothingNewer(t *testing.T) {
 	if err := old.release(); err != nil {
 		t.Fatal(err)
 	}
-	s, err := l.Inspect(ctx, "job")
+	s, err := l.Query(ctx, "job")
 	if err != nil || len(s.Held) != 1 || s.Held[0].Epoch != b.Epoch() {
 		t.Fatalf("after a stale release: %+v %v", s, err)
 	}
@@ -463,7 +463,7 @@ func TestStaleHandOverGrantsNobody(t *testing.T) {
 		t.Fatal(r.err)
 	}
 	defer r.lead.Release()
-	s, err := a.Inspect(ctx, "job")
+	s, err := a.Query(ctx, "job")
 	if err != nil || len(s.Held) != 1 || s.Held[0].Epoch != r.lead.Epoch() || len(s.Pending) != 0 {
 		t.Fatalf("after a stale hand-over: %+v %v", s, err)
 	}

@@ -31,14 +31,14 @@ func Example() {
 	}
 }
 
-// Inspect shows who holds a name and who waits, with their hosts.
-func ExampleLocker_Inspect() {
+// Query shows who holds a name and who waits, with their hosts.
+func ExampleLocker_Query() {
 	l, err := etcd.Open(etcd.Config{Endpoints: []string{"http://127.0.0.1:2379"}})
 	if err != nil {
 		log.Fatal(err)
 	}
 	defer l.Close()
-	s, err := l.Inspect(context.Background(), "backup")
+	s, err := l.Query(context.Background(), "backup")
 	if err != nil {
 		log.Fatal(err)
 	}

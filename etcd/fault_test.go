@@ -64,7 +64,7 @@ func TestFaultLeaderMemberKilled(t *testing.T) {
 	if err := c.WaitHealthy(hctx); err != nil {
 		t.Fatal(err)
 	}
-	snap, err := a.Inspect(ctx, "job")
+	snap, err := a.Query(ctx, "job")
 	if err != nil || len(snap.Held) != 1 || snap.Held[0].Epoch != h.Epoch() || len(snap.Pending) != 1 || snap.Pending[0].Host != "b" {
 		t.Fatalf("after the leader's restart: %+v %v", snap, err)
 	}

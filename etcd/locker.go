@@ -191,6 +191,23 @@ func (l *Locker) track(t *elect.Leadership) error {
 	return nil
 }
 
+// Lease returns the lease that lead's term is on, so that another process
+// (leaderrun's watchdog) can end the term with a Revoke once the holder
+// has died or stopped renewing it. Revoking it ends every term and request
+// of this Locker's session. It fails for a leadership l did not grant or
+// that has ended.
+func (l *Locker) Lease(lead *elect.Leadership) (clientv3.LeaseID, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if _, ok := l.terms[lead]; !ok || lead.Err() != nil {
+		return 0, fmt.Errorf("etcd: the leadership of %s is not a live term of this Locker", lead.Name())
+	}
+	if l.sess == nil {
+		return 0, fmt.Errorf("etcd: the leadership of %s has no session", lead.Name())
+	}
+	return l.sess.id, nil
+}
+
 func (l *Locker) untrack(t *elect.Leadership) {
 	l.mu.Lock()
 	delete(l.terms, t)

@@ -12,45 +12,20 @@ import (
 	"github.com/leaderrun/leaderrun/elect"
 )
 
-// Snapshot is Query's answer with the host of every request, which
-// elect.Snapshot has no field for.
-type Snapshot struct {
-	Held    []Holder  `json:"held"`
-	Pending []Pending `json:"pending"`
-}
-
-// Holder is a granted request and the host it runs on.
-type Holder struct {
-	elect.Holder
-	Host string `json:"host"`
-}
-
-// Pending is a queued request and the host it runs on.
-type Pending struct {
-	elect.Pending
-	Host string `json:"host"`
-}
-
 // Query returns the holders and the queue of name, read at one revision:
 // holders in the order they were granted, then waiting requests in queue
 // order (steals first). It writes nothing and wakes nobody. A holder's
 // State is "running" while its lease lives: whether its process runs, on
-// another host, cannot be seen.
+// another host, cannot be seen. Every holder and request has its Host.
 func (l *Locker) Query(ctx context.Context, name string) (elect.Snapshot, error) {
-	s, err := l.Inspect(ctx, name)
-	return s.plain(), err
-}
-
-// Inspect is Query with hosts.
-func (l *Locker) Inspect(ctx context.Context, name string) (Snapshot, error) {
+	snap := elect.Snapshot{Held: []elect.Holder{}, Pending: []elect.Pending{}}
 	if err := elect.ValidateName(name); err != nil {
-		return Snapshot{}, err
+		return snap, err
 	}
 	resp, err := l.cli.Get(ctx, l.base(name), clientv3.WithPrefix())
 	if err != nil {
-		return Snapshot{}, rpcErr(ctx, err)
+		return snap, rpcErr(ctx, err)
 	}
-	snap := Snapshot{Held: []Holder{}, Pending: []Pending{}}
 	l.collect(name, resp.Kvs, &snap)
 	return snap, nil
 }
@@ -74,11 +49,11 @@ func (l *Locker) QueryAll(ctx context.Context) (elect.Snapshot, error) {
 		byName[n] = append(byName[n], kv)
 	}
 	sort.Strings(names)
-	snap := Snapshot{Held: []Holder{}, Pending: []Pending{}}
+	snap := elect.Snapshot{Held: []elect.Holder{}, Pending: []elect.Pending{}}
 	for _, n := range names {
 		l.collect(n, byName[n], &snap)
 	}
-	return snap.plain(), nil
+	return snap, nil
 }
 
 // Names lists the names that have keys under the prefix, sorted.
@@ -100,7 +75,7 @@ func (l *Locker) Names(ctx context.Context) ([]string, error) {
 	return names, nil
 }
 
-func (l *Locker) collect(name string, kvs []*mvccpb.KeyValue, snap *Snapshot) {
+func (l *Locker) collect(name string, kvs []*mvccpb.KeyValue, snap *elect.Snapshot) {
 	base := l.base(name)
 	type req struct {
 		kv  *mvccpb.KeyValue
@@ -139,7 +114,7 @@ func (l *Locker) collect(name string, kvs []*mvccpb.KeyValue, snap *Snapshot) {
 	sort.Slice(idx, func(i, j int) bool { return hrevs[idx[i]] < hrevs[idx[j]] })
 	for _, i := range idx {
 		h := holders[i]
-		snap.Held = append(snap.Held, Holder{Holder: elect.Holder{Name: name, Mode: h.Mode, PID: h.PID, Epoch: h.Epoch, Since: h.Granted, Command: h.Command, State: "running"}, Host: h.Host})
+		snap.Held = append(snap.Held, elect.Holder{Name: name, Mode: h.Mode, PID: h.PID, Epoch: h.Epoch, Since: h.Granted, Command: h.Command, State: "running", Host: h.Host})
 	}
 	byTicket := func(rs []req) {
 		sort.Slice(rs, func(i, j int) bool { return rs[i].kv.CreateRevision < rs[j].kv.CreateRevision })
@@ -150,19 +125,8 @@ func (l *Locker) collect(name string, kvs []*mvccpb.KeyValue, snap *Snapshot) {
 		if granted[idOf(string(r.kv.Key))] {
 			continue
 		}
-		snap.Pending = append(snap.Pending, Pending{Pending: elect.Pending{Name: name, Mode: r.val.Mode, PID: r.val.PID, Ticket: uint64(r.kv.CreateRevision), Since: r.val.Since, Command: r.val.Command, State: "running", Steal: r.val.Steal}, Host: r.val.Host})
+		snap.Pending = append(snap.Pending, elect.Pending{Name: name, Mode: r.val.Mode, PID: r.val.PID, Ticket: uint64(r.kv.CreateRevision), Since: r.val.Since, Command: r.val.Command, State: "running", Steal: r.val.Steal, Host: r.val.Host})
 	}
-}
-
-func (s Snapshot) plain() elect.Snapshot {
-	out := elect.Snapshot{Held: make([]elect.Holder, 0, len(s.Held)), Pending: make([]elect.Pending, 0, len(s.Pending))}
-	for _, h := range s.Held {
-		out.Held = append(out.Held, h.Holder)
-	}
-	for _, p := range s.Pending {
-		out.Pending = append(out.Pending, p.Pending)
-	}
-	return out
 }
 
 func rpcErr(ctx context.Context, err error) error {

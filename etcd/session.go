@@ -30,10 +30,11 @@ type session struct {
 	done    <-chan struct{} // ctx.Done()
 	stopped chan struct{}   // closed once the loop and the revoke are over
 
-	once sync.Once
-	err  error // why it ended, set before done is closed
-	mu   sync.Mutex
-	dl   time.Time
+	once  sync.Once
+	err   error // why it ended, set before done is closed
+	mu    sync.Mutex
+	dl    time.Time
+	moved chan struct{} // closed, and replaced, when dl moves
 }
 
 // session returns the Locker's live session, granting a lease when there is
@@ -59,7 +60,7 @@ func (l *Locker) session(ctx context.Context) (*session, error) {
 		return nil, fmt.Errorf("etcd: granting a lease: %w", err)
 	}
 	ttl := time.Duration(resp.TTL) * time.Second
-	s = &session{l: l, id: resp.ID, ttl: ttl, stopped: make(chan struct{}), dl: sent.Add(ttl - l.margin)}
+	s = &session{l: l, id: resp.ID, ttl: ttl, stopped: make(chan struct{}), dl: sent.Add(ttl - l.margin), moved: make(chan struct{})}
 	s.ctx, s.cancel = context.WithCancelCause(context.Background())
 	s.done = s.ctx.Done()
 	l.mu.Lock()
@@ -87,6 +88,14 @@ func (s *session) deadline() time.Time {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.dl
+}
+
+// deadlineMoves is deadline with a channel closed when it moves: the
+// elect.Term.Deadline of the session's terms.
+func (s *session) deadlineMoves() (time.Time, <-chan struct{}) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.dl, s.moved
 }
 
 // end ends the session once with cause; the lease is revoked in the
@@ -164,6 +173,8 @@ func (s *session) loop() {
 			s.mu.Lock()
 			if dl.After(s.dl) && time.Now().Before(s.dl) {
 				s.dl = dl
+				close(s.moved)
+				s.moved = make(chan struct{})
 			}
 			s.mu.Unlock()
 			timer.Reset(time.Until(s.deadline()))

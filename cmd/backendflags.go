@@ -1,0 +1,96 @@
+package cmd
+
+import (
+	"fmt"
+	"os"
+	"slices"
+	"strconv"
+
+	"github.com/leaderrun/leaderrun/elect"
+	cli "github.com/leaderrun/leaderrun/internal/urfavecli"
+)
+
+// BackendFlag is a flag that a backend adds to the command line
+// (WithBackendFlags), on the app and on every subcommand, such as
+// leaderrun-etcd's --etcd-endpoints.
+type BackendFlag struct {
+	Name  string
+	Usage string
+	// EnvVar is read when the flag is not given; "" for none.
+	EnvVar string
+	// Value is the default, when neither the flag nor EnvVar is set.
+	Value string
+	// Bool makes it a switch that takes no value.
+	Bool bool
+}
+
+// FlagValue returns the value of one of the backend's flags for the
+// command line being run: as given to the innermost command that has it,
+// else its EnvVar's, else its Value. A Bool flag's value is "true" or
+// "false". For another flag of the command line that takes a duration,
+// such as grace, it returns its value, or "" where the command has no
+// such flag.
+type FlagValue func(name string) string
+
+// FlagOpener opens the Backend for the lock directory settings of one
+// command line and the values of the backend's own flags.
+type FlagOpener func(elect.Config, FlagValue) (Backend, error)
+
+// WithBackendFlags adds flags to every command and makes the commands use
+// open instead of elect.Open; see WithBackend for a backend without flags.
+func WithBackendFlags(flags []BackendFlag, open FlagOpener) Option {
+	return func(a *App) {
+		a.open = open
+		a.flags = append(a.flags, flags...)
+	}
+}
+
+// cliFlags are the app's backend flags as urfave/cli flags: the
+// environment is read by flagValue, not by urfave/cli, so that a flag is
+// "set" only where it was given.
+func (a *App) cliFlags() []cli.Flag {
+	var out []cli.Flag
+	for _, f := range a.flags {
+		usage := f.Usage
+		if f.EnvVar != "" {
+			usage += " (env " + f.EnvVar + ")"
+		}
+		if f.Bool {
+			out = append(out, &cli.BoolFlag{Name: f.Name, Usage: usage})
+		} else {
+			out = append(out, &cli.StringFlag{Name: f.Name, Usage: usage, DefaultText: f.Value})
+		}
+	}
+	return out
+}
+
+// flagValue is the FlagValue of the command line c runs.
+func (a *App) flagValue(c *cli.Context) FlagValue {
+	return func(name string) string {
+		i := slices.IndexFunc(a.flags, func(f BackendFlag) bool { return f.Name == name })
+		if i < 0 {
+			for _, cc := range c.Lineage() {
+				if v := cc.Generic(name); v != nil {
+					return fmt.Sprint(v) // a duration, such as grace
+				}
+			}
+			return ""
+		}
+		f := a.flags[i]
+		for _, cc := range c.Lineage() {
+			if slices.Contains(cc.LocalFlagNames(), name) {
+				if f.Bool {
+					return strconv.FormatBool(cc.Bool(name))
+				}
+				return cc.String(name)
+			}
+		}
+		if v, ok := os.LookupEnv(f.EnvVar); ok && f.EnvVar != "" {
+			return v
+		}
+		if f.Bool && f.Value == "" {
+			return "false"
+		}
+		return f.Value
+	}
+}

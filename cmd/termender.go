@@ -1,0 +1,28 @@
+package cmd
+
+import (
+	"context"
+
+	"github.com/leaderrun/leaderrun/elect"
+)
+
+// TermEnder is a Backend whose terms outlive a leaderrun that dies or
+// stops unless someone ends them: an etcd term lasts until its lease
+// expires, TTL after the last renewal. leaderrun hands each term's token
+// to the term's watchdog (a process of its own, see watchdog_linux.go),
+// which, once it has stopped COMMAND because leaderrun died or stopped
+// renewing the term, ends the term with the app's WithTermEnder function,
+// so that the next holder, on any host, need not wait for the TTL.
+type TermEnder interface {
+	Backend
+	// TermToken returns one line, without a newline, from which the
+	// WithTermEnder function ends lead's term in another process of the
+	// same user. It may hold credentials: it travels over a pipe only.
+	TermToken(lead *elect.Leadership) (string, error)
+}
+
+// WithTermEnder gives the app, when it runs as a term's watchdog, the
+// function that ends a term from its TermToken.
+func WithTermEnder(end func(ctx context.Context, token string) error) Option {
+	return func(a *App) { a.ender = end }
+}

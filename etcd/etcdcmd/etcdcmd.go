@@ -1,0 +1,235 @@
+// Package etcdcmd is the leaderrun command line over etcd: leaderrun-etcd's
+// flags, and the glue that gives package cmd an etcd Locker as its
+// Backend, BusBackend and TermEnder. Everything else (flags, subcommands,
+// exit codes, output, the term fence and the watchdog) is package cmd's,
+// unchanged.
+//
+// # Guarantees
+//
+//   - COMMAND runs only while its term's lease can still be alive: the
+//     term ends --grace and a second (Margin) before the lease can expire
+//     on the server, and COMMAND is stopped (SIGTERM, then SIGKILL after
+//     --grace) by then, by leaderrun or, when leaderrun is stopped or
+//     starved, by the term's watchdog (package cmd, Linux).
+//   - When leaderrun dies (SIGKILL, the OOM killer) on a live host, its
+//     watchdog stops COMMAND and then revokes the term's lease, so the next
+//     holder on any host is granted at once instead of after the TTL.
+//   - Term markers, cgroups and the watchdog live in the local lock
+//     directory (--dir, LEADERRUN_DIR, or the per-user default), which
+//     also tells hosts apart on one machine (tests).
+package etcdcmd
+
+import (
+	"context"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math"
+	"strings"
+	"time"
+
+	"go.etcd.io/etcd/client/pkg/v3/transport"
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.uber.org/zap"
+
+	"github.com/leaderrun/leaderrun/cmd"
+	"github.com/leaderrun/leaderrun/elect"
+	"github.com/leaderrun/leaderrun/etcd"
+)
+
+// DefaultTTL is leaderrun-etcd's lease TTL: room for the default --grace
+// (5s) and a second within half of it.
+const DefaultTTL = 15 * time.Second
+
+// Flags are leaderrun-etcd's own flags, added to every command. The TLS and
+// auth flags are named as etcdctl names them.
+var Flags = []cmd.BackendFlag{
+	{Name: "etcd-endpoints", EnvVar: "LEADERRUN_ETCD_ENDPOINTS", Usage: "etcd cluster `URLS`, comma-separated, such as http://10.0.0.1:2379,http://10.0.0.2:2379"},
+	{Name: "etcd-prefix", EnvVar: "LEADERRUN_ETCD_PREFIX", Value: etcd.DefaultPrefix, Usage: "key `PREFIX` of every key leaderrun writes; all hosts of a name must use the same"},
+	{Name: "ttl", EnvVar: "LEADERRUN_ETCD_TTL", Value: DefaultTTL.String(), Usage: "lease `DURATION`, whole seconds: a dead or cut-off host's term passes after it; must hold twice --grace plus 2s"},
+	{Name: "host", EnvVar: "LEADERRUN_HOST", Usage: "the `NAME` this host goes by in status, who and subscribe (default: its hostname)"},
+	{Name: "cacert", Usage: "verify the etcd servers with the CA bundle in `FILE`"},
+	{Name: "cert", Usage: "identify to etcd with the TLS certificate in `FILE`"},
+	{Name: "key", Usage: "the private key, in `FILE`, of --cert"},
+	{Name: "insecure-skip-tls-verify", Bool: true, Usage: "accept any etcd server certificate (testing only)"},
+	{Name: "user", EnvVar: "LEADERRUN_ETCD_USER", Usage: "etcd `USER[:PASSWORD]` (etcd auth)"},
+	{Name: "password", EnvVar: "LEADERRUN_ETCD_PASSWORD", Usage: "`PASSWORD` of --user, when --user has none"},
+	{Name: "dial-timeout", Value: "5s", Usage: "give up reaching etcd after `DURATION`"},
+}
+
+// Options builds leaderrun-etcd: cmd.Main(etcdcmd.Options()...).
+func Options() []cmd.Option {
+	return []cmd.Option{cmd.WithBackendFlags(Flags, Open), cmd.WithTermEnder(EndTerm)}
+}
+
+// settings are the parsed flags: what a watchdog needs to reach etcd
+// again, too (the TermToken).
+type settings struct {
+	Endpoints   []string      `json:"endpoints"`
+	CACert      string        `json:"cacert,omitempty"`
+	Cert        string        `json:"cert,omitempty"`
+	Key         string        `json:"key,omitempty"`
+	SkipVerify  bool          `json:"skip_verify,omitempty"`
+	User        string        `json:"user,omitempty"`
+	Password    string        `json:"password,omitempty"`
+	DialTimeout time.Duration `json:"dial_timeout"`
+	Lease       int64         `json:"lease,omitempty"`
+}
+
+func usage(format string, args ...any) error {
+	return cmd.Exitf(cmd.ExitUsage, "leaderrun: "+format, args...)
+}
+
+// parse reads the flags; the TTL, margin and host go to etcd.Config.
+func parse(v cmd.FlagValue) (settings, etcd.Config, error) {
+	var s settings
+	var cfg etcd.Config
+	for _, e := range strings.Split(v("etcd-endpoints"), ",") {
+		if e = strings.TrimSpace(e); e != "" {
+			s.Endpoints = append(s.Endpoints, e)
+		}
+	}
+	if len(s.Endpoints) == 0 {
+		return s, cfg, usage("no etcd cluster given; name it with --etcd-endpoints http://HOST:2379[,...] or LEADERRUN_ETCD_ENDPOINTS")
+	}
+	ttl, err := time.ParseDuration(v("ttl"))
+	if err != nil || ttl < etcd.MinTTL || ttl%time.Second != 0 {
+		return s, cfg, usage("--ttl %q is not a whole number of seconds of at least %v; give one such as --ttl 15s", v("ttl"), etcd.MinTTL)
+	}
+	if s.DialTimeout, err = time.ParseDuration(v("dial-timeout")); err != nil || s.DialTimeout <= 0 {
+		return s, cfg, usage("--dial-timeout %q is not a positive duration; give one such as --dial-timeout 5s", v("dial-timeout"))
+	}
+	grace := 5 * time.Second
+	if g := v("grace"); g != "" {
+		if grace, err = time.ParseDuration(g); err != nil {
+			return s, cfg, usage("--grace %q is not a duration", g)
+		}
+	}
+	// The term ends Margin before the lease can expire; COMMAND has
+	// --grace after that to go, and a second for the kill to land.
+	margin := max(time.Second, ttl/5, grace+time.Second)
+	if margin > ttl/2 {
+		need := time.Duration(math.Ceil((2 * margin).Seconds())) * time.Second
+		return s, cfg, usage("--grace %v does not fit in --ttl %v: COMMAND is stopped (SIGTERM, SIGKILL after --grace) a second before the lease can expire, within half the TTL; give --ttl %v or more, or a shorter --grace", grace, ttl, need)
+	}
+	s.CACert, s.Cert, s.Key, s.SkipVerify = v("cacert"), v("cert"), v("key"), v("insecure-skip-tls-verify") == "true"
+	if (s.Cert == "") != (s.Key == "") {
+		return s, cfg, usage("--cert and --key go together: give both, or neither")
+	}
+	s.User, s.Password = v("user"), v("password")
+	if u, p, ok := strings.Cut(s.User, ":"); ok {
+		s.User, s.Password = u, p
+	}
+	cfg = etcd.Config{Prefix: v("etcd-prefix"), TTL: ttl, Margin: margin, Host: v("host")}
+	return s, cfg, nil
+}
+
+// client dials etcd as s says.
+func (s settings) client() (*clientv3.Client, error) {
+	cc := clientv3.Config{Endpoints: s.Endpoints, DialTimeout: s.DialTimeout, Username: s.User, Password: s.Password, Logger: zap.NewNop()}
+	if s.CACert != "" || s.Cert != "" || s.SkipVerify {
+		tc, err := transport.TLSInfo{TrustedCAFile: s.CACert, CertFile: s.Cert, KeyFile: s.Key, InsecureSkipVerify: s.SkipVerify}.ClientConfig()
+		if err != nil {
+			return nil, usage("the TLS flags do not load: %v; check --cacert, --cert and --key", err)
+		}
+		cc.TLS = tc
+	}
+	cli, err := clientv3.New(cc)
+	if err != nil {
+		return nil, unreachable(s, err)
+	}
+	return cli, nil
+}
+
+func unreachable(s settings, err error) error {
+	return cmd.Exitf(cmd.ExitUnavailable, "leaderrun: etcd at %s cannot be reached: %v; check --etcd-endpoints and that the cluster has a quorum", strings.Join(s.Endpoints, ","), err)
+}
+
+// Open is leaderrun-etcd's cmd.FlagOpener: an etcd Locker for the
+// election, and the local lock directory (elect.Open of c) for the term
+// markers and the watchdog.
+func Open(c elect.Config, v cmd.FlagValue) (cmd.Backend, error) {
+	s, cfg, err := parse(v)
+	if err != nil {
+		return nil, err
+	}
+	local, err := elect.Open(c)
+	if err != nil {
+		return nil, err
+	}
+	cli, err := s.client()
+	if err != nil {
+		local.Close()
+		return nil, err
+	}
+	// A first round trip, bounded, so that an unreachable cluster is told
+	// at once rather than by a request that waits for it.
+	ctx, cancel := context.WithTimeout(context.Background(), s.DialTimeout)
+	_, err = cli.Get(ctx, cfg.Prefix, clientv3.WithCountOnly())
+	cancel()
+	if err != nil {
+		cli.Close()
+		local.Close()
+		return nil, unreachable(s, err)
+	}
+	cfg.Client = cli
+	lk, err := etcd.Open(cfg)
+	if err != nil {
+		cli.Close()
+		local.Close()
+		return nil, err
+	}
+	return &backend{Locker: lk, cli: cli, local: local, s: s}, nil
+}
+
+// backend is an etcd Locker with the local lock directory.
+type backend struct {
+	*etcd.Locker
+	cli   *clientv3.Client
+	local *elect.Locker
+	s     settings
+}
+
+// Dir is the local lock directory: the commands keep the term's marker
+// there, and name it to COMMAND as LEADERRUN_DIR.
+func (b *backend) Dir() string { return b.local.Dir() }
+
+func (b *backend) Close() error {
+	return errors.Join(b.Locker.Close(), b.cli.Close(), b.local.Close())
+}
+
+// TermToken is what the term's watchdog needs to revoke its lease.
+func (b *backend) TermToken(lead *elect.Leadership) (string, error) {
+	id, err := b.Lease(lead)
+	if err != nil {
+		return "", err
+	}
+	s := b.s
+	s.Lease = int64(id)
+	j, err := json.Marshal(s)
+	if err != nil {
+		return "", err
+	}
+	return base64.RawStdEncoding.EncodeToString(j), nil
+}
+
+// EndTerm revokes the lease a TermToken names: the watchdog's last act,
+// once COMMAND is gone.
+func EndTerm(ctx context.Context, token string) error {
+	j, err := base64.RawStdEncoding.DecodeString(token)
+	if err != nil {
+		return fmt.Errorf("etcdcmd: bad term token: %w", err)
+	}
+	var s settings
+	if err := json.Unmarshal(j, &s); err != nil || s.Lease == 0 {
+		return fmt.Errorf("etcdcmd: bad term token: %v", err)
+	}
+	cli, err := s.client()
+	if err != nil {
+		return err
+	}
+	defer cli.Close()
+	_, err = cli.Revoke(ctx, clientv3.LeaseID(s.Lease))
+	return err
+}
