@@ -1,0 +1,262 @@
+package cmd
+
+import (
+	"context"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/leaderrun/leaderrun/elect"
+	"github.com/leaderrun/leaderrun/oslock"
+)
+
+// The deadline tests run leaderrun over renewingBackend: the flock lock,
+// with terms that end unless renewed every lease/3, as etcd's do, and a
+// TermEnder that records, in the file its token names, that the watchdog
+// ended the term. Roles, with T_HELPER set (see fence_term_linux_test.go):
+//
+//	lrlease ARGS...   leaderrun over renewingBackend
+//	termrecorder      COMMAND: writes "ready" to T_PIDS, then "term" at
+//	                  SIGTERM, which it otherwise ignores, for a minute
+//
+// The watchdog, started by leaderrun as this binary with only its own
+// environment, runs the late role here too.
+const testLease = time.Second
+
+func init() {
+	if os.Getenv(watchdogRole) == roleLate {
+		os.Exit(New(renewingOptions()...).runLateRoleOrExit())
+	}
+	if os.Getenv("T_HELPER") == "" || len(os.Args) < 3 {
+		return
+	}
+	switch os.Args[2] {
+	case "lrlease":
+		os.Exit(ExitCode(New(renewingOptions()...).RunContext(context.Background(), append([]string{"leaderrun"}, os.Args[3:]...))))
+	case "termrecorder":
+		terms := make(chan os.Signal, 1)
+		signal.Notify(terms, syscall.SIGTERM)
+		report := func(s string) {
+			f, _ := os.OpenFile(os.Getenv("T_PIDS"), os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o600)
+			f.WriteString(s + "\n")
+			f.Close()
+		}
+		report("command " + strconv.Itoa(os.Getpid()))
+		report("ready")
+		select {
+		case <-terms:
+			report("term")
+		case <-time.After(time.Minute):
+		}
+		time.Sleep(time.Minute)
+		os.Exit(0)
+	}
+}
+
+func (a *App) runLateRoleOrExit() int {
+	code, ok := a.runLateRole()
+	if !ok {
+		return 2
+	}
+	return code
+}
+
+func renewingOptions() []Option {
+	return []Option{
+		WithBackendFlags(nil, func(c elect.Config, _ FlagValue) (Backend, error) {
+			lk, err := elect.Open(c)
+			if err != nil {
+				return nil, err
+			}
+			return renewingBackend{lk}, nil
+		}),
+		WithTermEnder(func(_ context.Context, token string) error {
+			return os.WriteFile(token, []byte("ended\n"), 0o600)
+		}),
+	}
+}
+
+// renewingBackend is elect's Locker whose terms, like etcd's, end unless
+// renewed: a goroutine of the holder moves the deadline on every
+// testLease/3, and ends the term with ErrSessionLost if it finds the
+// deadline passed (the process was stopped).
+type renewingBackend struct{ *elect.Locker }
+
+func (b renewingBackend) Acquire(ctx context.Context, name string, r elect.Request) (*elect.Leadership, error) {
+	inner, err := b.Locker.Acquire(ctx, name, r)
+	if err != nil {
+		return nil, err
+	}
+	var mu sync.Mutex
+	dl, moved := time.Now().Add(testLease), make(chan struct{})
+	lead, end := elect.NewLeadership(elect.Term{
+		Name: name, Dir: inner.Dir(), Mode: inner.Mode(), Epoch: inner.Epoch(), Since: inner.Since(), Release: inner.Release,
+		Deadline: func() (time.Time, <-chan struct{}) {
+			mu.Lock()
+			defer mu.Unlock()
+			return dl, moved
+		},
+	})
+	go func() {
+		tick := time.NewTicker(testLease / 3)
+		defer tick.Stop()
+		for {
+			select {
+			case <-tick.C:
+				mu.Lock()
+				if time.Now().After(dl) {
+					mu.Unlock()
+					end(elect.ErrSessionLost)
+					return
+				}
+				dl = time.Now().Add(testLease)
+				close(moved)
+				moved = make(chan struct{})
+				mu.Unlock()
+			case <-inner.Done():
+				end(inner.Err())
+				return
+			case <-lead.Done():
+				return
+			}
+		}
+	}()
+	return lead, nil
+}
+
+// TermToken names the file the test's TermEnder writes.
+func (renewingBackend) TermToken(*elect.Leadership) (string, error) {
+	return os.Getenv("T_ENDED"), nil
+}
+
+type leaseRun struct {
+	cmd              *os.Process
+	pids, ended, dir string
+	command          int
+}
+
+// startLeaseRun starts leaderrun over renewingBackend with a termrecorder
+// COMMAND and waits until COMMAND runs.
+func startLeaseRun(t *testing.T) *leaseRun {
+	t.Helper()
+	tmp := t.TempDir()
+	r := &leaseRun{pids: filepath.Join(tmp, "pids"), ended: filepath.Join(tmp, "ended"), dir: termLockDir(t)}
+	c := helperCmd("lrlease", "--dir", r.dir, "--name", "job", "--grace", "300ms", "--", os.Args[0], "-test.run=^$", "termrecorder")
+	c.Env = append(c.Env, "T_HELPER=1", "T_PIDS="+r.pids, "T_ENDED="+r.ended)
+	if err := c.Start(); err != nil {
+		t.Fatal(err)
+	}
+	r.cmd = c.Process
+	t.Cleanup(func() {
+		c.Process.Signal(syscall.SIGCONT)
+		c.Process.Kill()
+		c.Wait()
+	})
+	r.waitFor(t, "ready", 20*time.Second)
+	for _, line := range strings.Split(r.read(), "\n") {
+		if v, ok := strings.CutPrefix(line, "command "); ok {
+			r.command, _ = strconv.Atoi(v)
+		}
+	}
+	if r.command < 2 {
+		t.Fatalf("no COMMAND pid in %q", r.read())
+	}
+	endProcess(t, r.command)
+	return r
+}
+
+func (r *leaseRun) read() string {
+	b, _ := os.ReadFile(r.pids)
+	return string(b)
+}
+
+func (r *leaseRun) waitFor(t *testing.T, line string, d time.Duration) {
+	t.Helper()
+	for end := time.Now().Add(d); !strings.Contains(r.read(), line+"\n"); time.Sleep(5 * time.Millisecond) {
+		if time.Now().After(end) {
+			t.Fatalf("COMMAND did not say %q within %v (it said %q)", line, d, r.read())
+		}
+	}
+}
+
+func (r *leaseRun) waitEnded(t *testing.T, d time.Duration) {
+	t.Helper()
+	for end := time.Now().Add(d); ; time.Sleep(5 * time.Millisecond) {
+		if _, err := os.Stat(r.ended); err == nil {
+			return
+		}
+		if time.Now().After(end) {
+			t.Fatalf("the watchdog did not end the term within %v", d)
+		}
+	}
+}
+
+// TestWatchdogStoppedWrapper: leaderrun is stopped (SIGSTOP) while COMMAND
+// runs, so its term's deadline passes unrenewed. The watchdog sends
+// COMMAND SIGTERM, SIGKILL after --grace (COMMAND ignores SIGTERM), and
+// only then ends the term in the backend. Continued, leaderrun exits 80.
+func TestWatchdogStoppedWrapper(t *testing.T) {
+	r := startLeaseRun(t)
+	if err := r.cmd.Signal(syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	r.waitFor(t, "term", 10*time.Second)
+	if _, err := os.Stat(r.ended); err == nil {
+		t.Fatal("the term was ended before COMMAND had its grace")
+	}
+	r.waitEnded(t, 10*time.Second)
+	if running(r.command) {
+		t.Fatalf("COMMAND %d still runs after the watchdog ended its term", r.command)
+	}
+	r.cmd.Signal(syscall.SIGCONT)
+	st, err := r.cmd.Wait()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.ExitCode() != ExitLockLost {
+		t.Fatalf("continued leaderrun exited %d, want %d", st.ExitCode(), ExitLockLost)
+	}
+}
+
+// TestWatchdogKilledWrapper: leaderrun is SIGKILLed; its watchdog kills
+// COMMAND and ends the term at once, not at the deadline.
+func TestWatchdogKilledWrapper(t *testing.T) {
+	r := startLeaseRun(t)
+	killed := time.Now()
+	r.cmd.Kill()
+	r.cmd.Wait()
+	r.waitEnded(t, 10*time.Second)
+	if running(r.command) {
+		t.Fatalf("COMMAND %d still runs after the watchdog ended its term", r.command)
+	}
+	if strings.Contains(r.read(), "term\n") {
+		t.Fatal("COMMAND got SIGTERM: the watchdog waited for the deadline instead of fencing at once")
+	}
+	t.Logf("term ended %v after the SIGKILL", time.Since(killed).Round(time.Millisecond))
+}
+
+// TestWatchdogRenewed: a leaderrun that runs renews its term; the
+// watchdog leaves COMMAND alone past several leases, and a clean end
+// does not end the term through the backend.
+func TestWatchdogRenewed(t *testing.T) {
+	r := startLeaseRun(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 3*testLease)
+	defer cancel()
+	if err := oslock.WaitGone(ctx, r.command); err == nil {
+		t.Fatalf("COMMAND ended while its term was renewed: %q", r.read())
+	}
+	if strings.Contains(r.read(), "term\n") {
+		t.Fatal("COMMAND got SIGTERM while its term was renewed")
+	}
+	r.cmd.Signal(syscall.SIGTERM)
+	r.cmd.Wait()
+	if _, err := os.Stat(r.ended); err == nil {
+		t.Fatal("a clean end ended the term through the watchdog")
+	}
+}
