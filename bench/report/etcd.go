@@ -86,5 +86,40 @@ func (r *report) etcd(ctx context.Context) error {
 	r.add("etcd: crash failover, same TTL", ct)
 	elCrash := median(crash, "BenchmarkCrashFailover/concurrency.Election", "p50-ns")
 	r.check("etcd crash failover", "≤ 1.2× concurrency.Election at the same TTL", ratio(oursCrash, elCrash), oursCrash <= 1.2*elCrash, !math.IsNaN(oursCrash+elCrash))
+	return r.etcdCLI(ctx, median)
+}
+
+// etcdCLI: leaderrun-etcd's failover after a SIGKILL of the leading
+// wrapper, beside etcdctl lock (etcd/etcdcmd BenchmarkCLIFailover).
+func (r *report) etcdCLI(ctx context.Context, median func([]*benchRun, string, string) float64) error {
+	test, cli := filepath.Join(r.tmp, "etcdcmd.test"), filepath.Join(r.tmp, "leaderrun-etcd")
+	for _, args := range [][]string{{"test", "-c", "-o", test, "./etcdcmd"}, {"build", "-o", cli, "./cmd/leaderrun-etcd"}} {
+		cmd := exec.CommandContext(ctx, "go", args...)
+		cmd.Dir = filepath.Join(r.root, "etcd")
+		if out, err := cmd.CombinedOutput(); err != nil {
+			return fmt.Errorf("go %s in etcd/: %v: %s", args[0], err, firstLine(out))
+		}
+	}
+	const runs = 3
+	var fo []*benchRun
+	for range runs {
+		fo = append(fo, runBench(ctx, test, r.tmp, "^BenchmarkCLIFailover$", "3x", 5*time.Minute, "LEADERRUN_ETCD_CLI="+cli))
+	}
+	t := newTable("Wrapper, what died", "p50", "÷ etcdctl lock", "old COMMAND still ran")
+	peer := median(fo, "BenchmarkCLIFailover/etcdctl-lock", "p50-ms")
+	live := median(fo, "BenchmarkCLIFailover/leaderrun-etcd", "p50-ms")
+	for _, c := range []struct{ name, label string }{
+		{"leaderrun-etcd", "leaderrun-etcd, the wrapper (SIGKILL; host alive)"},
+		{"leaderrun-etcd-host-dead", "leaderrun-etcd, the host (wrapper, watchdog, COMMAND)"},
+		{"etcdctl-lock", "etcdctl lock, etcdctl (SIGKILL)"},
+	} {
+		v := median(fo, "BenchmarkCLIFailover/"+c.name, "p50-ms")
+		t.row(c.label, dur(v*1e6), ratio(v, peer), fmt.Sprintf("%.0f of %d", median(fo, "BenchmarkCLIFailover/"+c.name, "overlaps"), 3))
+	}
+	t.notef("The leading wrapper on host A is SIGKILLed while a wrapper of host B waits (two lock directories and --host names, one etcd member, --ttl 2s, --grace 0s; etcdctl lock --ttl 2): time until B's COMMAND starts, median of %d runs of 3. leaderrun-etcd's watchdog kills A's COMMAND and revokes the lease at once; a dead host's lease expires after the TTL; etcdctl lock leaves its COMMAND running. consul lock documents the same TTL wait (session TTL, plus a 15 s lock-delay by default) and also leaves its child running after losing the lock (hashicorp/consul#9788).", runs)
+	r.add("etcd: CLI crash failover (across hosts)", t)
+	r.check("etcd CLI failover, live host", "next COMMAND ≤ 100 ms after the SIGKILL", fmt.Sprintf("%.1f ms", live), live <= 100, !math.IsNaN(live))
+	dead := median(fo, "BenchmarkCLIFailover/leaderrun-etcd-host-dead", "p50-ms")
+	r.check("etcd CLI failover, dead host", "≤ TTL + 1 s (3 s)", fmt.Sprintf("%.0f ms", dead), dead <= 3000, !math.IsNaN(dead))
 	return nil
 }

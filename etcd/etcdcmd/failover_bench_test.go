@@ -1,0 +1,225 @@
+//go:build linux
+
+package etcdcmd_test
+
+import (
+	"bufio"
+	"context"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/leaderrun/leaderrun/etcd"
+	"github.com/leaderrun/leaderrun/etcd/internal/etcdtest"
+)
+
+// BenchmarkCLIFailover measures, over one etcd member on loopback, the time
+// from a SIGKILL of the leading wrapper on host A to the start of the
+// waiting wrapper's COMMAND on host B (two lock directories and --host
+// names), and whether A's COMMAND still ran then ("overlap"):
+//
+//   - leaderrun-etcd: A's watchdog kills A's COMMAND and revokes the lease
+//     at once (a live host).
+//   - leaderrun-etcd-host-dead: A's wrapper, watchdog and COMMAND are all
+//     SIGKILLed at once, as when the host dies: B waits for the lease to
+//     expire (--ttl 2s).
+//   - etcdctl-lock: `etcdctl lock --ttl 2 NAME COMMAND`, the peer, at the
+//     same TTL; its COMMAND is not stopped when etcdctl dies.
+//
+// Each COMMAND writes one line to a FIFO that the benchmark reads, so both
+// sides pay the same sh start. p50-ms and overlaps are reported.
+func BenchmarkCLIFailover(b *testing.B) {
+	etcdtest.Require(b)
+	c := etcdtest.StartT(b, 1)
+	ep := strings.Join(c.Endpoints(), ",")
+	// The binary: $LEADERRUN_ETCD_CLI (bench/report builds it), else
+	// built from this module, from the package directory go test runs in.
+	bin := os.Getenv("LEADERRUN_ETCD_CLI")
+	if bin == "" {
+		bin = filepath.Join(b.TempDir(), "leaderrun-etcd")
+		if out, err := exec.Command("go", "build", "-o", bin, "../cmd/leaderrun-etcd").CombinedOutput(); err != nil {
+			b.Fatalf("go build: %v: %s", err, out)
+		}
+	}
+	lk, err := etcd.Open(etcd.Config{Endpoints: c.Endpoints(), Prefix: "/bench/"})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer lk.Close()
+	wrappers := map[string]func(host, dir, name, cmdline string) *exec.Cmd{
+		"leaderrun-etcd": func(host, dir, name, cmdline string) *exec.Cmd {
+			return exec.Command(bin, "--etcd-endpoints", ep, "--etcd-prefix", "/bench/", "--ttl", "2s", "--grace", "0s",
+				"--dir", dir, "--host", host, "--name", name, "--", "sh", "-c", cmdline)
+		},
+		"etcdctl-lock": func(host, dir, name, cmdline string) *exec.Cmd {
+			return exec.Command("etcdctl", "--endpoints", ep, "lock", "--ttl", "2", "/bench/ctl/"+name, "--", "sh", "-c", cmdline)
+		},
+	}
+	for _, tc := range []struct {
+		name, wrapper string
+		hostDead      bool
+	}{
+		{"leaderrun-etcd", "leaderrun-etcd", false},
+		{"leaderrun-etcd-host-dead", "leaderrun-etcd", true},
+		{"etcdctl-lock", "etcdctl-lock", false},
+	} {
+		b.Run(tc.name, func(b *testing.B) {
+			if _, err := exec.LookPath("etcdctl"); err != nil && tc.wrapper == "etcdctl-lock" {
+				b.Skip("etcdctl not installed (Debian: etcd-client)")
+			}
+			start := wrappers[tc.wrapper]
+			var gaps []time.Duration
+			overlaps := 0
+			for i := 0; b.Loop(); i++ {
+				gap, overlap := failoverOnce(b, lk, start, tc.wrapper == "etcdctl-lock", tc.hostDead, "fo"+strconv.Itoa(i))
+				gaps = append(gaps, gap)
+				if overlap {
+					overlaps++
+				}
+			}
+			slices.Sort(gaps)
+			b.ReportMetric(float64(gaps[len(gaps)/2])/1e6, "p50-ms")
+			b.ReportMetric(float64(overlaps), "overlaps")
+		})
+	}
+}
+
+// failoverOnce runs one leader on host A and one waiter on host B, kills
+// the leader, and returns the time until B's COMMAND started and whether
+// A's COMMAND still ran then.
+func failoverOnce(b *testing.B, lk *etcd.Locker, start func(host, dir, name, cmdline string) *exec.Cmd, peer, hostDead bool, name string) (time.Duration, bool) {
+	tmp := b.TempDir()
+	fifo := filepath.Join(tmp, "fifo")
+	if err := syscall.Mkfifo(fifo, 0o600); err != nil {
+		b.Fatal(err)
+	}
+	f, err := os.OpenFile(fifo, os.O_RDWR, 0)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer f.Close()
+	lines := make(chan string, 4)
+	go func() {
+		sc := bufio.NewScanner(f)
+		for sc.Scan() {
+			lines <- sc.Text()
+		}
+	}()
+	dirs := [2]string{filepath.Join(tmp, "A"), filepath.Join(tmp, "B")}
+	for _, d := range dirs {
+		os.Mkdir(d, 0o700)
+	}
+	a := start("A", dirs[0], name, "echo A $$ > "+fifo+"; exec sleep 100")
+	a.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if err := a.Start(); err != nil {
+		b.Fatal(err)
+	}
+	defer reap(a)
+	var aCommand int
+	select {
+	case l := <-lines:
+		aCommand, _ = strconv.Atoi(strings.TrimPrefix(l, "A "))
+	case <-time.After(20 * time.Second):
+		b.Fatal("A's COMMAND did not start within 20s")
+	}
+	if aCommand < 2 {
+		b.Fatal("no pid from A's COMMAND")
+	}
+	bw := start("B", dirs[1], name, "echo B > "+fifo)
+	bw.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if err := bw.Start(); err != nil {
+		b.Fatal(err)
+	}
+	defer reap(bw)
+	waitQueued(b, lk, peer, name)
+	var victims []int
+	if hostDead {
+		victims = childrenOf(a.Process.Pid) // the watchdog and COMMAND
+		if len(victims) < 2 {
+			b.Fatalf("found %d children of the wrapper, want its watchdog and COMMAND", len(victims))
+		}
+	}
+	victims = append(victims, a.Process.Pid)
+	t0 := time.Now()
+	for _, pid := range victims {
+		if pid > 1 {
+			syscall.Kill(pid, syscall.SIGKILL)
+		}
+	}
+	var gap time.Duration
+	select {
+	case <-lines:
+		gap = time.Since(t0)
+	case <-time.After(30 * time.Second):
+		b.Fatal("B's COMMAND did not start within 30s")
+	}
+	overlap := alive(aCommand)
+	if aCommand > 1 {
+		syscall.Kill(aCommand, syscall.SIGKILL) // etcdctl's orphan
+	}
+	return gap, overlap
+}
+
+// waitQueued waits until B's request is queued behind A: in leaderrun's
+// queue, or, for etcdctl lock, as a second key under its lock prefix.
+func waitQueued(b *testing.B, lk *etcd.Locker, peer bool, name string) {
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	for ctx.Err() == nil {
+		if peer {
+			r, err := lk.Client().Get(ctx, "/bench/ctl/"+name+"/", clientv3.WithPrefix(), clientv3.WithCountOnly())
+			if err == nil && r.Count == 2 {
+				return
+			}
+		} else if s, err := lk.Query(ctx, name); err == nil && len(s.Pending) == 1 {
+			return
+		}
+		time.Sleep(2 * time.Millisecond)
+	}
+	b.Fatal("B did not queue within 20s")
+}
+
+// childrenOf lists the children of pid (its watchdog and COMMAND), which
+// any of its threads may have started.
+func childrenOf(pid int) []int {
+	tasks, _ := filepath.Glob("/proc/" + strconv.Itoa(pid) + "/task/*/children")
+	var out []int
+	for _, t := range tasks {
+		b, _ := os.ReadFile(t)
+		for _, f := range strings.Fields(string(b)) {
+			if n, err := strconv.Atoi(f); err == nil && n > 1 {
+				out = append(out, n)
+			}
+		}
+	}
+	return out
+}
+
+// alive reports whether pid runs: not gone, not a zombie.
+func alive(pid int) bool {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return false
+	}
+	s := string(b)
+	i := strings.LastIndexByte(s, ')')
+	return i > 0 && i+2 < len(s) && s[i+2] != 'Z' && s[i+2] != 'X'
+}
+
+// reap ends what a wrapper left: its process group, then the wrapper.
+func reap(c *exec.Cmd) {
+	if c.Process == nil || c.Process.Pid < 2 {
+		return
+	}
+	syscall.Kill(-c.Process.Pid, syscall.SIGKILL)
+	c.Process.Kill()
+	c.Wait()
+}
