@@ -360,7 +360,7 @@ func (s *BusServer) stop() {
 func (s *BusServer) serveRequests() {
 	running := map[string]context.CancelFunc{}
 	done := map[string]bool{} // requests started, by key and creation revision
-	var mu sync.Mutex // running's; handlers end with s.ctx
+	var mu sync.Mutex         // running's; handlers end with s.ctx
 	start := func(kv *mvccpb.KeyValue) {
 		id := fmt.Sprintf("%s@%d", kv.Key, kv.CreateRevision)
 		if kv.Version != 1 || done[id] {

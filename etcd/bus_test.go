@@ -844,3 +844,62 @@ func TestBusLeavesNothing(t *testing.T) {
 	cl.Close()
 	waitFor(t, func() bool { return len(keysLeft()) == 0 }, "the keys to go")
 }
+
+// TestBusGuards: the compares every write to a term carries hold while
+// its grant marker and serve key are the ones made and no steal came
+// after the grant, a steal that is itself the holder included.
+func TestBusGuards(t *testing.T) {
+	c := sharedCluster(t)
+	cli := c.Client(t)
+	ctx := testCtx(t)
+	base := testPrefix(t) + "job/"
+	put := func(k string) int64 {
+		t.Helper()
+		r, err := cli.Put(ctx, k, "{}")
+		if err != nil {
+			t.Fatal(err)
+		}
+		return r.Header.Revision
+	}
+	holds := func(tm *busTerm) bool {
+		t.Helper()
+		r, err := cli.Txn(ctx).If(tm.guards()...).Commit()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return r.Succeeded
+	}
+	// The holder is a steal: its own steal key came before its grant.
+	put(base + dirSteal + "own")
+	grant := put(base + dirHeld + "own")
+	tm := newBusTerm(base, serving{Held: base + dirHeld + "own", GrantRev: grant, Epoch: 7}, put(base+dirServe+"7"))
+	if !holds(tm) {
+		t.Fatal("the guards fail for a live term whose holder is a steal")
+	}
+	put(base + dirSteal + "later")
+	if holds(tm) {
+		t.Fatal("the guards hold after a later steal")
+	}
+	cli.Delete(ctx, base+dirSteal+"later")
+	if !holds(tm) {
+		t.Fatal("the guards fail once the later steal went")
+	}
+	// The grant marker made again (a new term of the same id) or gone.
+	cli.Delete(ctx, base+dirHeld+"own")
+	if holds(tm) {
+		t.Fatal("the guards hold without the grant marker")
+	}
+	tm.info.GrantRev = put(base + dirHeld + "own")
+	if !holds(tm) {
+		t.Fatal("the guards fail for the marker as made")
+	}
+	put(base + dirServe + "7") // an update keeps its creation revision
+	if !holds(tm) {
+		t.Fatal("the guards fail after the serve key's update")
+	}
+	cli.Delete(ctx, base+dirServe+"7")
+	put(base + dirServe + "7")
+	if holds(tm) {
+		t.Fatal("the guards hold for a serve key made again")
+	}
+}
