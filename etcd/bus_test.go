@@ -903,3 +903,58 @@ func TestBusGuards(t *testing.T) {
 		t.Fatal("the guards hold for a serve key made again")
 	}
 }
+
+// TestBusQueueFull: the leader's Publish never waits for etcd; beyond its
+// queue it drops with ErrBusFull, and members see Gap on the next message
+// committed, although its seq follows on.
+func TestBusQueueFull(t *testing.T) {
+	c := sharedCluster(t)
+	ctx := testCtx(t)
+	pfx := testPrefix(t)
+	a := open(t, c, pfx, Config{})
+	lead, err := a.Acquire(ctx, "job", elect.Request{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv, _ := serveBus(t, a, lead, WithBusQueue(2, 1<<20))
+	cl := dial(t, a, "job", BusDial{})
+	wantKind(t, nextEvent(t, cl, "first"), bus.EventLeader, "first")
+	queued, full := 0, 0
+	for i := 0; i < 200 && full == 0; i++ {
+		_, err := srv.Publish(fmt.Append(nil, i))
+		switch {
+		case err == nil:
+			queued++
+		case errors.Is(err, ErrBusFull):
+			full++
+		default:
+			t.Fatal(err)
+		}
+	}
+	if full == 0 {
+		t.Fatal("200 Publish calls in a row never filled a queue of 2")
+	}
+	var seq uint64
+	for {
+		seq, err = srv.PublishWait(ctx, []byte("after"))
+		if !errors.Is(err, ErrBusFull) {
+			break
+		}
+		time.Sleep(time.Millisecond) // until the writer has made room
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	if seq != uint64(queued)+1 {
+		t.Fatalf("seq %d after %d queued", seq, queued)
+	}
+	for n := uint64(1); n <= seq; n++ {
+		ev := nextEvent(t, cl, fmt.Sprint("seq ", n))
+		if ev.Kind != bus.EventMessage || ev.Message.Seq != n {
+			t.Fatalf("got %v %+v, want seq %d", ev.Kind, ev.Message, n)
+		}
+		if last := n == seq; ev.Gap != last {
+			t.Fatalf("seq %d (%q): Gap %v; want it only on the message after the drop", n, ev.Message.Data, ev.Gap)
+		}
+	}
+}
