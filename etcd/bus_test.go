@@ -958,3 +958,80 @@ func TestBusQueueFull(t *testing.T) {
 		}
 	}
 }
+
+// TestBusEtcdLeaderKilled: the raft leader of a 3-member etcd is killed
+// while the bus carries messages; every member still receives one and
+// the same sequence, each message once and in order, a hole only where
+// Gap says so.
+func TestBusEtcdLeaderKilled(t *testing.T) {
+	etcdtest.Require(t)
+	c := etcdtest.StartT(t, 3)
+	ctx := testCtx(t)
+	pfx := testPrefix(t)
+	a := open(t, c, pfx, Config{})
+	lead, err := a.Acquire(ctx, "job", elect.Request{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv, _ := serveBus(t, a, lead)
+	var members []*BusClient
+	for range 2 {
+		cl := dial(t, open(t, c, pfx, Config{}), "job", BusDial{})
+		wantKind(t, nextEvent(t, cl, "first"), bus.EventLeader, "first")
+		members = append(members, cl)
+	}
+	const n = 60
+	var last uint64
+	published := make(chan struct{})
+	go func() {
+		defer close(published)
+		for i := range n {
+			if i == n/3 {
+				m, err := c.Leader(ctx)
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				m.Kill()
+			}
+			seq, err := srv.PublishWait(ctx, fmt.Append(nil, i))
+			if err == nil {
+				last = seq
+			} else if errors.Is(err, bus.ErrLeaderChanged) {
+				t.Logf("message %d: %v", i, err)
+			} else {
+				t.Error(err)
+				return
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+	}()
+	select {
+	case <-published:
+	case <-time.After(50 * time.Second):
+		t.Fatal("publishing did not finish")
+	}
+	if lead.Err() != nil {
+		t.Fatalf("the term ended: %v", lead.Err())
+	}
+	var first []string
+	for i, cl := range members {
+		var got []string
+		var prev uint64
+		for prev < last {
+			ev := nextEvent(t, cl, fmt.Sprintf("member %d after seq %d of %d", i, prev, last))
+			wantKind(t, ev, bus.EventMessage, "message")
+			if s := ev.Message.Seq; s <= prev || (s != prev+1 && !ev.Gap) {
+				t.Fatalf("member %d: seq %d after %d, gap %v", i, s, prev, ev.Gap)
+			}
+			prev = ev.Message.Seq
+			got = append(got, fmt.Sprintf("%d:%s", prev, ev.Message.Data))
+		}
+		if i == 0 {
+			first = got
+		} else if strings.Join(got, " ") != strings.Join(first, " ") {
+			t.Fatalf("member %d got\n%v\nmember 0\n%v", i, got, first)
+		}
+	}
+	t.Logf("%d of %d messages committed, last seq %d", len(first), n, last)
+}
