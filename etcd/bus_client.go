@@ -259,6 +259,13 @@ func (c *BusClient) Request(ctx context.Context, data []byte) ([]byte, error) {
 func (c *BusClient) forget(key string, rev int64, s *session) {
 	c.mu.Lock()
 	delete(c.pending, key)
+	// Close waits for the first attempt; Add under the lock that Close
+	// takes before it waits, so that it happens before the Wait or not
+	// at all (sync.WaitGroup's rule).
+	tracked := !c.closed && rev >= 0
+	if tracked {
+		c.bg.Add(1)
+	}
 	c.mu.Unlock()
 	if rev < 0 {
 		return
@@ -273,19 +280,16 @@ func (c *BusClient) forget(key string, rev int64, s *session) {
 		_, err := txn.Then(clientv3.OpDelete(key)).Commit()
 		return err
 	}
-	c.bg.Go(func() {
-		if del() == nil {
-			return
+	go func() {
+		err := del()
+		if tracked {
+			c.bg.Done()
 		}
-		go func() {
-			for i := 1; s.alive(); i++ {
-				sleep(s.ctx, min(time.Duration(i)*100*time.Millisecond, time.Second))
-				if del() == nil {
-					return
-				}
-			}
-		}()
-	})
+		for i := 1; err != nil && s.alive(); i++ {
+			sleep(s.ctx, min(time.Duration(i)*100*time.Millisecond, time.Second))
+			err = del()
+		}
+	}()
 }
 
 // Close ends the membership: Events is closed, and waiting calls return
