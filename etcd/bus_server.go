@@ -60,8 +60,9 @@ type pubItem struct {
 // grant), so that members see the leader, and starts the writer behind
 // Publish. lead must be an exclusive leadership granted by l whose term
 // has not ended (else an error matching bus.ErrNotExclusive or
-// elect.ErrInvalidRequest). Serving ends with Serve's ctx, Close, or the
-// term: then the server deletes its keys.
+// elect.ErrInvalidRequest). It makes two etcd round trips, bounded by
+// ten seconds and by the term. Serving ends with Serve's ctx, Close, or
+// the term: then the server deletes its keys.
 func (l *Locker) ListenBus(lead *elect.Leadership, opts ...BusOption) (*BusServer, error) {
 	var cfg busConfig
 	for _, o := range opts {
