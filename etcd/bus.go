@@ -27,15 +27,20 @@ import (
 //
 // Keys, under the name's base P/N/ (see keys.go):
 //
-//	P/N/serve/<E>     who serves term E: a copy of the grant marker's
-//	                  fields, its key and creation revision, whether
-//	                  requests are handled and the payload limit; on the
-//	                  holder's lease, made by ListenBus with the channel
-//	P/N/bus/<E>       the term's channel, on the holder's lease: version 1
-//	                  is empty, the n-th message is version n+1, so
-//	                  seq = Version-1 and order = ModRevision
-//	P/N/req/<E>/<id>  a member's request, on the member's lease; the
-//	                  leader puts its reply into the same key (version 2)
+//	P/N/~bus/serve/<E>     who serves term E: a copy of the grant marker's
+//	                       fields, its key and creation revision, whether
+//	                       requests are handled and the payload limit; on
+//	                       the holder's lease, made by ListenBus with the
+//	                       channel
+//	P/N/~bus/msg/<E>       the term's channel, on the holder's lease:
+//	                       version 1 is empty, the n-th message is version
+//	                       n+1, so seq = Version-1 and order = ModRevision
+//	P/N/~bus/req/<E>/<id>  a member's request, on the member's lease; the
+//	                       leader puts its reply into the same key
+//	                       (version 2)
+//
+// "~" sorts after every other key of the name, so a watcher of the lock
+// alone can leave the bus's traffic out with the range [P/N/, P/N/~).
 //
 // Every write to a term's keys is one txn guarded by the term itself: the
 // grant marker's creation revision (a release, an expiry or a revoke
@@ -55,8 +60,9 @@ import (
 // dies takes its keys with its lease.
 //
 // Cost: every message and every request is a raft commit and is sent to
-// every watcher of P/N/ (the members, the holder's term monitor and the
-// name's waiters): the bus is for control traffic, not data streams. A
+// every watcher of P/N/: the members, and for now also the holder's term
+// monitor and the name's waiters, which watch all of P/N/ although the
+// range above would do. The bus is for control traffic, not data streams. A
 // publish costs one guarded txn, about 1.5 times a plain Put seen by a
 // Watch (0.35-0.4ms on a one-member etcd on loopback, more on a
 // disk-backed cluster; BenchmarkBus measures both). Every message also
@@ -90,9 +96,9 @@ import (
 
 // Bus key directories under a name's base.
 const (
-	dirServe = "serve/"
-	dirBus   = "bus/"
-	dirReq   = "req/"
+	dirServe = "~bus/serve/"
+	dirBus   = "~bus/msg/"
+	dirReq   = "~bus/req/"
 )
 
 // Defaults of the bus.
