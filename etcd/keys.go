@@ -18,6 +18,16 @@ import (
 //	P/N/held/<id>  grant marker of request <id>, made in its grant txn
 //	P/N/epoch      the last epoch granted, in decimal; no lease
 //
+// and the bus of N (see bus.go), while the holder of epoch E serves it,
+// after every other key of N ("~" sorts last):
+//
+//	P/N/~bus/serve/<E>     who serves, copied from the grant marker, with
+//	                       its key and creation revision; holder's lease
+//	P/N/~bus/msg/<E>       the term's channel, on the holder's lease:
+//	                       version n+1 is message seq n
+//	P/N/~bus/req/<E>/<id>  a member's request, on its lease; the reply is
+//	                       its second version
+//
 // A request's CreateRevision is its ticket: the queue is ordered by it,
 // never by ModRevision, so nothing written later can reorder it. A request
 // key stays until its term ends, so a holder is also a predecessor of
