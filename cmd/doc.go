@@ -12,7 +12,11 @@
 // takesValueOf; who, status, publish, subscribe and lockfile start with
 // the one prologue begin (prologue.go); the name rules are elect's
 // (ValidateName, NameByte). New(WithBackend(open)) builds the command line
-// over another election backend than elect.Open's flock directory.
+// over another election backend than elect.Open's flock directory, and
+// WithBackendFlags adds that backend's flags (leaderrun-etcd's, in the etcd
+// module); a BusBackend carries its own bus, a TermEnder's terms can be
+// ended by the watchdog. The plain leaderrun hands a command line with
+// --etcd-endpoints over to leaderrun-etcd (handover.go).
 //
 // # Guarantees
 //
@@ -39,6 +43,15 @@
 //     4. The watchdog (Linux): with no next holder, what leaderrun leaves
 //     behind once COMMAND has run for 20 ms fences the term when
 //     leaderrun dies (watchdog_linux.go).
+//   - Over a backend whose terms end unless renewed (etcd: a Leadership
+//     with a Deadline), COMMAND never runs past the term: the watchdog
+//     starts before COMMAND and is told every new deadline; if one passes
+//     unrenewed (leaderrun stopped or starved), it sends COMMAND's group
+//     SIGTERM, fences the term after --grace, and ends the term in the
+//     backend (TermEnder: etcd revokes the lease). When leaderrun dies it
+//     does the same at once, so the next holder need not wait for the
+//     lease to expire. leaderrun that finds its deadline passed exits 80
+//     and starts no COMMAND.
 //   - SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGUSR1 and SIGUSR2 are forwarded to
 //     COMMAND's process group. After one of the first four, COMMAND is not
 //     restarted, and it gets SIGKILL after --grace if it has not exited (at

@@ -5,6 +5,8 @@ import (
 	"strings"
 	"time"
 
+	clientv3 "go.etcd.io/etcd/client/v3"
+
 	"github.com/leaderrun/leaderrun/elect"
 )
 
@@ -42,6 +44,11 @@ const (
 )
 
 func (l *Locker) base(name string) string { return l.prefix + name + "/" }
+
+// lockKeys makes a watch of base (from base on) see only the name's lock
+// keys, none of its bus, which sorts after them: the holder's monitor and
+// the waiters are not woken by every message.
+func lockKeys(base string) clientv3.OpOption { return clientv3.WithRange(base + "~") }
 
 func requestKey(base string, req elect.Request, id string) string {
 	switch {

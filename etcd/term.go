@@ -108,7 +108,7 @@ func (t *holding) monitor(ctx context.Context) {
 			rev = r
 		}
 		wctx, cancel := context.WithCancel(clientv3.WithRequireLeader(ctx))
-		wch := t.l.cli.Watch(wctx, t.base, clientv3.WithPrefix(), clientv3.WithRev(rev+1))
+		wch := t.l.cli.Watch(wctx, t.base, lockKeys(t.base), clientv3.WithRev(rev+1))
 		for wr := range wch {
 			if wr.Err() != nil || wr.Canceled {
 				break

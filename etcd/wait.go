@@ -34,7 +34,7 @@ func (a *acquirer) wait(ctx context.Context, v *view, key string, until time.Tim
 		// written since the view, the created notice says so, and the
 		// caller looks again.
 		wctx, cancel := context.WithCancel(clientv3.WithRequireLeader(ctx))
-		a.wch = a.l.cli.Watch(wctx, a.base, clientv3.WithPrefix(), clientv3.WithCreatedNotify())
+		a.wch = a.l.cli.Watch(wctx, a.base, lockKeys(a.base), clientv3.WithCreatedNotify())
 		a.wstop = cancel
 	}
 	var timer <-chan time.Time

@@ -233,3 +233,27 @@ func EndTerm(ctx context.Context, token string) error {
 	_, err = cli.Revoke(ctx, clientv3.LeaseID(s.Lease))
 	return err
 }
+
+// ListenBus serves NAME's bus in etcd (etcd.Locker.ListenBus), so that
+// members on every host hear the leader.
+func (b *backend) ListenBus(lead *elect.Leadership) (cmd.BusServer, error) {
+	s, err := b.Locker.ListenBus(lead)
+	if err != nil {
+		return nil, err
+	}
+	return s, nil
+}
+
+// DialBus makes a member of NAME's bus in etcd (etcd.Locker.DialBus).
+func (b *backend) DialBus(ctx context.Context, name string, o cmd.BusOptions) (cmd.BusClient, error) {
+	c, err := b.Locker.DialBus(ctx, name, etcd.BusDial{WaitForLeader: o.WaitForLeader, PublishOnly: o.PublishOnly})
+	if err != nil {
+		return nil, err
+	}
+	return c, nil
+}
+
+var (
+	_ cmd.BusBackend = (*backend)(nil)
+	_ cmd.TermEnder  = (*backend)(nil)
+)
