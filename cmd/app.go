@@ -20,6 +20,7 @@ type App struct {
 	*cli.App
 	open  FlagOpener
 	flags []BackendFlag
+	usage string
 	ender func(ctx context.Context, token string) error
 }
 
@@ -39,6 +40,9 @@ type Opener func(elect.Config) (Backend, error)
 
 // Option changes how New builds the app.
 type Option func(*App)
+
+// WithUsage replaces the one-line summary of --help (say, the backend's).
+func WithUsage(usage string) Option { return func(a *App) { a.usage = usage } }
 
 // WithBackend makes the commands use open instead of elect.Open.
 func WithBackend(open Opener) Option {
@@ -137,6 +141,9 @@ leaderrun send APP [--] [ARG...]`,
 		if c.Name != "completion" {
 			c.Flags = append(c.Flags, backendFlags...)
 		}
+	}
+	if a.usage != "" {
+		app.Usage = a.usage
 	}
 	a.App = app
 	return a

@@ -30,11 +30,14 @@ func lockfileAction(c *cli.Context) error {
 	if c.NArg() != 1 {
 		return usageErrorf("leaderrun lockfile: give exactly one NAME, as in leaderrun lockfile backup")
 	}
-	s, err := begin(c, "lockfile", c.Args().First(), false)
+	s, err := begin(c, "lockfile", c.Args().First(), true)
 	if err != nil {
 		return err
 	}
 	defer s.close()
+	if _, flock := s.lk.(*elect.Locker); !flock {
+		return usageErrorf("leaderrun lockfile: this leaderrun elects over another backend than flock(2) (etcd), where %s has no lock file that flock(1) could share; run flock(1) jobs under leaderrun instead", s.name)
+	}
 	dir, err := filepath.Abs(s.dir)
 	if err != nil {
 		dir = s.dir

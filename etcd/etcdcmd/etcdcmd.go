@@ -60,7 +60,11 @@ var Flags = []cmd.BackendFlag{
 
 // Options builds leaderrun-etcd: cmd.Main(etcdcmd.Options()...).
 func Options() []cmd.Option {
-	return []cmd.Option{cmd.WithBackendFlags(Flags, Open), cmd.WithTermEnder(EndTerm)}
+	return []cmd.Option{
+		cmd.WithBackendFlags(Flags, Open),
+		cmd.WithTermEnder(EndTerm),
+		cmd.WithUsage("run a command on only one instance at a time, across hosts, elected over etcd"),
+	}
 }
 
 // settings are the parsed flags: what a watchdog needs to reach etcd
