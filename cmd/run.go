@@ -291,14 +291,24 @@ func (o *runOptions) whileWaiting(ctx context.Context, lk Backend, wg *sync.Wait
 	if o.verbose {
 		wg.Go(func() { o.reportQueue(ctx, lk, done) })
 	}
-	if o.fanout {
+	if o.fanout || isHolderEnder(lk) {
 		fctx, stop := context.WithCancel(ctx)
-		wg.Go(func() { followLeader(fctx, busOf(lk, lk.Dir()), o.name) })
+		if o.fanout {
+			wg.Go(func() { followLeader(fctx, busOf(lk, lk.Dir()), o.name) })
+		}
+		if isHolderEnder(lk) {
+			wg.Go(func() { watchLocalHolder(fctx, lk, lk.Dir(), o.name) }) // localholder_linux.go
+		}
 		wg.Go(func() {
 			<-done
 			stop()
 		})
 	}
+}
+
+func isHolderEnder(lk Backend) bool {
+	_, ok := lk.(HolderEnder)
+	return ok
 }
 
 // acquireOrSignal runs the request until it returns, or until stuckAcquire

@@ -26,3 +26,17 @@ type TermEnder interface {
 func WithTermEnder(end func(ctx context.Context, token string) error) Option {
 	return func(a *App) { a.ender = end }
 }
+
+// HolderEnder is a Backend whose terms outlive a holder that died until
+// they expire (etcd's lease, TTL after the last renewal), and that can end
+// one at once. A leaderrun waiting in line on the same host as such a
+// holder learns of its death from the kernel and ends its term, so that
+// the next holder, on any host, need not wait for the TTL; the term's
+// watchdog does the same, and this is for when it died too.
+type HolderEnder interface {
+	Backend
+	// EndHolder ends h's term of name, if it is still one (the same pid,
+	// host and epoch), once the caller knows h's leaderrun is dead and its
+	// COMMAND gone.
+	EndHolder(ctx context.Context, name string, h elect.Holder) error
+}

@@ -3,10 +3,12 @@ package etcd
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"sort"
 	"strings"
 
 	"go.etcd.io/etcd/api/v3/mvccpb"
+	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/leaderrun/leaderrun/elect"
@@ -134,4 +136,30 @@ func rpcErr(ctx context.Context, err error) error {
 		return context.Cause(ctx)
 	}
 	return err
+}
+
+// EndHolder revokes the lease of h's term of name: the grant marker whose
+// pid, host and epoch are h's. It is for a holder known to be dead, whose
+// term would otherwise last until its lease expires (leaderrun's waiters
+// on the holder's host call it, once they have fenced its COMMAND). It
+// ends every term and request of that holder's session, and does nothing
+// when no such term exists any more.
+func (l *Locker) EndHolder(ctx context.Context, name string, h elect.Holder) error {
+	if err := elect.ValidateName(name); err != nil {
+		return err
+	}
+	resp, err := l.cli.Get(ctx, l.base(name)+dirHeld, clientv3.WithPrefix())
+	if err != nil {
+		return rpcErr(ctx, err)
+	}
+	for _, kv := range resp.Kvs {
+		var v held
+		if json.Unmarshal(kv.Value, &v) != nil || v.PID != h.PID || v.Host != h.Host || v.Epoch != h.Epoch || kv.Lease == 0 {
+			continue
+		}
+		if _, err := l.cli.Revoke(ctx, clientv3.LeaseID(kv.Lease)); err != nil && !errors.Is(err, rpctypes.ErrLeaseNotFound) {
+			return rpcErr(ctx, err)
+		}
+	}
+	return nil
 }

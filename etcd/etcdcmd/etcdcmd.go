@@ -261,3 +261,5 @@ var (
 	_ cmd.BusBackend = (*backend)(nil)
 	_ cmd.TermEnder  = (*backend)(nil)
 )
+
+var _ cmd.HolderEnder = (*backend)(nil)

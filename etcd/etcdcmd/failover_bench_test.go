@@ -28,6 +28,11 @@ import (
 //
 //   - leaderrun-etcd: A's watchdog kills A's COMMAND and revokes the lease
 //     at once (a live host).
+//   - leaderrun-etcd-local-waiter: A's wrapper and its watchdog are both
+//     SIGKILLed, COMMAND left running; another wrapper waits on host A,
+//     behind B. It learns of the death from the kernel (a pidfd of the
+//     leader, whose term marker is in its lock directory), fences A's
+//     COMMAND and revokes the lease.
 //   - leaderrun-etcd-host-dead: A's wrapper, watchdog and COMMAND are all
 //     SIGKILLed at once, as when the host dies: B waits for the lease to
 //     expire (--ttl 2s).
@@ -65,11 +70,12 @@ func BenchmarkCLIFailover(b *testing.B) {
 	}
 	for _, tc := range []struct {
 		name, wrapper string
-		hostDead      bool
+		kill          victims
 	}{
-		{"leaderrun-etcd", "leaderrun-etcd", false},
-		{"leaderrun-etcd-host-dead", "leaderrun-etcd", true},
-		{"etcdctl-lock", "etcdctl-lock", false},
+		{"leaderrun-etcd", "leaderrun-etcd", wrapperOnly},
+		{"leaderrun-etcd-local-waiter", "leaderrun-etcd", wrapperAndWatchdog},
+		{"leaderrun-etcd-host-dead", "leaderrun-etcd", wholeHost},
+		{"etcdctl-lock", "etcdctl-lock", wrapperOnly},
 	} {
 		b.Run(tc.name, func(b *testing.B) {
 			if _, err := exec.LookPath("etcdctl"); err != nil && tc.wrapper == "etcdctl-lock" {
@@ -79,7 +85,7 @@ func BenchmarkCLIFailover(b *testing.B) {
 			var gaps []time.Duration
 			overlaps := 0
 			for i := 0; b.Loop(); i++ {
-				gap, overlap := failoverOnce(b, lk, start, tc.wrapper == "etcdctl-lock", tc.hostDead, "fo"+strconv.Itoa(i))
+				gap, overlap := failoverOnce(b, lk, start, tc.wrapper == "etcdctl-lock", tc.kill, "fo"+strconv.Itoa(i))
 				gaps = append(gaps, gap)
 				if overlap {
 					overlaps++
@@ -92,10 +98,19 @@ func BenchmarkCLIFailover(b *testing.B) {
 	}
 }
 
+// victims says what of host A's leader a failover kills.
+type victims int
+
+const (
+	wrapperOnly        victims = iota
+	wrapperAndWatchdog         // with a second wrapper waiting on host A
+	wholeHost                  // wrapper, watchdog and COMMAND
+)
+
 // failoverOnce runs one leader on host A and one waiter on host B, kills
 // the leader, and returns the time until B's COMMAND started and whether
 // A's COMMAND still ran then.
-func failoverOnce(b *testing.B, lk *etcd.Locker, start func(host, dir, name, cmdline string) *exec.Cmd, peer, hostDead bool, name string) (time.Duration, bool) {
+func failoverOnce(b *testing.B, lk *etcd.Locker, start func(host, dir, name, cmdline string) *exec.Cmd, peer bool, kill victims, name string) (time.Duration, bool) {
 	tmp := b.TempDir()
 	fifo := filepath.Join(tmp, "fifo")
 	if err := syscall.Mkfifo(fifo, 0o600); err != nil {
@@ -139,25 +154,42 @@ func failoverOnce(b *testing.B, lk *etcd.Locker, start func(host, dir, name, cmd
 		b.Fatal(err)
 	}
 	defer reap(bw)
-	waitQueued(b, lk, peer, name)
-	var victims []int
-	if hostDead {
-		victims = childrenOf(a.Process.Pid) // the watchdog and COMMAND
-		if len(victims) < 2 {
-			b.Fatalf("found %d children of the wrapper, want its watchdog and COMMAND", len(victims))
+	waitQueued(b, lk, peer, name, 1)
+	if kill == wrapperAndWatchdog {
+		a2 := start("A", dirs[0], name, "echo A2 > "+fifo)
+		a2.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+		if err := a2.Start(); err != nil {
+			b.Fatal(err)
+		}
+		defer reap(a2)
+		waitQueued(b, lk, peer, name, 2)
+	}
+	var pids []int
+	if kill != wrapperOnly {
+		kids := childrenOf(a.Process.Pid) // the watchdog and COMMAND
+		if len(kids) < 2 {
+			b.Fatalf("found %d children of the wrapper, want its watchdog and COMMAND", len(kids))
+		}
+		for _, k := range kids {
+			if k != aCommand || kill == wholeHost {
+				pids = append(pids, k)
+			}
 		}
 	}
-	victims = append(victims, a.Process.Pid)
+	pids = append(pids, a.Process.Pid)
 	t0 := time.Now()
-	for _, pid := range victims {
+	for _, pid := range pids {
 		if pid > 1 {
 			syscall.Kill(pid, syscall.SIGKILL)
 		}
 	}
 	var gap time.Duration
 	select {
-	case <-lines:
+	case l := <-lines:
 		gap = time.Since(t0)
+		if l != "B" {
+			b.Fatalf("%q started after the failover, want B, first in line", l)
+		}
 	case <-time.After(30 * time.Second):
 		b.Fatal("B's COMMAND did not start within 30s")
 	}
@@ -168,23 +200,23 @@ func failoverOnce(b *testing.B, lk *etcd.Locker, start func(host, dir, name, cmd
 	return gap, overlap
 }
 
-// waitQueued waits until B's request is queued behind A: in leaderrun's
-// queue, or, for etcdctl lock, as a second key under its lock prefix.
-func waitQueued(b *testing.B, lk *etcd.Locker, peer bool, name string) {
+// waitQueued waits until n requests are queued behind A: in leaderrun's
+// queue, or, for etcdctl lock, as keys under its lock prefix.
+func waitQueued(b *testing.B, lk *etcd.Locker, peer bool, name string, n int) {
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 	for ctx.Err() == nil {
 		if peer {
 			r, err := lk.Client().Get(ctx, "/bench/ctl/"+name+"/", clientv3.WithPrefix(), clientv3.WithCountOnly())
-			if err == nil && r.Count == 2 {
+			if err == nil && r.Count == int64(n+1) {
 				return
 			}
-		} else if s, err := lk.Query(ctx, name); err == nil && len(s.Pending) == 1 {
+		} else if s, err := lk.Query(ctx, name); err == nil && len(s.Pending) == n {
 			return
 		}
 		time.Sleep(2 * time.Millisecond)
 	}
-	b.Fatal("B did not queue within 20s")
+	b.Fatalf("%d waiters did not queue within 20s", n)
 }
 
 // childrenOf lists the children of pid (its watchdog and COMMAND), which
