@@ -45,15 +45,7 @@ func BenchmarkCLIFailover(b *testing.B) {
 	etcdtest.Require(b)
 	c := etcdtest.StartT(b, 1)
 	ep := strings.Join(c.Endpoints(), ",")
-	// The binary: $LEADERRUN_ETCD_CLI (bench/report builds it), else
-	// built from this module, from the package directory go test runs in.
-	bin := os.Getenv("LEADERRUN_ETCD_CLI")
-	if bin == "" {
-		bin = filepath.Join(b.TempDir(), "leaderrun-etcd")
-		if out, err := exec.Command("go", "build", "-o", bin, "../cmd/leaderrun-etcd").CombinedOutput(); err != nil {
-			b.Fatalf("go build: %v: %s", err, out)
-		}
-	}
+	bin := cliBinary(b)
 	lk, err := etcd.Open(etcd.Config{Endpoints: c.Endpoints(), Prefix: "/bench/"})
 	if err != nil {
 		b.Fatal(err)
@@ -107,10 +99,24 @@ const (
 	wholeHost                  // wrapper, watchdog and COMMAND
 )
 
+// cliBinary is $LEADERRUN_ETCD_CLI (bench/report builds it), else
+// leaderrun-etcd built from this module, from the package directory go
+// test runs in.
+func cliBinary(tb testing.TB) string {
+	bin := os.Getenv("LEADERRUN_ETCD_CLI")
+	if bin == "" {
+		bin = filepath.Join(tb.TempDir(), "leaderrun-etcd")
+		if out, err := exec.Command("go", "build", "-o", bin, "../cmd/leaderrun-etcd").CombinedOutput(); err != nil {
+			tb.Fatalf("go build: %v: %s", err, out)
+		}
+	}
+	return bin
+}
+
 // failoverOnce runs one leader on host A and one waiter on host B, kills
 // the leader, and returns the time until B's COMMAND started and whether
 // A's COMMAND still ran then.
-func failoverOnce(b *testing.B, lk *etcd.Locker, start func(host, dir, name, cmdline string) *exec.Cmd, peer bool, kill victims, name string) (time.Duration, bool) {
+func failoverOnce(b testing.TB, lk *etcd.Locker, start func(host, dir, name, cmdline string) *exec.Cmd, peer bool, kill victims, name string) (time.Duration, bool) {
 	tmp := b.TempDir()
 	fifo := filepath.Join(tmp, "fifo")
 	if err := syscall.Mkfifo(fifo, 0o600); err != nil {
@@ -202,7 +208,7 @@ func failoverOnce(b *testing.B, lk *etcd.Locker, start func(host, dir, name, cmd
 
 // waitQueued waits until n requests are queued behind A: in leaderrun's
 // queue, or, for etcdctl lock, as keys under its lock prefix.
-func waitQueued(b *testing.B, lk *etcd.Locker, peer bool, name string, n int) {
+func waitQueued(b testing.TB, lk *etcd.Locker, peer bool, name string, n int) {
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 	for ctx.Err() == nil {
