@@ -29,6 +29,7 @@ import (
 	"strings"
 	"time"
 
+	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	"go.etcd.io/etcd/client/pkg/v3/transport"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
@@ -79,6 +80,7 @@ type settings struct {
 	Password    string        `json:"password,omitempty"`
 	DialTimeout time.Duration `json:"dial_timeout"`
 	Lease       int64         `json:"lease,omitempty"`
+	prefix      string        // for messages
 }
 
 func usage(format string, args ...any) error {
@@ -125,7 +127,8 @@ func parse(v cmd.FlagValue) (settings, etcd.Config, error) {
 	if u, p, ok := strings.Cut(s.User, ":"); ok {
 		s.User, s.Password = u, p
 	}
-	cfg = etcd.Config{Prefix: v("etcd-prefix"), TTL: ttl, Margin: margin, Host: v("host")}
+	s.prefix = v("etcd-prefix")
+	cfg = etcd.Config{Prefix: s.prefix, TTL: ttl, Margin: margin, Host: v("host")}
 	return s, cfg, nil
 }
 
@@ -146,8 +149,16 @@ func (s settings) client() (*clientv3.Client, error) {
 	return cli, nil
 }
 
+// unreachable is the exit for a first round trip that failed: 77 when
+// etcd refused us (auth), 69 when it could not be reached.
 func unreachable(s settings, err error) error {
-	return cmd.Exitf(cmd.ExitUnavailable, "leaderrun: etcd at %s cannot be reached: %v; check --etcd-endpoints and that the cluster has a quorum", strings.Join(s.Endpoints, ","), err)
+	eps := strings.Join(s.Endpoints, ",")
+	for _, refused := range []error{rpctypes.ErrUserEmpty, rpctypes.ErrAuthFailed, rpctypes.ErrPermissionDenied, rpctypes.ErrInvalidAuthToken, rpctypes.ErrAuthNotEnabled} {
+		if errors.Is(err, refused) {
+			return cmd.Exitf(cmd.ExitNoPerm, "leaderrun: etcd at %s refused leaderrun: %v; give --user USER[:PASSWORD] (or LEADERRUN_ETCD_USER) of a role that may read and write %s", eps, err, s.prefix)
+		}
+	}
+	return cmd.Exitf(cmd.ExitUnavailable, "leaderrun: etcd at %s cannot be reached: %v; check --etcd-endpoints and that the cluster has a quorum", eps, err)
 }
 
 // Open is leaderrun-etcd's cmd.FlagOpener: an etcd Locker for the
