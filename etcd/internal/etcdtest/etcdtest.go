@@ -54,6 +54,7 @@ type Member struct {
 
 	bin  string
 	args []string
+	tls  *TLSFiles
 	mu   sync.Mutex
 	cmd  *exec.Cmd
 	exit chan struct{}
@@ -62,13 +63,20 @@ type Member struct {
 // Cluster is a set of members that form one etcd cluster.
 type Cluster struct {
 	Members []*Member
-	root    string
+	// TLS is set when the cluster serves clients over TLS only
+	// (Options.TLS), with client certificates required.
+	TLS  *TLSFiles
+	root string
 }
 
 // Options for Start.
 type Options struct {
 	// Members in the cluster. Default 1.
 	Members int
+	// TLS makes the members serve clients over https only, with a
+	// certificate of a CA made for the cluster, and require a client
+	// certificate of that CA (Cluster.TLS).
+	TLS bool
 }
 
 // Start starts a cluster and waits until it has a leader. Close ends it.
@@ -80,7 +88,7 @@ func Start(opts Options) (*Cluster, error) {
 	n := max(opts.Members, 1)
 	var last error
 	for try := 0; try < 3; try++ {
-		c, err := start(bin, n)
+		c, err := start(bin, n, opts.TLS)
 		if err == nil {
 			return c, nil
 		}
@@ -131,25 +139,35 @@ func freePorts(n int) ([]int, error) {
 	return ports, nil
 }
 
-func start(bin string, n int) (*Cluster, error) {
+func start(bin string, n int, withTLS bool) (*Cluster, error) {
 	root, err := tempRoot()
 	if err != nil {
 		return nil, err
+	}
+	scheme := "http"
+	var files *TLSFiles
+	if withTLS {
+		if files, err = makeTLS(filepath.Join(root, "tls")); err != nil {
+			os.RemoveAll(root)
+			return nil, err
+		}
+		scheme = "https"
 	}
 	ports, err := freePorts(2 * n)
 	if err != nil {
 		os.RemoveAll(root)
 		return nil, err
 	}
-	c := &Cluster{root: root}
+	c := &Cluster{root: root, TLS: files}
 	var initial []string
 	for i := range n {
 		m := &Member{
 			Name:      fmt.Sprintf("m%d", i),
-			ClientURL: fmt.Sprintf("http://127.0.0.1:%d", ports[2*i]),
+			ClientURL: fmt.Sprintf("%s://127.0.0.1:%d", scheme, ports[2*i]),
 			PeerURL:   fmt.Sprintf("http://127.0.0.1:%d", ports[2*i+1]),
 			Dir:       filepath.Join(root, fmt.Sprintf("m%d", i)),
 			bin:       bin,
+			tls:       files,
 		}
 		initial = append(initial, m.Name+"="+m.PeerURL)
 		c.Members = append(c.Members, m)
@@ -163,6 +181,10 @@ func start(bin string, n int) (*Cluster, error) {
 			"--initial-cluster-token", filepath.Base(root),
 			"--heartbeat-interval", "50", "--election-timeout", "500",
 			"--logger", "zap", "--log-level", "error",
+		}
+		if files != nil {
+			m.args = append(m.args, "--cert-file", files.ServerCert, "--key-file", files.ServerKey,
+				"--trusted-ca-file", files.CA, "--client-cert-auth")
 		}
 		if err := m.Start(); err != nil {
 			c.Close()
@@ -196,7 +218,7 @@ func (c *Cluster) Client(tb testing.TB) *clientv3.Client {
 // ClientOf dials the given endpoints; tb closes it at its end.
 func (c *Cluster) ClientOf(tb testing.TB, eps ...string) *clientv3.Client {
 	tb.Helper()
-	cli, err := clientv3.New(clientv3.Config{Endpoints: eps, DialTimeout: 5 * time.Second, Logger: zap.NewNop()})
+	cli, err := clientv3.New(clientv3.Config{Endpoints: eps, DialTimeout: 5 * time.Second, Logger: zap.NewNop(), TLS: c.TLS.config()})
 	if err != nil {
 		tb.Fatal(err)
 	}
@@ -259,7 +281,7 @@ func (c *Cluster) Leader(ctx context.Context) (*Member, error) {
 }
 
 func (m *Member) client() (*clientv3.Client, error) {
-	return clientv3.New(clientv3.Config{Endpoints: []string{m.ClientURL}, DialTimeout: 2 * time.Second, Logger: zap.NewNop()})
+	return clientv3.New(clientv3.Config{Endpoints: []string{m.ClientURL}, DialTimeout: 2 * time.Second, Logger: zap.NewNop(), TLS: m.tls.config()})
 }
 
 func (m *Member) leader(ctx context.Context) (uint64, error) {
