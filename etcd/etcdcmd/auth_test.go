@@ -4,9 +4,6 @@ package etcdcmd_test
 
 import (
 	"context"
-	"os"
-	"os/exec"
-	"path/filepath"
 	"strings"
 	"testing"
 
@@ -35,26 +32,19 @@ func TestAuth(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	bin := cliBinary(t)
-	dir := filepath.Join(t.TempDir(), "locks")
-	os.Mkdir(dir, 0o700)
-	run := func(env []string, args ...string) (string, int) {
-		c := exec.Command(bin, append([]string{"--etcd-endpoints", strings.Join(c.Endpoints(), ","), "--dir", dir, "--ttl", "4s", "--grace", "1s"}, args...)...)
-		c.Env = append(os.Environ(), env...)
-		out, _ := c.CombinedOutput()
-		return string(out), c.ProcessState.ExitCode()
-	}
-	if out, code := run(nil, "--user", "root:s3cret", "--name", "job", "--", "echo", "ran"); code != 0 || !strings.Contains(out, "ran") {
+	run := cliRunner(t, c.Endpoints())
+	withEnv := cliRunner(t, c.Endpoints(), "LEADERRUN_ETCD_USER=root", "LEADERRUN_ETCD_PASSWORD=s3cret")
+	if out, code := run("--user", "root:s3cret", "--name", "job", "--", "echo", "ran"); code != 0 || !strings.Contains(out, "ran") {
 		t.Errorf("with --user: exit %d, %q", code, out)
 	}
-	if out, code := run([]string{"LEADERRUN_ETCD_USER=root", "LEADERRUN_ETCD_PASSWORD=s3cret"}, "status"); code != 0 {
+	if out, code := withEnv("status"); code != 0 {
 		t.Errorf("with LEADERRUN_ETCD_USER: exit %d, %q", code, out)
 	}
-	out, code := run(nil, "--name", "job", "--", "echo", "ran")
+	out, code := run("--name", "job", "--", "echo", "ran")
 	if code != cmd.ExitNoPerm || !strings.Contains(out, "give --user USER[:PASSWORD]") || strings.Contains(out, "ran\n") {
 		t.Errorf("without credentials: exit %d, %q; want %d and the hint", code, out, cmd.ExitNoPerm)
 	}
-	if out, code := run(nil, "--user", "root:wrong", "status"); code != cmd.ExitNoPerm {
+	if out, code := run("--user", "root:wrong", "status"); code != cmd.ExitNoPerm {
 		t.Errorf("with a wrong password: exit %d, %q; want %d", code, out, cmd.ExitNoPerm)
 	}
 }

@@ -3,7 +3,9 @@
 package etcdcmd_test
 
 import (
+	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -44,5 +46,21 @@ func TestDeadHolderEnded(t *testing.T) {
 			}
 			t.Logf("B's COMMAND started %v after the SIGKILL", gap)
 		})
+	}
+}
+
+// cliRunner runs leaderrun-etcd against eps with a private lock
+// directory and a short TTL, and returns its output and exit status.
+func cliRunner(t *testing.T, eps []string, env ...string) func(args ...string) (string, int) {
+	bin := cliBinary(t)
+	dir := filepath.Join(t.TempDir(), "locks")
+	if err := os.Mkdir(dir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	return func(args ...string) (string, int) {
+		c := exec.Command(bin, append([]string{"--etcd-endpoints", strings.Join(eps, ","), "--dir", dir, "--ttl", "4s", "--grace", "1s", "--dial-timeout", "2s"}, args...)...)
+		c.Env = append(os.Environ(), env...)
+		out, _ := c.CombinedOutput()
+		return string(out), c.ProcessState.ExitCode()
 	}
 }

@@ -3,9 +3,6 @@
 package etcdcmd_test
 
 import (
-	"os"
-	"os/exec"
-	"path/filepath"
 	"strings"
 	"testing"
 
@@ -27,14 +24,7 @@ func TestTLS(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(c.Close)
-	bin := cliBinary(t)
-	dir := filepath.Join(t.TempDir(), "locks")
-	os.Mkdir(dir, 0o700)
-	run := func(args ...string) (string, int) {
-		c := exec.Command(bin, append([]string{"--etcd-endpoints", strings.Join(c.Endpoints(), ","), "--dir", dir, "--ttl", "4s", "--grace", "1s", "--dial-timeout", "2s"}, args...)...)
-		out, _ := c.CombinedOutput()
-		return string(out), c.ProcessState.ExitCode()
-	}
+	run := cliRunner(t, c.Endpoints())
 	f := c.TLS
 	if out, code := run("--cacert", f.CA, "--cert", f.ClientCert, "--key", f.ClientKey, "--name", "job", "--", "echo", "ran"); code != 0 || !strings.Contains(out, "ran") {
 		t.Errorf("with the client certificate: exit %d, %q", code, out)
