@@ -101,6 +101,15 @@
 // for. Request.StealStopped has nothing to do: a stopped holder cannot
 // renew its lease, so it loses the lock within the TTL anyway.
 //
+// A holder that dies on a live host would keep its lease, and the name,
+// for up to a TTL. Its term can be ended at once by whoever knows it is
+// dead: Locker.Lease names a term's lease, for a process of the holder's
+// own that outlives it (leaderrun's watchdog revokes it once COMMAND is
+// gone), and Locker.EndHolder revokes the lease of a holder given by pid,
+// host and epoch (for leaderrun waiting on that host, which sees the
+// holder die through a pidfd). Leadership.Deadline tells the holder when
+// its term ends unless renewed, and when that moves.
+//
 // Query's State is "running" for every request whose lease lives: whether
 // its process is stopped cannot be seen from another host. Clocks are not
 // compared between hosts except through epochs (see above); lease expiry
