@@ -290,9 +290,16 @@ func (w *watch) setDeadline(val string) <-chan time.Time {
 	if w.timer != nil {
 		w.timer.Stop()
 	}
-	w.timer = time.NewTimer(time.Duration(mono - now.Nano()))
+	w.timer = time.NewTimer(time.Duration(mono-now.Nano()) + deadlineSlack)
 	return w.timer.C
 }
+
+// deadlineSlack is how long after a deadline the watchdog acts, so that a
+// leaderrun that is running, and stops COMMAND itself at the deadline,
+// says so (stopping) first and COMMAND gets one SIGTERM, not two. It is
+// well inside the second of margin that leaderrun-etcd leaves after
+// --grace.
+const deadlineSlack = 100 * time.Millisecond
 
 // termCommand sends SIGTERM to the term's COMMAND and, when it leads its
 // process group, to the group, as killCommand does SIGKILL.
