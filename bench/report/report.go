@@ -60,7 +60,7 @@ func (r *report) markdown() string {
 	}
 	b.WriteString(".  \nRatios are leaderrun ÷ peer from the same run: for times and CPU below 1 is better, for deliveries/s above 1.\n\n")
 	if len(r.targets) > 0 {
-		t := newTable("Target (issues 5, 10, 12)", "Goal", "Measured", "Verdict")
+		t := newTable("Target (issues 5, 10, 12, 13)", "Goal", "Measured", "Verdict")
 		for _, x := range r.targets {
 			t.row(x.what, x.goal, x.measured, x.verdict)
 		}
@@ -129,6 +129,9 @@ func dur(ns float64) string {
 func ratio(a, b float64) string {
 	if math.IsNaN(a) || math.IsNaN(b) || b == 0 {
 		return "—"
+	}
+	if r := a / b; r < 0.01 {
+		return fmt.Sprintf("%.4f×", r)
 	}
 	return fmt.Sprintf("%.2f×", a/b)
 }
