@@ -47,6 +47,16 @@ type BusClient interface {
 	Close() error
 }
 
+// where names, in messages, where lk keeps its locks: a backend that is no
+// lock directory says so with a Where method (etcd: its endpoints and
+// prefix); else its Dir.
+func where(lk Backend) string {
+	if w, ok := lk.(interface{ Where() string }); ok {
+		return w.Where()
+	}
+	return lk.Dir()
+}
+
 // busOf returns the bus the commands use for lk: its own if it is a
 // BusBackend, else the Unix-socket bus in dir.
 func busOf(lk Backend, dir string) busPort {

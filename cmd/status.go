@@ -73,7 +73,7 @@ func statusAction(c *cli.Context) error {
 		if err != nil {
 			return s.fail(c, err)
 		}
-		return printSnapshot(os.Stdout, snap, asJSON, s.dir)
+		return printSnapshot(os.Stdout, snap, asJSON, where(s.lk))
 	}
 	return watchStatus(s.ctx, lk, query, asJSON)
 }
@@ -200,7 +200,7 @@ func watchStatus(ctx context.Context, lk Backend, query func(context.Context) (e
 					fmt.Println()
 				}
 			}
-			if err := printSnapshot(os.Stdout, snap, asJSON, lk.Dir()); err != nil {
+			if err := printSnapshot(os.Stdout, snap, asJSON, where(lk)); err != nil {
 				return nil // stdout closed: the reader went away
 			}
 			last = &snap

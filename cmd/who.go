@@ -47,6 +47,7 @@ type whoJSON struct {
 	Mode     elect.Mode `json:"mode"`
 	State    string     `json:"state"`
 	External bool       `json:"external,omitempty"`
+	Host     string     `json:"host,omitempty"` // over etcd
 }
 
 func whoAction(c *cli.Context) error {
@@ -64,12 +65,12 @@ func whoAction(c *cli.Context) error {
 		return s.fail(c, err)
 	}
 	if len(snap.Held) == 0 {
-		fmt.Fprintf(os.Stderr, "leaderrun: nobody leads %s in %s\n", name, s.dir)
+		fmt.Fprintf(os.Stderr, "leaderrun: nobody leads %s in %s\n", name, where(s.lk))
 		return silentExit(ExitNoLeader)
 	}
 	if c.Bool("json") {
 		h := snap.Held[0]
-		b, _ := json.Marshal(whoJSON{Name: h.Name, PID: h.PID, Epoch: h.Epoch, Since: h.Since, Mode: h.Mode, State: h.State, External: h.External})
+		b, _ := json.Marshal(whoJSON{Name: h.Name, PID: h.PID, Epoch: h.Epoch, Since: h.Since, Mode: h.Mode, State: h.State, External: h.External, Host: h.Host})
 		fmt.Printf("%s\n", b)
 		return nil
 	}

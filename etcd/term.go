@@ -51,7 +51,7 @@ func (a *acquirer) hold(h held, grantRev int64) (*elect.Leadership, error) {
 	for _, kv := range a.after {
 		t.after[string(kv.Key)] = kv
 	}
-	lead, end := elect.NewLeadership(elect.Term{Name: a.name, Dir: a.l.prefix, Mode: h.Mode, Epoch: h.Epoch, Since: h.Granted, Release: t.release, Deadline: a.s.deadlineMoves})
+	lead, end := elect.NewLeadership(elect.Term{Name: a.name, Mode: h.Mode, Epoch: h.Epoch, Since: h.Granted, Release: t.release, Deadline: a.s.deadlineMoves})
 	t.lead, t.end = lead, end
 	a.l.noteEpoch(a.name, h.Epoch, grantRev, grantRev)
 	if testHookHold != nil {

@@ -210,6 +210,11 @@ type backend struct {
 // there, and name it to COMMAND as LEADERRUN_DIR.
 func (b *backend) Dir() string { return b.local.Dir() }
 
+// Where is what messages name as where the locks are.
+func (b *backend) Where() string {
+	return "etcd " + strings.Join(b.s.Endpoints, ",") + " under " + b.s.prefix
+}
+
 func (b *backend) Close() error {
 	return errors.Join(b.Locker.Close(), b.cli.Close(), b.local.Close())
 }
