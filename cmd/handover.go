@@ -43,7 +43,7 @@ func handOver(args []string) {
 		argv := append([]string{handoverProgram}, args[1:]...)
 		err = syscall.Exec(path, argv, os.Environ())
 	}
-	printErr(exitf(ExitUnavailable, "leaderrun: --%s needs %s, which %v; install it with go install github.com/leaderrun/leaderrun/etcd/cmd/%s@latest, or drop --%s to elect on this host only",
+	printErr(exitf(ExitUnavailable, "leaderrun: --%s needs %s, which %v; build it from leaderrun's source (cd etcd && go install ./cmd/%s), or drop --%s to elect on this host only",
 		handoverFlag, handoverProgram, err, handoverProgram, handoverFlag))
 	os.Exit(ExitUnavailable)
 }
