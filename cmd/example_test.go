@@ -21,3 +21,18 @@ func ExampleWithBackend() {
 	}))
 	os.Exit(cmd.ExitCode(app.RunContext(context.Background(), os.Args)))
 }
+
+// A backend with flags of its own: --region, also read from MYAPP_REGION,
+// reaches the backend's opener through FlagValue, as leaderrun-etcd's
+// --etcd-endpoints does.
+func ExampleWithBackendFlags() {
+	flags := []cmd.BackendFlag{{Name: "region", EnvVar: "MYAPP_REGION", Value: "eu", Usage: "the `REGION` whose locks to use"}}
+	os.Exit(cmd.Main(cmd.WithBackendFlags(flags, func(c elect.Config, v cmd.FlagValue) (cmd.Backend, error) {
+		c.Dir = "/run/lock/myapp-" + v("region")
+		lk, err := elect.Open(c)
+		if err != nil {
+			return nil, err
+		}
+		return lk, nil
+	})))
+}
