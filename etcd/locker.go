@@ -71,8 +71,8 @@ type Locker struct {
 	closed  bool
 	sess    *session
 	seq     uint64
-	terms   map[*elect.Leadership]struct{}
-	epochs  map[string]seenEpoch // by name
+	terms   map[*elect.Leadership]*session // held terms, and their session
+	epochs  map[string]seenEpoch           // by name
 }
 
 // seenEpoch is the epoch key of a name as this Locker last saw it: its
@@ -105,7 +105,7 @@ func (l *Locker) noteEpoch(name string, epoch uint64, mod, rev int64) {
 // Open checks cfg and returns a Locker. It does not contact etcd: the
 // first request does.
 func Open(cfg Config) (*Locker, error) {
-	l := &Locker{prefix: cfg.Prefix, ttl: cfg.TTL, margin: cfg.Margin, host: cfg.Host, terms: map[*elect.Leadership]struct{}{}}
+	l := &Locker{prefix: cfg.Prefix, ttl: cfg.TTL, margin: cfg.Margin, host: cfg.Host, terms: map[*elect.Leadership]*session{}}
 	if l.prefix == "" {
 		l.prefix = DefaultPrefix
 	}
@@ -181,13 +181,13 @@ func (l *Locker) nextID(s *session) string {
 	return fmt.Sprintf("%016x-%d", int64(s.id), l.seq)
 }
 
-func (l *Locker) track(t *elect.Leadership) error {
+func (l *Locker) track(t *elect.Leadership, s *session) error {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.closed {
 		return elect.ErrClosed
 	}
-	l.terms[t] = struct{}{}
+	l.terms[t] = s
 	return nil
 }
 
@@ -199,19 +199,48 @@ func (l *Locker) track(t *elect.Leadership) error {
 func (l *Locker) Lease(lead *elect.Leadership) (clientv3.LeaseID, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if _, ok := l.terms[lead]; !ok || lead.Err() != nil {
+	s, ok := l.terms[lead]
+	if !ok || lead.Err() != nil {
 		return 0, fmt.Errorf("etcd: the leadership of %s is not a live term of this Locker", lead.Name())
 	}
-	if l.sess == nil {
-		return 0, fmt.Errorf("etcd: the leadership of %s has no session", lead.Name())
-	}
-	return l.sess.id, nil
+	return s.id, nil
 }
 
+// untrack forgets a released term; the last term of an ended session to go
+// gives its lease back (see session.end).
 func (l *Locker) untrack(t *elect.Leadership) {
 	l.mu.Lock()
+	s := l.terms[t]
 	delete(l.terms, t)
 	l.mu.Unlock()
+	if s != nil {
+		l.revokeIfIdle(s)
+	}
+}
+
+// held reports whether any term of s is still held.
+func (l *Locker) held(s *session) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for _, ts := range l.terms {
+		if ts == s {
+			return true
+		}
+	}
+	return false
+}
+
+// revokeIfIdle revokes the lease of an ended session once none of its
+// terms is held any more.
+func (l *Locker) revokeIfIdle(s *session) {
+	select {
+	case <-s.done:
+	default:
+		return // a live session keeps its lease
+	}
+	if !l.held(s) {
+		s.revoke()
+	}
 }
 
 // Close ends every request still waiting (they return elect.ErrClosed),
@@ -242,6 +271,7 @@ func (l *Locker) Close() error {
 	if s != nil {
 		s.end(elect.ErrClosed, true)
 		<-s.stopped
+		s.revoke() // if it had ended before, with terms held
 	}
 	if l.own {
 		errs = append(errs, l.cli.Close())

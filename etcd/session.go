@@ -30,11 +30,12 @@ type session struct {
 	done    <-chan struct{} // ctx.Done()
 	stopped chan struct{}   // closed once the loop and the revoke are over
 
-	once  sync.Once
-	err   error // why it ended, set before done is closed
-	mu    sync.Mutex
-	dl    time.Time
-	moved chan struct{} // closed, and replaced, when dl moves
+	once    sync.Once
+	err     error     // why it ended, set before done is closed
+	revoked sync.Once // the lease was given back
+	mu      sync.Mutex
+	dl      time.Time
+	moved   chan struct{} // closed, and replaced, when dl moves
 }
 
 // session returns the Locker's live session, granting a lease when there is
@@ -98,21 +99,31 @@ func (s *session) deadlineMoves() (time.Time, <-chan struct{}) {
 	return s.dl, s.moved
 }
 
-// end ends the session once with cause; the lease is revoked in the
-// background, so that its keys go now rather than at its expiry, when
-// etcd can be reached.
+// end ends the session once with cause. With revoke, its lease is given
+// back (when etcd can be reached), so that its keys go now rather than at
+// its expiry: at once if none of its terms is held, else when the last is
+// released (Locker.untrack). Never earlier: a holder told by the end of its
+// term to stop may still be stopping (leaderrun gives COMMAND --grace),
+// and the lease, left to expire, keeps everyone else out until then.
 func (s *session) end(cause error, revoke bool) {
 	s.once.Do(func() {
 		s.err = cause
 		s.cancel(cause)
 		go func() {
-			if revoke {
-				ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-				s.l.cli.Revoke(ctx, s.id)
-				cancel()
+			if revoke && !s.l.held(s) {
+				s.revoke()
 			}
 			close(s.stopped)
 		}()
+	})
+}
+
+// revoke gives the lease back, once.
+func (s *session) revoke() {
+	s.revoked.Do(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		s.l.cli.Revoke(ctx, s.id)
+		cancel()
 	})
 }
 
@@ -136,7 +147,10 @@ func (s *session) loop() {
 		// A process stopped past its deadline (SIGSTOP, a VM pause) finds
 		// it passed before it handles anything else.
 		if !time.Now().Before(s.deadline()) {
-			s.end(fmt.Errorf("%w: lease %x not renewed within its TTL %v less margin %v", elect.ErrSessionLost, int64(s.id), s.ttl, s.l.margin), true)
+			// Not revoked now: its holders are only now told to stop.
+			// The lease expires by itself, margin later, or is revoked
+			// once they have released their terms.
+			s.end(fmt.Errorf("%w: lease %x not renewed within its TTL %v less margin %v", elect.ErrSessionLost, int64(s.id), s.ttl, s.l.margin), false)
 			return
 		}
 		select {

@@ -62,7 +62,7 @@ func (a *acquirer) hold(h held, grantRev int64) (*elect.Leadership, error) {
 	t.done = make(chan struct{})
 	go t.monitor(ctx)
 	a.ticket = 0 // the holding's now: cleanup leaves it
-	if err := a.l.track(lead); err != nil {
+	if err := a.l.track(lead, a.s); err != nil {
 		lead.Release()
 		return nil, err
 	}
