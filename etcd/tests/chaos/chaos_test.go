@@ -797,6 +797,7 @@ type term struct {
 	wrapper    int
 	host       string
 	start, end int64 // first and last write
+	lastKind   string
 }
 
 // checkLog checks the fenced log (see TestEtcdChaos) and keeps the terms
@@ -836,7 +837,7 @@ func (c *chaos) checkLog() {
 			if r.kind == "S" {
 				c.violation("log line %d: a second COMMAND start in term %d (no --restart here)", i+1, r.epoch)
 			}
-			cur.end = r.ns
+			cur.end, cur.lastKind = r.ns, r.kind
 		case n > 0 && r.epoch < terms[n-1].epoch:
 			c.violation("log line %d: epoch %d (wrapper %d on %s) after epoch %d (wrapper %d on %s): epochs must increase (around it: %s); the test's last actions: %s",
 				i+1, r.epoch, r.wrapper, r.host, terms[n-1].epoch, terms[n-1].wrapper, terms[n-1].host, context(), c.eventsBefore(r.ns))
@@ -844,7 +845,7 @@ func (c *chaos) checkLog() {
 			if r.kind != "S" {
 				c.violation("log line %d: epoch %d begins with %q, not a COMMAND's start", i+1, r.epoch, r.kind)
 			}
-			terms = append(terms, term{epoch: r.epoch, wrapper: r.wrapper, host: r.host, start: r.ns, end: r.ns})
+			terms = append(terms, term{epoch: r.epoch, wrapper: r.wrapper, host: r.host, start: r.ns, end: r.ns, lastKind: r.kind})
 			c.cmdPIDs = append(c.cmdPIDs, r.pid)
 		}
 	}
@@ -923,8 +924,8 @@ func (c *chaos) report() {
 				killFail = append(killFail, d)
 			}
 		case syscall.SIGSTOP:
-			if own == nil || own.end < s.at {
-				continue
+			if own == nil || own.end < s.at || own.lastKind == "E" {
+				continue // COMMAND ended by itself (before the deadline, or continued in time)
 			}
 			stopRanOn = append(stopRanOn, time.Duration(own.end-s.at))
 			if next != nil && !c.faultDuring(s.at, next.start) {
@@ -943,7 +944,7 @@ func (c *chaos) report() {
 	t.Logf("etcdchaos figures: %d wrappers on 3 hosts, %d terms (A %d, B %d, C %d), %d wrapper SIGKILLs (%d of the leader), %d wrapper SIGSTOPs (%d of the leader), etcd faults: %d member SIGKILL+restart, %d member SIGSTOP+CONT, %d quorum losses; 0 overlapping COMMANDs, 0 refused fenced writes (checked above)",
 		len(c.procs), len(terms), perHost["A"], perHost["B"], perHost["C"], c.n.kills, c.n.leaderKills, c.n.stops, c.n.leaderStops, c.n.memberKills, c.n.memberStops, c.n.quorumLosses)
 	t.Logf("etcdchaos figures: leader SIGKILL to the next COMMAND's start, no etcd fault near and no waiter killed or stopped in the TTL before: %s; others (the queue waits for a dead waiter's lease, or etcd recovers): %s", stats(killFail), stats(killFailFault))
-	t.Logf("etcdchaos figures: leader SIGSTOP to its COMMAND's last write: %s; to the next COMMAND's start (no etcd fault near): %s; longest gap between terms %v",
+	t.Logf("etcdchaos figures: leader SIGSTOP to the last write of its COMMAND, stopped by the watchdog: %s; to the next COMMAND's start (no etcd fault near): %s; longest gap between terms %v",
 		stats(stopRanOn), stats(stopFail), maxGap.Round(time.Millisecond))
 	codes := map[string]int{}
 	for _, w := range c.procs {
