@@ -1,0 +1,955 @@
+package chaos
+
+import (
+	"bytes"
+	"cmp"
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/leaderrun/leaderrun/etcd/internal/etcdtest"
+	"github.com/leaderrun/leaderrun/internal/proctest"
+	"github.com/leaderrun/leaderrun/oslock"
+)
+
+var (
+	chaosDuration = flag.Duration("etcdchaos.duration", defaultDuration(), "how long TestEtcdChaos injects faults (default 20s, or $LEADERRUN_ETCD_CHAOS_DURATION); 2m or more for a soak")
+	chaosSeed     = flag.Uint64("etcdchaos.seed", 0, "seed for TestEtcdChaos's choices; 0 picks one (it is logged)")
+	chaosKeep     = flag.Bool("etcdchaos.keep", false, "keep TestEtcdChaos's log and wrapper outputs (the directory is logged)")
+	chaosQuorum   = flag.Bool("etcdchaos.quorum", true, "let TestEtcdChaos stop 2 of the 3 etcd members at once, briefly, now and then")
+)
+
+func defaultDuration() time.Duration {
+	if d, err := time.ParseDuration(os.Getenv("LEADERRUN_ETCD_CHAOS_DURATION")); err == nil && d > 0 {
+		return d
+	}
+	return 20 * time.Second
+}
+
+// The wrappers' settings: a short lease, so that a stopped wrapper's term
+// passes within seconds (its deadline is the TTL less a 1.5s margin after
+// the last renewal; COMMAND gets SIGTERM then, SIGKILL --grace later).
+const (
+	ttl   = "3s"
+	grace = "500ms"
+)
+
+var hosts = []string{"A", "B", "C"}
+
+// TestEtcdChaos runs leaderrun-etcd wrappers on three simulated hosts (a
+// lock directory and a --host name each), a few on each, for one name
+// over a 3-member etcd on loopback. Their COMMAND (the test binary in the
+// role of chaosCommand) takes a "running" flock, then appends a tick
+// "KIND EPOCH PID UNIXNANO WRAPPER HOST" to a shared fenced log every 3 ms
+// while it runs. At random moments wrappers get SIGKILL (their watchdog
+// must kill COMMAND and revoke the lease) or SIGSTOP and, later, SIGCONT
+// (their watchdog must kill COMMAND by the term's deadline, before the
+// lease can pass to another host), and one etcd member at a time is
+// SIGKILLed and restarted, or SIGSTOPped and continued; now and then two
+// members are stopped for a second, taking the quorum away.
+//
+// The detector of two COMMANDs at once has three parts:
+//
+//   - the running flock: each COMMAND takes flock(2) LOCK_NB on one file
+//     at its start and holds it until it is gone (the kernel drops it only
+//     when the process has exited), so a COMMAND that finds it taken
+//     writes a V line: another COMMAND, of any host and any term, was
+//     still alive when it started. This covers the whole life of a
+//     COMMAND, ticking or not, with no time bound to choose;
+//   - the fence of the log (proctest.FencedLog): a tick whose epoch is
+//     below the highest written so far is refused and logged as R: a
+//     deposed COMMAND ran on after its successor's first write;
+//   - the log itself, read afterwards: lines are written under the
+//     guard's flock with the time taken inside it, so log order is time
+//     order; sorted by time, the epochs never go back to a lower one
+//     once a higher one has ticked, each new epoch begins with its
+//     COMMAND's start (S), epochs increase strictly from term to term,
+//     and each belongs to one wrapper.
+//
+// It also checks that every wrapper's exit status is explained by its
+// fate (0; SIGKILL if killed; 80 if stopped past its deadline or when an
+// etcd fault came during its life; 69 only during an etcd fault), that a
+// last wrapper leads once every fault is undone, and that no COMMAND and
+// no process of any term (one whose environment carries this run's
+// marker) is left running at the end. The figures (failover after a
+// leader's SIGKILL, how long a stopped leader's COMMAND ran on) are
+// logged with -v.
+func TestEtcdChaos(t *testing.T) {
+	if testing.Short() {
+		t.Skip("multi-process chaos over etcd; skipped with -short")
+	}
+	c := runChaos(t, chaosOptions{duration: *chaosDuration, faults: true, violation: t.Errorf})
+	if c != nil && !t.Failed() {
+		c.report()
+	}
+}
+
+// TestEtcdChaosDetects checks the detector itself: the same run without
+// faults, but with each host on an etcd prefix of its own (three
+// elections instead of one, as a misconfigured fleet would have), must
+// find COMMANDs that ran at once.
+func TestEtcdChaosDetects(t *testing.T) {
+	if testing.Short() {
+		t.Skip("multi-process chaos over etcd; skipped with -short")
+	}
+	var found []string
+	runChaos(t, chaosOptions{duration: 3 * time.Second, split: true, violation: func(format string, args ...any) {
+		found = append(found, fmt.Sprintf(format, args...))
+	}})
+	if len(found) == 0 {
+		t.Fatal("three elections at once over one resource, and the detector found no overlap")
+	}
+	i := max(0, slices.IndexFunc(found, func(s string) bool { return strings.HasPrefix(s, "log line") }))
+	t.Logf("the detector found %d violations in a split run, such as: %.400s", len(found), found[i])
+}
+
+type chaosOptions struct {
+	duration  time.Duration
+	faults    bool // inject faults; else only start wrappers
+	split     bool // each host on a prefix of its own
+	violation func(format string, args ...any)
+}
+
+// runChaos runs the orchestrator for o.duration, drains and checks the
+// log; it reports what the log shows to o.violation, and everything else
+// to t.
+func runChaos(t *testing.T, o chaosOptions) *chaos {
+	etcdtest.Require(t)
+	seed := *chaosSeed
+	if seed == 0 {
+		seed = uint64(time.Now().UnixNano())
+	}
+	t.Logf("etcdchaos: duration %v, seed %d (rerun with -etcdchaos.seed=%d)", o.duration, seed, seed)
+	tmp := t.TempDir()
+	if *chaosKeep {
+		var err error
+		if tmp, err = os.MkdirTemp("", "etcdchaos-"); err != nil {
+			t.Fatal(err)
+		}
+		t.Logf("etcdchaos: keeping %s", tmp)
+	}
+	self, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cl, err := etcdtest.Start(etcdtest.Options{Members: 3})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := &chaos{
+		t:         t,
+		o:         o,
+		rng:       rand.New(rand.NewPCG(seed, seed>>1|1)),
+		cl:        cl,
+		self:      self,
+		res:       filepath.Join(tmp, "res"),
+		out:       filepath.Join(tmp, "out"),
+		dirs:      map[string]string{},
+		prefix:    fmt.Sprintf("/etcdchaos-%d/", seed),
+		stopped:   map[int]bool{},
+		violation: o.violation,
+	}
+	for _, d := range []string{c.res, c.out} {
+		if err := os.Mkdir(d, 0o700); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, h := range hosts {
+		c.dirs[h] = filepath.Join(tmp, "host"+h)
+		if err := os.Mkdir(c.dirs[h], 0o700); err != nil {
+			t.Fatal(err)
+		}
+	}
+	t.Cleanup(c.cleanup)
+
+	const minPerHost, maxPerHost = 2, 4
+	for _, h := range hosts {
+		for range minPerHost {
+			c.spawn(h)
+		}
+	}
+	end := time.Now().Add(o.duration)
+	for time.Now().Before(end) && !t.Failed() {
+		time.Sleep(time.Duration(20+c.rng.IntN(60)) * time.Millisecond)
+		c.runDue(false)
+		c.tail()
+		c.act(minPerHost, maxPerHost)
+	}
+	c.drain()
+	if *chaosKeep {
+		c.writeEvents(filepath.Join(tmp, "events"))
+	}
+	c.checkLog()
+	return c
+}
+
+type fate int
+
+const (
+	fateNone fate = iota
+	fateKill
+	fateStop
+)
+
+func (f fate) String() string { return [...]string{"none", "SIGKILL", "SIGSTOP+SIGCONT"}[f] }
+
+type wrapper struct {
+	i        int
+	host     string
+	cmd      *exec.Cmd
+	pid      int
+	fate     fate
+	stubborn bool
+	startNs  int64
+	exited   chan struct{}
+	status   syscall.WaitStatus
+	waitErr  error
+	exitNs   int64
+}
+
+func (w *wrapper) done() bool {
+	select {
+	case <-w.exited:
+		return true
+	default:
+		return false
+	}
+}
+
+// fault is an etcd fault's window.
+type fault struct {
+	what       string
+	start, end int64 // end 0 while it lasts
+}
+
+// action is something the orchestrator does later: continue a stopped
+// wrapper or member, restart a killed member.
+type action struct {
+	at   time.Time
+	what string
+	do   func()
+}
+
+type signalled struct {
+	at     int64
+	pid    int
+	sig    syscall.Signal
+	leader bool
+	epoch  uint64 // the leader's, if leader
+}
+
+// chaos is the orchestrator's state. Only the test goroutine changes it,
+// except a wrapper's status, which its reaper sets before closing exited.
+type chaos struct {
+	t         *testing.T
+	o         chaosOptions
+	violation func(format string, args ...any) // what the log shows
+	rng       *rand.Rand
+	cl        *etcdtest.Cluster
+	self      string
+	res, out  string
+	dirs      map[string]string
+	prefix    string
+	procs     []*wrapper
+	wg        sync.WaitGroup
+	pending   []action
+	faults    []*fault
+	stopped   map[int]bool // members stopped or killed now, by index
+	signals   []signalled
+	n         struct{ kills, stops, leaderKills, leaderStops, memberKills, memberStops, quorumLosses int }
+	tailOff   int64
+	tailRest  []byte
+	leader    int // the wrapper whose COMMAND was seen starting last
+	leaderEp  uint64
+	leading   bool // and that COMMAND has not been seen ending
+	events    []event
+	terms     []term
+	cmdPIDs   []int
+	lastFault time.Time
+}
+
+type event struct {
+	ns   int64
+	what string
+}
+
+func (c *chaos) event(format string, args ...any) {
+	c.events = append(c.events, event{time.Now().UnixNano(), fmt.Sprintf(format, args...)})
+}
+
+// eventsBefore returns the events in the three seconds before ns.
+func (c *chaos) eventsBefore(ns int64) string {
+	events := slices.Clone(c.events)
+	for _, w := range c.procs {
+		if w.done() {
+			events = append(events, event{w.exitNs, fmt.Sprintf("wrapper %d (%s) exited: %v", w.pid, w.host, w.status)})
+		}
+	}
+	slices.SortFunc(events, func(a, b event) int { return cmp.Compare(a.ns, b.ns) })
+	var s []string
+	for _, e := range events {
+		if e.ns <= ns && e.ns > ns-int64(3*time.Second) {
+			s = append(s, fmt.Sprintf("%+.3fs %s", float64(e.ns-ns)/1e9, e.what))
+		}
+	}
+	return strings.Join(s, "; ")
+}
+
+// writeEvents writes every event, one a line, for -etcdchaos.keep.
+func (c *chaos) writeEvents(path string) {
+	var b strings.Builder
+	for _, e := range c.events {
+		fmt.Fprintf(&b, "%d %s\n", e.ns, e.what)
+	}
+	for _, w := range c.procs {
+		if w.done() {
+			fmt.Fprintf(&b, "%d wrapper %d (#%d on %s, %v) exited: %v\n", w.exitNs, w.pid, w.i, w.host, w.fate, w.status)
+		}
+	}
+	os.WriteFile(path, []byte(b.String()), 0o600)
+}
+
+func (c *chaos) later(d time.Duration, what string, do func()) {
+	c.pending = append(c.pending, action{time.Now().Add(d), what, do})
+}
+
+// runDue runs the actions that are due, or all of them.
+func (c *chaos) runDue(all bool) {
+	now := time.Now()
+	var keep []action
+	for _, a := range c.pending {
+		if all || !a.at.After(now) {
+			c.event("%s", a.what)
+			a.do()
+		} else {
+			keep = append(keep, a)
+		}
+	}
+	c.pending = keep
+}
+
+// spawn starts one wrapper on host.
+func (c *chaos) spawn(host string) *wrapper {
+	t := c.t
+	w := &wrapper{i: len(c.procs), host: host, exited: make(chan struct{})}
+	prefix := c.prefix
+	if c.o.split {
+		prefix += host + "/"
+	}
+	args := []string{"--dir", c.dirs[host], "--host", host, "--name", "chaos", "--ttl", ttl, "--grace", grace,
+		"--dial-timeout", "2s", "--etcd-endpoints", strings.Join(c.cl.Endpoints(), ","), "--etcd-prefix", prefix,
+		"--", c.self, "-test.run=^$"}
+	var env []string
+	for _, kv := range os.Environ() {
+		if !strings.HasPrefix(kv, "LEADERRUN_") && !strings.HasPrefix(kv, "ETCDCHAOS_") {
+			env = append(env, kv)
+		}
+	}
+	// Most COMMANDs are short; one in five outlasts a stopped wrapper's
+	// deadline, so that its watchdog has to stop it.
+	hold := 50 + c.rng.IntN(300)
+	if c.rng.IntN(5) == 0 {
+		hold = 1000 + c.rng.IntN(2000)
+	}
+	env = append(env, chaosRole+"=command", "ETCDCHAOS_RES="+c.res, "ETCDCHAOS_HOST="+host,
+		fmt.Sprintf("ETCDCHAOS_HOLD=%d", hold))
+	if c.rng.IntN(3) == 0 {
+		w.stubborn = true
+		env = append(env, "ETCDCHAOS_STUBBORN=1")
+	}
+	w.cmd = exec.Command(leaderrunBin, args...)
+	w.cmd.Env = env
+	f, err := os.Create(filepath.Join(c.out, fmt.Sprintf("%05d-%s", w.i, host)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	// A file, not a pipe: Wait must not wait for a leftover holding it.
+	w.cmd.Stdout, w.cmd.Stderr = f, f
+	if err := w.cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	w.pid, w.startNs = w.cmd.Process.Pid, time.Now().UnixNano()
+	c.procs = append(c.procs, w)
+	c.event("start wrapper %d (#%d) on %s stubborn=%v", w.pid, w.i, host, w.stubborn)
+	c.wg.Add(1)
+	go func() {
+		defer c.wg.Done()
+		w.waitErr = w.cmd.Wait()
+		if ps := w.cmd.ProcessState; ps != nil {
+			w.status, _ = ps.Sys().(syscall.WaitStatus)
+		}
+		w.exitNs = time.Now().UnixNano()
+		close(w.exited)
+	}()
+	return w
+}
+
+// live returns the wrappers of host ("" for all) that run and have met no
+// fate yet.
+func (c *chaos) live(host string) []*wrapper {
+	var ws []*wrapper
+	for _, w := range c.procs {
+		if !w.done() && w.fate == fateNone && (host == "" || w.host == host) {
+			ws = append(ws, w)
+		}
+	}
+	return ws
+}
+
+// act injects one random fault or change.
+func (c *chaos) act(minPerHost, maxPerHost int) {
+	for _, h := range hosts {
+		if len(c.live(h)) < minPerHost {
+			c.spawn(h)
+			return
+		}
+	}
+	live := c.live("")
+	var leader *wrapper
+	for _, w := range live {
+		if w.pid == c.leader && c.leading {
+			leader = w
+		}
+	}
+	pick := func() *wrapper {
+		// Most faults hit the leader while its COMMAND runs, where they
+		// matter most. A fault of a waiter at the head of the queue
+		// holds the queue up until its session's lease expires (a TTL).
+		if leader != nil && c.rng.IntN(4) != 0 {
+			return leader
+		}
+		return live[c.rng.IntN(len(live))]
+	}
+	r := c.rng.IntN(100)
+	if !c.o.faults {
+		r %= 10
+	}
+	if leader == nil && r >= 10 && r < 19 && c.rng.IntN(4) != 0 {
+		// No COMMAND runs: the queue's head is a waiter, and a killed or
+		// stopped waiter holds the queue up for a TTL. Spare most.
+		return
+	}
+	switch {
+	case r < 10:
+		h := hosts[c.rng.IntN(len(hosts))]
+		if len(c.live(h)) < maxPerHost {
+			c.spawn(h)
+		}
+	case r < 15:
+		c.signal(pick(), syscall.SIGKILL)
+	case r < 19:
+		w := pick()
+		c.signal(w, syscall.SIGSTOP)
+		// Most stops outlast the term's deadline (1.5s after a renewal).
+		d := time.Duration(300+c.rng.IntN(3700)) * time.Millisecond
+		c.later(d, fmt.Sprintf("SIGCONT to wrapper %d", w.pid), func() {
+			if w.pid > 1 && !w.done() {
+				w.cmd.Process.Signal(syscall.SIGCONT)
+			}
+		})
+	case r < 21 && len(c.stopped) == 0 && time.Since(c.lastFault) > 4*time.Second:
+		c.etcdFault()
+	}
+}
+
+// signal sends sig to the wrapper's pid only, never to its group: its
+// COMMAND must be ended by its watchdog.
+func (c *chaos) signal(w *wrapper, sig syscall.Signal) {
+	if w.fate != fateNone || w.done() || w.pid < 2 {
+		return
+	}
+	isLeader := w.pid == c.leader
+	s := signalled{at: time.Now().UnixNano(), pid: w.pid, sig: sig, leader: isLeader}
+	if isLeader {
+		s.epoch = c.leaderEp
+	}
+	c.signals = append(c.signals, s)
+	switch sig {
+	case syscall.SIGKILL:
+		w.fate = fateKill
+		c.n.kills++
+		if isLeader {
+			c.n.leaderKills++
+		}
+	case syscall.SIGSTOP:
+		w.fate = fateStop
+		c.n.stops++
+		if isLeader {
+			c.n.leaderStops++
+		}
+	}
+	c.event("%v to wrapper %d on %s (leader %v)", sig, w.pid, w.host, isLeader)
+	if err := w.cmd.Process.Signal(sig); err != nil && !errors.Is(err, os.ErrProcessDone) {
+		c.t.Errorf("signal %v to wrapper %d: %v", sig, w.pid, err)
+	}
+}
+
+// etcdFault kills or stops one member (or, now and then, stops two) and
+// undoes it a little later.
+func (c *chaos) etcdFault() {
+	c.lastFault = time.Now()
+	f := &fault{start: time.Now().UnixNano()}
+	undo := func(i int, restart bool) func() {
+		return func() {
+			m := c.cl.Members[i]
+			if restart {
+				if err := m.Start(); err != nil {
+					c.t.Errorf("restart etcd member %s: %v", m.Name, err)
+				}
+			} else {
+				m.Signal(syscall.SIGCONT)
+			}
+			delete(c.stopped, i)
+			if len(c.stopped) == 0 {
+				f.end = time.Now().UnixNano()
+			}
+		}
+	}
+	i := c.rng.IntN(len(c.cl.Members))
+	switch r := c.rng.IntN(8); {
+	case r == 0 && *chaosQuorum:
+		j := (i + 1 + c.rng.IntN(len(c.cl.Members)-1)) % len(c.cl.Members)
+		f.what = fmt.Sprintf("SIGSTOP etcd members %s and %s (no quorum)", c.cl.Members[i].Name, c.cl.Members[j].Name)
+		c.cl.Members[i].Signal(syscall.SIGSTOP)
+		c.cl.Members[j].Signal(syscall.SIGSTOP)
+		c.stopped[i], c.stopped[j] = true, true
+		d := time.Duration(500+c.rng.IntN(1000)) * time.Millisecond
+		c.later(d, "SIGCONT etcd member "+c.cl.Members[i].Name, undo(i, false))
+		c.later(d, "SIGCONT etcd member "+c.cl.Members[j].Name, undo(j, false))
+		c.n.quorumLosses++
+	case r < 4:
+		f.what = "SIGKILL etcd member " + c.cl.Members[i].Name
+		c.cl.Members[i].Kill()
+		c.stopped[i] = true
+		c.later(time.Duration(500+c.rng.IntN(2500))*time.Millisecond, "restart etcd member "+c.cl.Members[i].Name, undo(i, true))
+		c.n.memberKills++
+	default:
+		f.what = "SIGSTOP etcd member " + c.cl.Members[i].Name
+		c.cl.Members[i].Signal(syscall.SIGSTOP)
+		c.stopped[i] = true
+		c.later(time.Duration(300+c.rng.IntN(2700))*time.Millisecond, "SIGCONT etcd member "+c.cl.Members[i].Name, undo(i, false))
+		c.n.memberStops++
+	}
+	c.faults = append(c.faults, f)
+	c.event("%s", f.what)
+}
+
+// faultDuring reports whether an etcd fault overlapped [from, to], taking
+// each fault to last a lease (and a reconnection) longer than it did.
+func (c *chaos) faultDuring(from, to int64) bool {
+	for _, f := range c.faults {
+		end := f.end
+		if end == 0 {
+			end = time.Now().UnixNano()
+		}
+		if f.start <= to && end+int64(4*time.Second) >= from {
+			return true
+		}
+	}
+	return false
+}
+
+// tail reads the log appended since the last call, to know which wrapper
+// leads: the one whose COMMAND was seen starting last.
+func (c *chaos) tail() {
+	f, err := os.Open(filepath.Join(c.res, "log"))
+	if err != nil {
+		return
+	}
+	defer f.Close()
+	buf := make([]byte, 64<<10)
+	for {
+		n, _ := f.ReadAt(buf, c.tailOff)
+		if n == 0 {
+			return
+		}
+		c.tailOff += int64(n)
+		data := append(c.tailRest, buf[:n]...)
+		i := bytes.LastIndexByte(data, '\n')
+		c.tailRest = append([]byte(nil), data[i+1:]...)
+		for _, line := range strings.Split(string(data[:i+1]), "\n") {
+			r, ok := parseLine(line)
+			switch {
+			case !ok || r.epoch < c.leaderEp:
+			case r.kind == "S":
+				c.leader, c.leaderEp, c.leading = r.wrapper, r.epoch, true
+			case r.kind == "E" && r.epoch == c.leaderEp:
+				c.leading = false
+			}
+		}
+	}
+}
+
+// drain undoes every fault, lets every wrapper left lead once and exit,
+// runs a last wrapper, which must lead, and checks every exit status and
+// that nothing of any term is left.
+func (c *chaos) drain() {
+	t := c.t
+	c.runDue(true)
+	for i, m := range c.cl.Members {
+		if !m.Running() {
+			if err := m.Start(); err != nil {
+				t.Errorf("restart etcd member %s: %v", m.Name, err)
+			}
+		}
+		delete(c.stopped, i)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := c.cl.WaitHealthy(ctx); err != nil {
+		t.Errorf("etcd does not recover after the faults: %v", err)
+		return
+	}
+	wait := func(ws []*wrapper, d time.Duration) bool {
+		deadline := time.After(d)
+		for _, w := range ws {
+			select {
+			case <-w.exited:
+			case <-deadline:
+				var stuck []string
+				for _, w := range ws {
+					if !w.done() {
+						stuck = append(stuck, fmt.Sprintf("wrapper %d (#%d on %s, %v)", w.pid, w.i, w.host, w.fate))
+					}
+				}
+				out, _ := exec.Command(leaderrunBin, "--dir", c.dirs["A"], "--etcd-endpoints", strings.Join(c.cl.Endpoints(), ","), "--etcd-prefix", c.prefix, "status", "--json").CombinedOutput()
+				t.Errorf("stuck: %d wrappers did not exit within %v: %s; status: %s", len(stuck), d, strings.Join(stuck, ", "), out)
+				return false
+			}
+		}
+		return true
+	}
+	if !wait(c.procs, 60*time.Second) {
+		return
+	}
+	last := c.spawn("A")
+	if !wait([]*wrapper{last}, 30*time.Second) {
+		return
+	}
+	c.wg.Wait()
+	c.tail()
+	if c.leader != last.pid {
+		t.Errorf("the last wrapper (%d) did not lead; the last COMMAND seen was wrapper %d's", last.pid, c.leader)
+	}
+	for _, w := range c.procs {
+		if why := c.unexpectedExit(w); why == "COMMAND saw a violation (see the log check)" {
+			c.violation("wrapper %d (#%d on %s): %s", w.pid, w.i, w.host, why)
+		} else if why != "" {
+			out, _ := os.ReadFile(filepath.Join(c.out, fmt.Sprintf("%05d-%s", w.i, w.host)))
+			t.Errorf("wrapper %d (#%d on %s, %v, stubborn %v): %s; output: %q", w.pid, w.i, w.host, w.fate, w.stubborn, why, out)
+		}
+	}
+	// Every wrapper has exited: their watchdogs have had their say too.
+	// Whatever of a term still runs now is a leak.
+	var left []procInfo
+	deadline := time.Now().Add(3 * time.Second)
+	for {
+		left = leftovers(c.res)
+		if len(left) == 0 || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if len(left) > 0 {
+		t.Errorf("processes of the run still alive after every wrapper exited: %s", describe(left))
+	}
+}
+
+// unexpectedExit says what is wrong with the way w ended, or "".
+func (c *chaos) unexpectedExit(w *wrapper) string {
+	ws := w.status
+	if w.waitErr != nil && w.cmd.ProcessState == nil {
+		return fmt.Sprintf("wait: %v", w.waitErr)
+	}
+	if ws.Signaled() {
+		if ws.Signal() == syscall.SIGKILL && w.fate == fateKill {
+			return ""
+		}
+		return fmt.Sprintf("killed by %v, which the test did not send", ws.Signal())
+	}
+	etcdFault := c.faultDuring(w.startNs, w.exitNs)
+	switch code := ws.ExitStatus(); {
+	case code == 0:
+		return ""
+	case code == 80 && (w.fate == fateStop || etcdFault):
+		return "" // its term passed its deadline, or its lease was lost
+	case code == 69 && etcdFault:
+		return "" // etcd could not be reached, or had no quorum
+	case code == roleViolation:
+		return "COMMAND saw a violation (see the log check)"
+	default:
+		return fmt.Sprintf("exit status %d (etcd fault during its life: %v)", code, etcdFault)
+	}
+}
+
+// cleanup ends whatever a run, failed or not, left: wrappers (continued,
+// then killed), processes that carry the run's marker, the cluster; then
+// it reaps the orphans that were handed to this process (package cmd
+// makes it a child subreaper).
+func (c *chaos) cleanup() {
+	for _, w := range c.procs {
+		if !w.done() && w.pid > 1 {
+			w.cmd.Process.Signal(syscall.SIGCONT)
+			w.cmd.Process.Kill()
+		}
+	}
+	done := make(chan struct{})
+	go func() { c.wg.Wait(); close(done) }()
+	reaped := false
+	select {
+	case <-done:
+		reaped = true
+	case <-time.After(10 * time.Second):
+		c.t.Errorf("wrappers not reaped 10s after SIGKILL")
+	}
+	for _, p := range leftovers(c.res) {
+		if p.pid > 1 && p.pid != os.Getpid() {
+			syscall.Kill(p.pid, syscall.SIGCONT)
+			syscall.Kill(p.pid, syscall.SIGKILL)
+		}
+	}
+	c.cl.Close()
+	for reaped {
+		var ws syscall.WaitStatus
+		if pid, err := syscall.Wait4(-1, &ws, syscall.WNOHANG, nil); pid <= 0 || err != nil {
+			break
+		}
+	}
+}
+
+type procInfo struct {
+	pid   int
+	state string
+	cmd   string
+}
+
+// leftovers lists the living processes whose environment carries
+// ETCDCHAOS_RES=res: wrappers, their watchdogs and COMMANDs.
+func leftovers(res string) []procInfo {
+	want := []byte("ETCDCHAOS_RES=" + res)
+	ents, _ := os.ReadDir("/proc")
+	var out []procInfo
+	for _, e := range ents {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil || pid < 2 || pid == os.Getpid() {
+			continue
+		}
+		st := oslock.StateOf(pid)
+		if st == oslock.ProcGone {
+			continue
+		}
+		env, err := os.ReadFile("/proc/" + e.Name() + "/environ")
+		if err != nil || !slices.ContainsFunc(bytes.Split(env, []byte{0}), func(kv []byte) bool { return bytes.Equal(kv, want) }) {
+			continue
+		}
+		cl, _ := os.ReadFile("/proc/" + e.Name() + "/cmdline")
+		out = append(out, procInfo{pid, fmt.Sprint(st), string(bytes.ReplaceAll(bytes.TrimRight(cl, "\x00"), []byte{0}, []byte{' '}))})
+	}
+	return out
+}
+
+func describe(ps []procInfo) string {
+	var s []string
+	for _, p := range ps {
+		s = append(s, fmt.Sprintf("pid %d (%s: %s)", p.pid, p.state, p.cmd))
+	}
+	return strings.Join(s, ", ")
+}
+
+// line is one line of the fenced log: KIND EPOCH PID UNIXNANO WRAPPER
+// HOST [NOTE]. Kinds: S COMMAND started, T tick, E COMMAND ending, R a
+// write refused by the fence, V a violation seen by COMMAND.
+type line struct {
+	kind         string
+	epoch        uint64
+	pid, wrapper int
+	ns           int64
+	host, note   string
+}
+
+func parseLine(s string) (line, bool) {
+	l, err := proctest.ParseLogLine(s)
+	if err != nil || len(l.Fields) < 2 {
+		return line{}, false
+	}
+	r := line{kind: l.Kind, epoch: l.Epoch, pid: l.PID, ns: l.Nanos, host: l.Fields[1]}
+	r.wrapper, err = strconv.Atoi(l.Fields[0])
+	r.note = strings.Join(l.Fields[2:], " ")
+	return r, err == nil
+}
+
+// term is one leadership as the log shows it.
+type term struct {
+	epoch      uint64
+	wrapper    int
+	host       string
+	start, end int64 // first and last write
+	lastKind   string
+}
+
+// checkLog checks the fenced log (see TestEtcdChaos) and keeps the terms
+// for the report.
+func (c *chaos) checkLog() {
+	t := c.t
+	b, err := os.ReadFile(filepath.Join(c.res, "log"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.Split(strings.TrimSuffix(string(b), "\n"), "\n")
+	var parsed []line
+	var terms []term
+	for i, s := range lines {
+		r, ok := parseLine(s)
+		if !ok {
+			c.violation("log line %d: cannot parse %q", i+1, s)
+			continue
+		}
+		context := func() string { return strings.Join(lines[max(0, i-4):min(len(lines), i+3)], " | ") }
+		switch r.kind {
+		case "V":
+			c.violation("log line %d: two COMMANDs at once: %s (around it: %s); the test's last actions: %s", i+1, r.note, context(), c.eventsBefore(r.ns))
+			continue
+		case "R":
+			c.violation("log line %d: write of a deposed term, pid %d of wrapper %d on %s: %s (around it: %s); the test's last actions: %s", i+1, r.pid, r.wrapper, r.host, r.note, context(), c.eventsBefore(r.ns))
+			continue
+		}
+		parsed = append(parsed, r)
+		n := len(terms)
+		switch {
+		case n > 0 && r.epoch == terms[n-1].epoch:
+			cur := &terms[n-1]
+			if r.wrapper != cur.wrapper || r.host != cur.host {
+				c.violation("log line %d: epoch %d used by wrappers %d on %s and %d on %s", i+1, r.epoch, cur.wrapper, cur.host, r.wrapper, r.host)
+			}
+			if r.kind == "S" {
+				c.violation("log line %d: a second COMMAND start in term %d (no --restart here)", i+1, r.epoch)
+			}
+			cur.end, cur.lastKind = r.ns, r.kind
+		case n > 0 && r.epoch < terms[n-1].epoch:
+			c.violation("log line %d: epoch %d (wrapper %d on %s) after epoch %d (wrapper %d on %s): epochs must increase (around it: %s); the test's last actions: %s",
+				i+1, r.epoch, r.wrapper, r.host, terms[n-1].epoch, terms[n-1].wrapper, terms[n-1].host, context(), c.eventsBefore(r.ns))
+		default:
+			if r.kind != "S" {
+				c.violation("log line %d: epoch %d begins with %q, not a COMMAND's start", i+1, r.epoch, r.kind)
+			}
+			terms = append(terms, term{epoch: r.epoch, wrapper: r.wrapper, host: r.host, start: r.ns, end: r.ns, lastKind: r.kind})
+			c.cmdPIDs = append(c.cmdPIDs, r.pid)
+		}
+	}
+	// The same in time order (the guard makes it log order; this checks
+	// that, too): once an epoch has ticked, no lower one ticks later.
+	slices.SortStableFunc(parsed, func(a, b line) int { return cmp.Compare(a.ns, b.ns) })
+	var highest uint64
+	for _, r := range parsed {
+		if r.epoch < highest {
+			c.violation("at %d: a tick of epoch %d (wrapper %d on %s) after epoch %d ticked", r.ns, r.epoch, r.wrapper, r.host, highest)
+		}
+		highest = max(highest, r.epoch)
+	}
+	if len(terms) == 0 {
+		t.Fatal("no COMMAND ever ran")
+	}
+	c.terms = terms
+	for _, pid := range c.cmdPIDs {
+		if oslock.StateOf(pid) != oslock.ProcGone {
+			c.violation("COMMAND pid %d still runs after every wrapper exited", pid)
+		}
+	}
+}
+
+// waiterFaultBefore reports whether another wrapper was killed or stopped
+// in the TTL and a second before s: such a waiter may still hold its
+// place in the queue, ahead of the live ones, until its session's lease
+// expires.
+func (c *chaos) waiterFaultBefore(s signalled) bool {
+	for _, o := range c.signals {
+		if o.pid != s.pid && o.at <= s.at && o.at > s.at-int64(4*time.Second) {
+			return true
+		}
+	}
+	return false
+}
+
+func stats(ds []time.Duration) string {
+	if len(ds) == 0 {
+		return "none"
+	}
+	slices.Sort(ds)
+	return fmt.Sprintf("%d: median %v, p90 %v, max %v", len(ds), ds[len(ds)/2].Round(time.Millisecond),
+		ds[len(ds)*9/10].Round(time.Millisecond), ds[len(ds)-1].Round(time.Millisecond))
+}
+
+// report logs the figures of the run.
+func (c *chaos) report() {
+	t := c.t
+	terms := c.terms
+	var killFail, killFailFault, stopRanOn, stopFail []time.Duration
+	for _, s := range c.signals {
+		if !s.leader {
+			continue
+		}
+		var next *term
+		var own *term
+		for i := range terms {
+			if terms[i].epoch == s.epoch {
+				own = &terms[i]
+			}
+			if terms[i].start > s.at && terms[i].wrapper != s.pid {
+				next = &terms[i]
+				break
+			}
+		}
+		switch s.sig {
+		case syscall.SIGKILL:
+			if next == nil || own == nil || own.end < s.at-int64(10*time.Millisecond) {
+				continue // its COMMAND had ended before the kill
+			}
+			d := time.Duration(next.start - s.at)
+			if c.faultDuring(s.at, next.start) || c.waiterFaultBefore(s) {
+				killFailFault = append(killFailFault, d)
+			} else {
+				killFail = append(killFail, d)
+			}
+		case syscall.SIGSTOP:
+			if own == nil || own.end < s.at || own.lastKind == "E" {
+				continue // COMMAND ended by itself (before the deadline, or continued in time)
+			}
+			stopRanOn = append(stopRanOn, time.Duration(own.end-s.at))
+			if next != nil && !c.faultDuring(s.at, next.start) {
+				stopFail = append(stopFail, time.Duration(next.start-s.at))
+			}
+		}
+	}
+	var maxGap time.Duration
+	perHost := map[string]int{}
+	for i, tm := range terms {
+		perHost[tm.host]++
+		if i > 0 {
+			maxGap = max(maxGap, time.Duration(tm.start-terms[i-1].end))
+		}
+	}
+	t.Logf("etcdchaos figures: %d wrappers on 3 hosts, %d terms (A %d, B %d, C %d), %d wrapper SIGKILLs (%d of the leader), %d wrapper SIGSTOPs (%d of the leader), etcd faults: %d member SIGKILL+restart, %d member SIGSTOP+CONT, %d quorum losses; 0 overlapping COMMANDs, 0 refused fenced writes (checked above)",
+		len(c.procs), len(terms), perHost["A"], perHost["B"], perHost["C"], c.n.kills, c.n.leaderKills, c.n.stops, c.n.leaderStops, c.n.memberKills, c.n.memberStops, c.n.quorumLosses)
+	t.Logf("etcdchaos figures: leader SIGKILL to the next COMMAND's start, no etcd fault near and no waiter killed or stopped in the TTL before: %s; others (the queue waits for a dead waiter's lease, or etcd recovers): %s", stats(killFail), stats(killFailFault))
+	t.Logf("etcdchaos figures: leader SIGSTOP to the last write of its COMMAND, stopped by the watchdog: %s; to the next COMMAND's start (no etcd fault near): %s; longest gap between terms %v",
+		stats(stopRanOn), stats(stopFail), maxGap.Round(time.Millisecond))
+	codes := map[string]int{}
+	for _, w := range c.procs {
+		k := fmt.Sprintf("%v:%v", w.fate, w.status)
+		codes[k]++
+	}
+	t.Logf("etcdchaos exits (fate:status): %v", codes)
+}

@@ -1,0 +1,165 @@
+package chaos
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/leaderrun/leaderrun/etcd/internal/etcdtest"
+	"github.com/leaderrun/leaderrun/internal/proctest"
+)
+
+// TestQuorumLossHolder is the chaos test's case of a quorum lost under a
+// running holder, made on purpose: host A leads with a COMMAND that
+// ignores SIGTERM (so it lives for --grace after its term's deadline),
+// two of the three etcd members are stopped for longer than A's renewals
+// can bear, then continued, and host B asks for the name. A's term passes
+// its deadline (COMMAND gets SIGTERM, SIGKILL --grace later); B must not
+// start before
+// A's COMMAND is gone: the fenced log and the running flock must show no
+// overlap, whatever the order in which quorum returns and A's lease goes.
+func TestQuorumLossHolder(t *testing.T) {
+	if testing.Short() {
+		t.Skip("multi-process test over etcd; skipped with -short")
+	}
+	etcdtest.Require(t)
+	cl, err := etcdtest.Start(etcdtest.Options{Members: 3})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	tmp := t.TempDir()
+	res := filepath.Join(tmp, "res")
+	self, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, d := range []string{res, filepath.Join(tmp, "hostA"), filepath.Join(tmp, "hostB")} {
+		if err := os.Mkdir(d, 0o700); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// --ttl 6s --grace 2s: renewals every second, the term's deadline 3s
+	// after the last one acknowledged, SIGKILL 2s after that, and the
+	// lease on the server 1s later still.
+	start := func(host string, hold time.Duration, stubborn bool) *qproc {
+		args := []string{"--dir", filepath.Join(tmp, "host"+host), "--host", host, "--name", "chaos", "--ttl", "6s", "--grace", "2s",
+			"--dial-timeout", "2s", "--etcd-endpoints", strings.Join(cl.Endpoints(), ","), "--etcd-prefix", "/quorum/",
+			"--", self, "-test.run=^$"}
+		cmd := exec.Command(leaderrunBin, args...)
+		var env []string
+		for _, kv := range os.Environ() {
+			if !strings.HasPrefix(kv, "LEADERRUN_") && !strings.HasPrefix(kv, "ETCDCHAOS_") {
+				env = append(env, kv)
+			}
+		}
+		cmd.Env = append(env, chaosRole+"=command", "ETCDCHAOS_RES="+res, "ETCDCHAOS_HOST="+host,
+			fmt.Sprintf("ETCDCHAOS_HOLD=%d", hold.Milliseconds()))
+		if stubborn {
+			cmd.Env = append(cmd.Env, "ETCDCHAOS_STUBBORN=1")
+		}
+		p := &qproc{done: make(chan struct{})}
+		cmd.Stdout, cmd.Stderr = &p.out, &p.out
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		go func() { p.err = cmd.Wait(); close(p.done) }()
+		t.Cleanup(func() {
+			if cmd.Process.Pid > 1 {
+				cmd.Process.Signal(syscall.SIGCONT)
+				cmd.Process.Kill()
+			}
+			<-p.done
+			for _, l := range leftovers(res) {
+				if l.pid > 1 {
+					syscall.Kill(l.pid, syscall.SIGKILL)
+				}
+			}
+		})
+		return p
+	}
+	logHas := func(kind, host string) bool {
+		b, _ := os.ReadFile(filepath.Join(res, "log"))
+		for _, s := range strings.Split(string(b), "\n") {
+			if r, ok := parseLine(s); ok && r.kind == kind && r.host == host {
+				return true
+			}
+		}
+		return false
+	}
+	a := start("A", 30*time.Second, true)
+	proctest.Eventually(t, "A's COMMAND starts", func() bool {
+		select {
+		case <-a.done:
+			t.Fatalf("A exited: %v: %s", a.err, a.out.String())
+		default:
+		}
+		return logHas("S", "A")
+	})
+	time.Sleep(1500 * time.Millisecond) // A renewed
+	stopAt := time.Now()
+	for _, m := range cl.Members[:2] {
+		m.Signal(syscall.SIGSTOP)
+	}
+	// Past A's deadline (2 to 3s from now), inside its grace (SIGKILL 2s
+	// after the deadline).
+	time.Sleep(3 * time.Second)
+	for _, m := range cl.Members[:2] {
+		m.Signal(syscall.SIGCONT)
+	}
+	t.Logf("members m0 and m1 stopped for %v", time.Since(stopAt).Round(time.Millisecond))
+	// B asks now: a session that lived through the outage would have
+	// been lost like A's.
+	b := start("B", 100*time.Millisecond, false)
+	for _, p := range []struct {
+		name string
+		*qproc
+	}{{"A", a}, {"B", b}} {
+		select {
+		case <-p.done:
+			t.Logf("%s exited: %v: %s", p.name, p.err, p.out.String())
+		case <-time.After(30 * time.Second):
+			t.Fatalf("%s did not exit within 30s of the quorum's return", p.name)
+		}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	cl.WaitHealthy(ctx)
+	log, _ := os.ReadFile(filepath.Join(res, "log"))
+	var lastA, startB int64
+	for _, s := range strings.Split(string(log), "\n") {
+		r, ok := parseLine(s)
+		if !ok {
+			continue
+		}
+		switch {
+		case r.kind == "V" || r.kind == "R":
+			t.Errorf("overlap: %s", s)
+		case r.host == "A":
+			lastA = r.ns
+		case r.host == "B" && r.kind == "S" && startB == 0:
+			startB = r.ns
+		}
+	}
+	if startB == 0 {
+		t.Errorf("B's COMMAND never started")
+	} else {
+		t.Logf("A's COMMAND's last write %v after the stop; B's COMMAND's start %v after it (%v after A's last write)",
+			time.Duration(lastA-stopAt.UnixNano()).Round(time.Millisecond), time.Duration(startB-stopAt.UnixNano()).Round(time.Millisecond),
+			time.Duration(startB-lastA).Round(time.Millisecond))
+	}
+}
+
+// qproc is a wrapper of TestQuorumLossHolder; err and out are read once
+// done is closed.
+type qproc struct {
+	done chan struct{}
+	err  error
+	out  strings.Builder
+}
