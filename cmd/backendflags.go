@@ -69,10 +69,13 @@ func (a *App) flagValue(c *cli.Context) FlagValue {
 	return func(name string) string {
 		i := slices.IndexFunc(a.flags, func(f BackendFlag) bool { return f.Name == name })
 		if i < 0 {
-			for _, cc := range c.Lineage() {
-				if v := cc.Generic(name); v != nil {
-					return fmt.Sprint(v) // a duration, such as grace
-				}
+			// Only a flag of the command being run: status has no
+			// --grace, though the app (the default action) has.
+			if c.Command == nil || !slices.ContainsFunc(c.Command.Flags, func(f cli.Flag) bool { return slices.Contains(f.Names(), name) }) {
+				return ""
+			}
+			if v := c.Generic(name); v != nil {
+				return fmt.Sprint(v) // a duration, such as grace
 			}
 			return ""
 		}

@@ -51,7 +51,7 @@ var ExitCodes = []ExitCodeRow{
 	{"76", "--single-instance, send: the primary accepted the arguments and ended before answering; they were not run again"},
 	{"77", "the lock directory is insecure, missing (also removed while in use), not a directory, or inaccessible; --single-instance, send: the primary runs as another user"},
 	{"79", "leadership was stolen (--steal) and COMMAND was stopped"},
-	{"80", "the lock file was removed or replaced while this instance led; COMMAND was stopped (the next leader waits until it is gone); over etcd: the term's lease was lost (not renewed in time, or revoked) and COMMAND was stopped"},
+	{"80", "the lock file was removed or replaced while this instance led; COMMAND was stopped (the next leader waits until it is gone); over etcd: the term's lease was lost (not renewed in time, or revoked) and COMMAND was stopped (a waiting instance that loses its session queues again; with -n it exits 80)"},
 	{"126", "COMMAND is not executable, or is a directory"},
 	{"127", "COMMAND was not found (a shell builtin such as cd needs sh -c)"},
 }
@@ -130,7 +130,7 @@ func codeFor(err error) int {
 		return ExitUsage
 	case errors.Is(err, elect.ErrCorrupt):
 		return ExitDataErr
-	case errors.Is(err, elect.ErrUnsupported):
+	case errors.Is(err, elect.ErrUnsupported), errors.Is(err, elect.ErrUnavailable):
 		return ExitUnavailable
 	case errors.Is(err, elect.ErrInsecureDir), errors.Is(err, fs.ErrNotExist), errors.Is(err, fs.ErrPermission), errors.Is(err, elect.ErrForeignHolder):
 		return ExitNoPerm

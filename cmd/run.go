@@ -266,6 +266,21 @@ func (o *runOptions) acquire(ctx context.Context, lk Backend, sigs <-chan os.Sig
 	})
 	o.whileWaiting(actx, lk, &wg, done)
 	lead, err, stuck := o.acquireOrSignal(actx, lk, gotSig)
+	for pause := backoffStart; lostPlace(err) && !o.req.IfAvailable && actx.Err() == nil; pause = min(2*pause, time.Second) {
+		// A backend whose session can be lost, or that cannot be reached
+		// for a while (etcd: a quorum lost, this process stopped past
+		// the lease), took our place in line: queue again at its end
+		// rather than leave the name to nobody.
+		o.logf("lost the place in line for %s (%v); queueing again", o.name, rootCause(err))
+		select {
+		case <-time.After(pause):
+		case <-actx.Done():
+		}
+		lead, err, stuck = o.acquireOrSignal(actx, lk, gotSig)
+	}
+	if lostPlace(err) && errors.Is(actx.Err(), context.DeadlineExceeded) {
+		err = actx.Err() // -w ran out while queueing again
+	}
 	close(done)
 	wg.Wait()
 	if stuck {
@@ -304,6 +319,12 @@ func (o *runOptions) whileWaiting(ctx context.Context, lk Backend, wg *sync.Wait
 			stop()
 		})
 	}
+}
+
+// lostPlace reports whether a request failed without a place in line that
+// it could take again: its session was lost, or the service unavailable.
+func lostPlace(err error) bool {
+	return errors.Is(err, elect.ErrSessionLost) || errors.Is(err, elect.ErrUnavailable)
 }
 
 func isHolderEnder(lk Backend) bool {

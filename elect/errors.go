@@ -42,6 +42,11 @@ var (
 	// Another holder may already exist: stop acting as the leader. The
 	// flock backend never returns it.
 	ErrSessionLost = errors.New("elect: session with the lock service was lost")
+	// ErrUnavailable: a distributed backend's service could not be
+	// reached or answer in time (etcd without a quorum, a timeout). A
+	// request that fails with it holds no place in line and may be made
+	// again. The flock backend never returns it.
+	ErrUnavailable = errors.New("elect: the lock service is unavailable")
 	// ErrReleased ends a leadership that its holder released.
 	ErrReleased = errors.New("elect: leadership released")
 	// ErrInvalidName: the name is empty, too long, or has characters

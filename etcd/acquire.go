@@ -11,6 +11,8 @@ import (
 	"go.etcd.io/etcd/api/v3/mvccpb"
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 
 	"github.com/leaderrun/leaderrun/elect"
 )
@@ -23,7 +25,9 @@ import (
 // session's lease is given up, so the key goes within the TTL. With
 // req.IfAvailable it never waits and returns elect.ErrBusy instead. When the
 // session is lost, or the request's key vanishes while it waits, it returns
-// an error matching elect.ErrSessionLost and is never granted. After Close
+// an error matching elect.ErrSessionLost and is never granted; when etcd
+// cannot serve it (no leader, a timeout), one matching elect.ErrUnavailable.
+// Either way the request holds no place in line any more. After Close
 // it returns elect.ErrClosed.
 func (l *Locker) Acquire(ctx context.Context, name string, req elect.Request) (*elect.Leadership, error) {
 	if err := elect.ValidateName(name); err != nil {
@@ -46,7 +50,7 @@ func (l *Locker) Acquire(ctx context.Context, name string, req elect.Request) (*
 			if ctx.Err() != nil {
 				return nil, context.Cause(ctx)
 			}
-			return nil, err
+			return nil, unavailable(err)
 		}
 		lead, err := l.acquire(ctx, s, name, req)
 		if errors.Is(err, errLeaseGone) && try < 2 {
@@ -56,8 +60,28 @@ func (l *Locker) Acquire(ctx context.Context, name string, req elect.Request) (*
 			s.end(fmt.Errorf("%w: lease %x is gone", elect.ErrSessionLost, int64(s.id)), false)
 			continue
 		}
-		return lead, err
+		return lead, unavailable(err)
 	}
+}
+
+// unavailable marks an error by which etcd says it cannot serve now (no
+// leader, a timeout, not reachable) with elect.ErrUnavailable: the request
+// was cleaned up (its key deleted, or its session given up) and holds no
+// place in line, so the caller may ask again.
+func unavailable(err error) error {
+	if err == nil || errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+		return err
+	}
+	for _, e := range []error{rpctypes.ErrNoLeader, rpctypes.ErrLeaderChanged, rpctypes.ErrTimeout, rpctypes.ErrTimeoutDueToLeaderFail,
+		rpctypes.ErrTimeoutDueToConnectionLost, rpctypes.ErrTimeoutWaitAppliedIndex, rpctypes.ErrTooManyRequests} {
+		if errors.Is(err, e) {
+			return fmt.Errorf("%w: %w", elect.ErrUnavailable, err)
+		}
+	}
+	if c := status.Code(err); c == codes.Unavailable || c == codes.DeadlineExceeded {
+		return fmt.Errorf("%w: %w", elect.ErrUnavailable, err)
+	}
+	return err
 }
 
 // errLeaseGone: the request could not be created because the session's

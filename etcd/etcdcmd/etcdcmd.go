@@ -106,7 +106,8 @@ func parse(v cmd.FlagValue) (settings, etcd.Config, error) {
 	if s.DialTimeout, err = time.ParseDuration(v("dial-timeout")); err != nil || s.DialTimeout <= 0 {
 		return s, cfg, usage("--dial-timeout %q is not a positive duration; give one such as --dial-timeout 5s", v("dial-timeout"))
 	}
-	grace := 5 * time.Second
+	// grace is "" for a command that runs no COMMAND (status, who).
+	var grace time.Duration
 	if g := v("grace"); g != "" {
 		if grace, err = time.ParseDuration(g); err != nil {
 			return s, cfg, usage("--grace %q is not a duration", g)

@@ -32,7 +32,8 @@ func TestParse(t *testing.T) {
 		{map[string]string{"etcd-endpoints": " , "}, "no etcd cluster given"},
 		{map[string]string{"etcd-endpoints": "http://a:2379", "ttl": "1500ms"}, "whole number of seconds"},
 		{map[string]string{"etcd-endpoints": "http://a:2379", "ttl": "1s"}, "at least"},
-		{map[string]string{"etcd-endpoints": "http://a:2379", "ttl": "10s"}, "--grace 5s does not fit in --ttl 10s"},
+		{map[string]string{"etcd-endpoints": "http://a:2379", "ttl": "10s", "grace": "5s"}, "--grace 5s does not fit in --ttl 10s"},
+		{map[string]string{"etcd-endpoints": "http://a:2379", "ttl": "4s"}, ""}, // status: no --grace
 		{map[string]string{"etcd-endpoints": "http://a:2379", "ttl": "4s", "grace": "1s"}, ""},
 		{map[string]string{"etcd-endpoints": "http://a:2379", "cert": "c.pem"}, "--cert and --key go together"},
 		{map[string]string{"etcd-endpoints": "http://a:2379", "dial-timeout": "0s"}, "--dial-timeout"},
