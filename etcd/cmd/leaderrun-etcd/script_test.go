@@ -7,7 +7,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"reflect"
 	"strconv"
 	"strings"
 	"sync"
@@ -19,7 +18,6 @@ import (
 	"github.com/rogpeppe/go-internal/testscript"
 
 	"github.com/leaderrun/leaderrun/cmd"
-	"github.com/leaderrun/leaderrun/etcd"
 	"github.com/leaderrun/leaderrun/etcd/etcdcmd"
 	"github.com/leaderrun/leaderrun/etcd/internal/etcdtest"
 )
@@ -86,14 +84,9 @@ func TestScripts(t *testing.T) {
 }
 
 // TestBusScripts runs testdata/bus/*.txtar: publish, subscribe, --fanout
-// and who --json across simulated hosts, which need the bus over etcd
-// (etcd/bus*.go, etcd.Locker.ListenBus). Without it, leaderrun-etcd's bus
-// is the local lock directory's, which does not cross hosts: the scripts
-// are skipped then, unless LEADERRUN_TEST_ETCD_BUS=1.
+// and who --json across simulated hosts, over the bus in etcd
+// (etcd/bus*.go).
 func TestBusScripts(t *testing.T) {
-	if _, ok := reflect.TypeFor[*etcd.Locker]().MethodByName("ListenBus"); !ok && os.Getenv("LEADERRUN_TEST_ETCD_BUS") != "1" {
-		t.Skip("etcd.Locker has no ListenBus: the bus does not cross hosts yet (LEADERRUN_TEST_ETCD_BUS=1 runs the scripts anyway)")
-	}
 	c := sharedCluster(t)
 	testscript.Run(t, scriptParams(c, "testdata/bus"))
 }
