@@ -160,6 +160,7 @@ type acquirer struct {
 	wch    clientv3.WatchChan
 	wstop  context.CancelFunc
 	wfails int
+	bw     *blockerWatch // local.go
 }
 
 func (a *acquirer) value() string {
@@ -167,12 +168,13 @@ func (a *acquirer) value() string {
 }
 
 func (a *acquirer) record() request {
-	return request{Mode: a.req.Mode, PID: os.Getpid(), Host: a.l.host, UID: os.Getuid(), Since: a.since, Command: a.req.Command, Steal: a.req.Steal}
+	return request{Mode: a.req.Mode, PID: os.Getpid(), Host: a.l.host, UID: os.Getuid(), Since: a.since, Command: a.req.Command, Steal: a.req.Steal, Local: localID}
 }
 
 func (a *acquirer) run(ctx context.Context) (*elect.Leadership, error) {
 	a.since = time.Now()
 	defer a.stopWatch()
+	defer a.stopBlockerWatch()
 	if a.req.IfAvailable {
 		return a.tryOnce(ctx)
 	}
@@ -244,6 +246,7 @@ func (a *acquirer) step(ctx context.Context, v view) (*elect.Leadership, *view, 
 		lead, err := a.granted(ctx, v.granted)
 		return lead, nil, err
 	case v.blocker != nil:
+		a.watchBlocker(ctx, v.blocker)
 		err = a.wait(ctx, &v, string(v.blocker.Key), time.Time{})
 	case len(v.holders) > 0 && !a.req.Steal:
 		err = a.wait(ctx, &v, string(v.holders[0].Key), time.Time{})

@@ -69,6 +69,8 @@ type request struct {
 	Since   time.Time  `json:"since"`
 	Command []string   `json:"command"`
 	Steal   bool       `json:"steal,omitempty"`
+	// Local names the requester's kernel and pid namespace (local.go).
+	Local string `json:"local,omitempty"`
 }
 
 // held is the value of a grant marker.
