@@ -1,8 +1,6 @@
 package main
 
 import (
-	"bytes"
-	"encoding/json"
 	"flag"
 	"fmt"
 	"os"
@@ -10,7 +8,6 @@ import (
 	"os/signal"
 	"os/user"
 	"path/filepath"
-	"runtime"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -19,6 +16,8 @@ import (
 	"time"
 
 	"github.com/rogpeppe/go-internal/testscript"
+
+	"github.com/leaderrun/leaderrun/internal/scriptcmd"
 	"github.com/rogpeppe/go-internal/txtar"
 
 	"github.com/leaderrun/leaderrun/cmd"
@@ -112,19 +111,17 @@ func scriptParams(installed string) testscript.Params {
 			return nil
 		},
 		Condition: scriptCondition,
-		Cmds: map[string]func(ts *testscript.TestScript, neg bool, args []string){
-			"testgroup":  cmdTestgroup,
-			"testuser":   cmdTestuser,
-			"waitfile":   cmdWaitfile,
-			"waitleader": cmdWaitleader,
-			"waitqueue":  cmdWaitqueue,
-			"sleep":      cmdSleep,
-			"sigpid":     cmdSigpid,
-			"contatend":  cmdContatend,
-			"gone":       cmdGone,
-			"stopwatch":  cmdStopwatch,
-		},
+		Cmds: scriptCmds(),
 	}
+}
+
+// scriptCmds are the shared commands (internal/scriptcmd) and this
+// module's testgroup and testuser.
+func scriptCmds() map[string]scriptcmd.Cmd {
+	cmds := scriptcmd.Commands(leaderrun, hardTimeout)
+	cmds["testgroup"] = cmdTestgroup
+	cmds["testuser"] = cmdTestuser
+	return cmds
 }
 
 // scriptCondition adds [root]: the script runs as root.
@@ -216,39 +213,6 @@ func cmdTestuser(ts *testscript.TestScript, neg bool, args []string) {
 // hardTimeout bounds every wait of the custom commands; -t overrides it.
 const hardTimeout = 10 * time.Second
 
-func timeoutArg(ts *testscript.TestScript, args []string) (time.Duration, []string) {
-	if len(args) >= 2 && args[0] == "-t" {
-		d, err := time.ParseDuration(args[1])
-		ts.Check(err)
-		return d, args[2:]
-	}
-	return hardTimeout, args
-}
-
-// poll calls ok until it reports true or d passes, then fails with what.
-func poll(ts *testscript.TestScript, d time.Duration, what string, ok func() bool) {
-	deadline := time.Now().Add(d)
-	for !ok() {
-		if time.Now().After(deadline) {
-			ts.Fatalf("timed out after %s waiting for %s", d, what)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-}
-
-// waitfile [-t DURATION] FILE [TEXT]: wait until FILE exists (and holds TEXT).
-func cmdWaitfile(ts *testscript.TestScript, neg bool, args []string) {
-	d, args := timeoutArg(ts, args)
-	if neg || len(args) < 1 || len(args) > 2 {
-		ts.Fatalf("usage: waitfile [-t DURATION] FILE [TEXT]")
-	}
-	path := ts.MkAbs(args[0])
-	poll(ts, d, strings.Join(args, " "), func() bool {
-		b, err := os.ReadFile(path)
-		return err == nil && (len(args) == 1 || bytes.Contains(b, []byte(args[1])))
-	})
-}
-
 // leaderrun runs the command under test outside the script, for the
 // readiness commands, with the script's lock directory.
 func leaderrun(ts *testscript.TestScript, args ...string) ([]byte, error) {
@@ -258,145 +222,6 @@ func leaderrun(ts *testscript.TestScript, args ...string) ([]byte, error) {
 	}
 	cmd.Env = append(os.Environ(), "LEADERRUN_DIR="+ts.Getenv("LEADERRUN_DIR"))
 	return cmd.Output()
-}
-
-// waitleader [-t DURATION] NAME: wait until somebody leads NAME.
-// ! waitleader NAME: wait until nobody does.
-func cmdWaitleader(ts *testscript.TestScript, neg bool, args []string) {
-	d, args := timeoutArg(ts, args)
-	if len(args) != 1 {
-		ts.Fatalf("usage: waitleader [-t DURATION] NAME")
-	}
-	what := "a leader of " + args[0]
-	if neg {
-		what = "no leader of " + args[0]
-	}
-	poll(ts, d, what, func() bool {
-		_, err := leaderrun(ts, "who", args[0])
-		return (err == nil) != neg
-	})
-}
-
-// waitqueue [-t DURATION] NAME N: wait until N requests wait in NAME's queue.
-func cmdWaitqueue(ts *testscript.TestScript, neg bool, args []string) {
-	d, args := timeoutArg(ts, args)
-	if neg || len(args) != 2 {
-		ts.Fatalf("usage: waitqueue [-t DURATION] NAME N")
-	}
-	n, err := strconv.Atoi(args[1])
-	ts.Check(err)
-	poll(ts, d, args[1]+" waiting for "+args[0], func() bool {
-		out, err := leaderrun(ts, "status", args[0], "--json")
-		var snap struct{ Pending []json.RawMessage }
-		return err == nil && json.Unmarshal(out, &snap) == nil && len(snap.Pending) == n
-	})
-}
-
-// sleep DURATION
-func cmdSleep(ts *testscript.TestScript, neg bool, args []string) {
-	if neg || len(args) != 1 {
-		ts.Fatalf("usage: sleep DURATION")
-	}
-	d, err := time.ParseDuration(args[0])
-	ts.Check(err)
-	time.Sleep(d)
-}
-
-func pidIn(ts *testscript.TestScript, file string) int {
-	b, err := os.ReadFile(ts.MkAbs(file))
-	ts.Check(err)
-	pid, err := strconv.Atoi(strings.TrimSpace(string(b)))
-	ts.Check(err)
-	return pid
-}
-
-// sigpid SIGNAL FILE: send SIGNAL (TERM, HUP, USR1, ...) to the pid in FILE.
-func cmdSigpid(ts *testscript.TestScript, neg bool, args []string) {
-	if neg || len(args) != 2 {
-		ts.Fatalf("usage: sigpid SIGNAL FILE")
-	}
-	sigs := map[string]syscall.Signal{"INT": syscall.SIGINT, "TERM": syscall.SIGTERM, "HUP": syscall.SIGHUP,
-		"QUIT": syscall.SIGQUIT, "USR1": syscall.SIGUSR1, "USR2": syscall.SIGUSR2, "KILL": syscall.SIGKILL,
-		"STOP": syscall.SIGSTOP, "CONT": syscall.SIGCONT}
-	sig, ok := sigs[args[0]]
-	if !ok {
-		ts.Fatalf("unknown signal %s", args[0])
-	}
-	pid := pidIn(ts, args[1])
-	if sig == syscall.SIGSTOP {
-		contAtEnd(ts, pid)
-	}
-	ts.Check(syscall.Kill(pid, sig))
-}
-
-// contAtEnd continues pid when the script ends, before testscript
-// interrupts and waits for its background commands: a stopped one would
-// never exit, and a failing script would hang instead of failing.
-func contAtEnd(ts *testscript.TestScript, pid int) {
-	if pid > 1 {
-		ts.Defer(func() { syscall.Kill(pid, syscall.SIGCONT) })
-	}
-}
-
-// contatend FILE: the process whose pid is in FILE (when the script ends)
-// is continued then, for a script that stops it by other means than
-// sigpid (kill -STOP in a shell line).
-func cmdContatend(ts *testscript.TestScript, neg bool, args []string) {
-	if neg || len(args) != 1 {
-		ts.Fatalf("usage: contatend FILE")
-	}
-	ts.Defer(func() {
-		b, err := os.ReadFile(ts.MkAbs(args[0]))
-		if err != nil {
-			return
-		}
-		if pid, err := strconv.Atoi(strings.TrimSpace(string(b))); err == nil && pid > 1 {
-			syscall.Kill(pid, syscall.SIGCONT)
-		}
-	})
-}
-
-// gone FILE: the process whose pid is in FILE no longer runs (gone or a
-// zombie). ! gone FILE: it still runs.
-func cmdGone(ts *testscript.TestScript, neg bool, args []string) {
-	if len(args) != 1 {
-		ts.Fatalf("usage: gone FILE")
-	}
-	if runtime.GOOS != "linux" {
-		ts.Fatalf("gone reads /proc/PID/stat: give the script [!linux] skip")
-	}
-	pid := pidIn(ts, args[0])
-	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
-	dead := err != nil
-	if err == nil {
-		s := string(b)
-		i := strings.LastIndexByte(s, ')')
-		dead = s[i+2] == 'Z' || s[i+2] == 'X'
-	}
-	if dead == neg {
-		ts.Fatalf("process %d: gone=%v, want %v", pid, dead, !neg)
-	}
-}
-
-// stopwatch start | stopwatch MIN MAX: the time since start lies in
-// [MIN, MAX].
-func cmdStopwatch(ts *testscript.TestScript, neg bool, args []string) {
-	if neg || len(args) < 1 {
-		ts.Fatalf("usage: stopwatch start | stopwatch MIN MAX")
-	}
-	if args[0] == "start" {
-		ts.Setenv("STOPWATCH", strconv.FormatInt(time.Now().UnixNano(), 10))
-		return
-	}
-	start, err := strconv.ParseInt(ts.Getenv("STOPWATCH"), 10, 64)
-	ts.Check(err)
-	lo, err := time.ParseDuration(args[0])
-	ts.Check(err)
-	hi, err := time.ParseDuration(args[1])
-	ts.Check(err)
-	if el := time.Since(time.Unix(0, start)); el < lo || el > hi {
-		ts.Fatalf("%s elapsed, want between %s and %s", el, lo, hi)
-	}
 }
 
 // TestReadmeRecipes fails when a code block of the README's Recipes

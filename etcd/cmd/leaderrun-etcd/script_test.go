@@ -1,17 +1,13 @@
 package main
 
 import (
-	"bytes"
-	"encoding/json"
 	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"testing"
 	"time"
 
@@ -20,6 +16,7 @@ import (
 	"github.com/leaderrun/leaderrun/cmd"
 	"github.com/leaderrun/leaderrun/etcd/etcdcmd"
 	"github.com/leaderrun/leaderrun/etcd/internal/etcdtest"
+	"github.com/leaderrun/leaderrun/internal/scriptcmd"
 )
 
 // TestMain runs the test binary as leaderrun-etcd when a script execs it
@@ -111,54 +108,19 @@ func scriptParams(c *etcdtest.Cluster, dir string) testscript.Params {
 			env.Setenv("LEADERRUN_ETCD_PREFIX", fmt.Sprintf("/lrts/%d-%d-%s/", os.Getpid(), scriptSeq.Add(1), filepath.Base(env.WorkDir)))
 			return nil
 		},
-		Cmds: map[string]func(ts *testscript.TestScript, neg bool, args []string){
-			"waitfile":   cmdWaitfile,
-			"waitleader": cmdWaitleader,
-			"waitqueue":  cmdWaitqueue,
-			"sleep":      cmdSleep,
-			"sigpid":     cmdSigpid,
-			"gone":       cmdGone,
-			"stopwatch":  cmdStopwatch,
-			"buildbins":  cmdBuildbins,
-		},
+		Cmds: scriptCmds(),
 	}
+}
+
+// scriptCmds are the shared commands (internal/scriptcmd) and buildbins.
+func scriptCmds() map[string]scriptcmd.Cmd {
+	cmds := scriptcmd.Commands(leaderrun, hardTimeout)
+	cmds["buildbins"] = cmdBuildbins
+	return cmds
 }
 
 // hardTimeout bounds every wait of the custom commands; -t overrides it.
 const hardTimeout = 15 * time.Second
-
-func timeoutArg(ts *testscript.TestScript, args []string) (time.Duration, []string) {
-	if len(args) >= 2 && args[0] == "-t" {
-		d, err := time.ParseDuration(args[1])
-		ts.Check(err)
-		return d, args[2:]
-	}
-	return hardTimeout, args
-}
-
-// poll calls ok until it reports true or d passes, then fails with what.
-func poll(ts *testscript.TestScript, d time.Duration, what string, ok func() bool) {
-	deadline := time.Now().Add(d)
-	for !ok() {
-		if time.Now().After(deadline) {
-			ts.Fatalf("timed out after %s waiting for %s", d, what)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-}
-
-// waitfile [-t DURATION] FILE [TEXT]: wait until FILE exists (and holds TEXT).
-func cmdWaitfile(ts *testscript.TestScript, neg bool, args []string) {
-	d, args := timeoutArg(ts, args)
-	if neg || len(args) < 1 || len(args) > 2 {
-		ts.Fatalf("usage: waitfile [-t DURATION] FILE [TEXT]")
-	}
-	path := ts.MkAbs(args[0])
-	poll(ts, d, strings.Join(args, " "), func() bool {
-		b, err := os.ReadFile(path)
-		return err == nil && (len(args) == 1 || bytes.Contains(b, []byte(args[1])))
-	})
-}
 
 // leaderrun runs leaderrun-etcd (the test binary, on PATH) outside the
 // script, for the readiness commands, as host C with the script's cluster
@@ -170,121 +132,6 @@ func leaderrun(ts *testscript.TestScript, args ...string) ([]byte, error) {
 		"LEADERRUN_ETCD_ENDPOINTS="+ts.Getenv("LEADERRUN_ETCD_ENDPOINTS"),
 		"LEADERRUN_ETCD_PREFIX="+ts.Getenv("LEADERRUN_ETCD_PREFIX"))
 	return c.Output()
-}
-
-// waitleader [-t DURATION] NAME: wait until somebody, on any host, leads
-// NAME. ! waitleader NAME: wait until nobody does.
-func cmdWaitleader(ts *testscript.TestScript, neg bool, args []string) {
-	d, args := timeoutArg(ts, args)
-	if len(args) != 1 {
-		ts.Fatalf("usage: waitleader [-t DURATION] NAME")
-	}
-	what := "a leader of " + args[0]
-	if neg {
-		what = "no leader of " + args[0]
-	}
-	poll(ts, d, what, func() bool {
-		_, err := leaderrun(ts, "who", args[0])
-		return (err == nil) != neg
-	})
-}
-
-// waitqueue [-t DURATION] NAME N: wait until N requests, from any host,
-// wait in NAME's queue.
-func cmdWaitqueue(ts *testscript.TestScript, neg bool, args []string) {
-	d, args := timeoutArg(ts, args)
-	if neg || len(args) != 2 {
-		ts.Fatalf("usage: waitqueue [-t DURATION] NAME N")
-	}
-	n, err := strconv.Atoi(args[1])
-	ts.Check(err)
-	poll(ts, d, args[1]+" waiting for "+args[0], func() bool {
-		out, err := leaderrun(ts, "status", args[0], "--json")
-		var snap struct{ Pending []json.RawMessage }
-		return err == nil && json.Unmarshal(out, &snap) == nil && len(snap.Pending) == n
-	})
-}
-
-// sleep DURATION
-func cmdSleep(ts *testscript.TestScript, neg bool, args []string) {
-	if neg || len(args) != 1 {
-		ts.Fatalf("usage: sleep DURATION")
-	}
-	d, err := time.ParseDuration(args[0])
-	ts.Check(err)
-	time.Sleep(d)
-}
-
-func pidIn(ts *testscript.TestScript, file string) int {
-	b, err := os.ReadFile(ts.MkAbs(file))
-	ts.Check(err)
-	pid, err := strconv.Atoi(strings.TrimSpace(string(b)))
-	ts.Check(err)
-	if pid < 2 {
-		ts.Fatalf("%s holds pid %d: refusing to signal it", file, pid)
-	}
-	return pid
-}
-
-// sigpid SIGNAL FILE: send SIGNAL (TERM, KILL, STOP, CONT, ...) to the pid
-// in FILE. A stopped process is continued when the script ends, so that a
-// failing script fails instead of hanging on it.
-func cmdSigpid(ts *testscript.TestScript, neg bool, args []string) {
-	if neg || len(args) != 2 {
-		ts.Fatalf("usage: sigpid SIGNAL FILE")
-	}
-	sigs := map[string]syscall.Signal{"INT": syscall.SIGINT, "TERM": syscall.SIGTERM, "HUP": syscall.SIGHUP,
-		"USR1": syscall.SIGUSR1, "KILL": syscall.SIGKILL, "STOP": syscall.SIGSTOP, "CONT": syscall.SIGCONT}
-	sig, ok := sigs[args[0]]
-	if !ok {
-		ts.Fatalf("unknown signal %s", args[0])
-	}
-	pid := pidIn(ts, args[1])
-	if sig == syscall.SIGSTOP {
-		ts.Defer(func() { syscall.Kill(pid, syscall.SIGCONT) })
-	}
-	ts.Check(syscall.Kill(pid, sig))
-}
-
-// gone FILE: the process whose pid is in FILE no longer runs (gone or a
-// zombie). ! gone FILE: it still runs.
-func cmdGone(ts *testscript.TestScript, neg bool, args []string) {
-	if len(args) != 1 {
-		ts.Fatalf("usage: gone FILE")
-	}
-	pid := pidIn(ts, args[0])
-	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
-	dead := err != nil
-	if err == nil {
-		s := string(b)
-		i := strings.LastIndexByte(s, ')')
-		dead = s[i+2] == 'Z' || s[i+2] == 'X'
-	}
-	if dead == neg {
-		ts.Fatalf("process %d: gone=%v, want %v", pid, dead, !neg)
-	}
-}
-
-// stopwatch start | stopwatch MIN MAX: the time since start lies in
-// [MIN, MAX]. Only for bounds an order of magnitude apart from what would
-// be wrong (a TTL waited out instead of a revoke), never for performance.
-func cmdStopwatch(ts *testscript.TestScript, neg bool, args []string) {
-	if neg || len(args) < 1 {
-		ts.Fatalf("usage: stopwatch start | stopwatch MIN MAX")
-	}
-	if args[0] == "start" {
-		ts.Setenv("STOPWATCH", strconv.FormatInt(time.Now().UnixNano(), 10))
-		return
-	}
-	start, err := strconv.ParseInt(ts.Getenv("STOPWATCH"), 10, 64)
-	ts.Check(err)
-	lo, err := time.ParseDuration(args[0])
-	ts.Check(err)
-	hi, err := time.ParseDuration(args[1])
-	ts.Check(err)
-	if el := time.Since(time.Unix(0, start)); el < lo || el > hi {
-		ts.Fatalf("%s elapsed, want between %s and %s", el, lo, hi)
-	}
 }
 
 var (
