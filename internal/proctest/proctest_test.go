@@ -155,16 +155,3 @@ func TestEventually(t *testing.T) {
 	n := 0
 	Eventually(t, "n reaches 3", func() bool { n++; return n >= 3 })
 }
-
-// procState is the state letter of pid from /proc/PID/stat, "" if gone.
-func procState(pid int) string {
-	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
-	if err != nil {
-		return ""
-	}
-	s := string(b)
-	if i := strings.LastIndexByte(s, ')'); i >= 0 && i+2 < len(s) {
-		return s[i+2 : i+3]
-	}
-	return "?"
-}

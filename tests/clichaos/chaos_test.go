@@ -18,6 +18,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/leaderrun/leaderrun/internal/proctest"
 	"github.com/leaderrun/leaderrun/oslock"
 )
 
@@ -377,8 +378,8 @@ func (c *cliChaos) drain() {
 			t.Errorf("wrapper %d (#%d, steal %v, signalled %v): %s; output: %q", w.pid, w.i, w.steal, w.sig, why, out)
 		}
 	}
-	if ps := cliChaosLeftovers(c.dir); len(ps) > 0 {
-		t.Errorf("processes of earlier terms still run after a last instance led and exited: %s", describeProcs(ps))
+	if ps := proctest.WithEnv("LEADERRUN_DIR=" + c.dir); len(ps) > 0 {
+		t.Errorf("processes of earlier terms still run after a last instance led and exited: %s", proctest.Describe(ps, func(p proctest.Leftover) string { return p.Getenv(cliChaosRole) }))
 	}
 }
 
@@ -428,77 +429,25 @@ func (c *cliChaos) killAll() {
 		c.t.Errorf("wrappers not reaped 10s after SIGKILL")
 	}
 	// Whatever is left of any term, which a failed run may leave.
-	ps := cliChaosLeftovers(c.dir)
+	ps := proctest.WithEnv("LEADERRUN_DIR=" + c.dir)
 	for _, p := range ps {
-		syscall.Kill(p.pid, syscall.SIGKILL)
+		syscall.Kill(p.PID, syscall.SIGKILL)
 	}
 	deadline := time.Now().Add(5 * time.Second)
 	for _, p := range ps {
-		for !gonePID(p.pid) && time.Now().Before(deadline) {
+		for !gonePID(p.PID) && time.Now().Before(deadline) {
 			time.Sleep(5 * time.Millisecond)
 		}
-		if !gonePID(p.pid) {
-			c.t.Errorf("process %d of a term did not die of SIGKILL within 5s", p.pid)
+		if !gonePID(p.PID) {
+			c.t.Errorf("process %d of a term did not die of SIGKILL within 5s", p.PID)
 		}
 	}
 	// This process is a child subreaper (package cmd's init, linked in
 	// for leaderrun), so the orphans of killed wrappers were handed to it:
 	// reap them, once every wrapper has been waited for.
-	for reaped {
-		var ws syscall.WaitStatus
-		if pid, err := syscall.Wait4(-1, &ws, syscall.WNOHANG, nil); pid <= 0 || err != nil {
-			break
-		}
+	if reaped {
+		proctest.ReapOrphans()
 	}
-}
-
-type procInfo struct {
-	pid  int
-	role string
-	cmd  string
-}
-
-// cliChaosLeftovers lists the living processes whose environment names
-// dir as LEADERRUN_DIR: COMMANDs and their descendants.
-func cliChaosLeftovers(dir string) []procInfo {
-	want := []byte("LEADERRUN_DIR=" + dir)
-	ents, _ := os.ReadDir("/proc")
-	var out []procInfo
-	for _, e := range ents {
-		pid, err := strconv.Atoi(e.Name())
-		if err != nil || pid == os.Getpid() || gonePID(pid) {
-			continue
-		}
-		env, err := os.ReadFile("/proc/" + e.Name() + "/environ")
-		if err != nil {
-			continue
-		}
-		var p procInfo
-		match := false
-		for _, kv := range bytes.Split(env, []byte{0}) {
-			switch {
-			case bytes.Equal(kv, want):
-				match = true
-			case bytes.HasPrefix(kv, []byte(cliChaosRole+"=")):
-				p.role = string(kv[len(cliChaosRole)+1:])
-			}
-		}
-		if match {
-			p.pid = pid
-			cl, _ := os.ReadFile("/proc/" + e.Name() + "/cmdline")
-			p.cmd = string(bytes.ReplaceAll(bytes.TrimRight(cl, "\x00"), []byte{0}, []byte{' '}))
-			out = append(out, p)
-		}
-	}
-	return out
-}
-
-func describeProcs(ps []procInfo) string {
-	var s []string
-	for _, p := range ps {
-		s = append(s, fmt.Sprintf("pid %d (%s: %s)", p.pid, p.role, p.cmd))
-	}
-	return strings.Join(s, ", ")
 }
 
 // gonePID reports whether pid is gone: reaped, or a zombie none of whose

@@ -654,17 +654,17 @@ func (c *chaos) drain() {
 	}
 	// Every wrapper has exited: their watchdogs have had their say too.
 	// Whatever of a term still runs now is a leak.
-	var left []procInfo
+	var left []proctest.Leftover
 	deadline := time.Now().Add(3 * time.Second)
 	for {
-		left = leftovers(c.res)
+		left = proctest.WithEnv("ETCDCHAOS_RES=" + c.res)
 		if len(left) == 0 || time.Now().After(deadline) {
 			break
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
 	if len(left) > 0 {
-		t.Errorf("processes of the run still alive after every wrapper exited: %s", describe(left))
+		t.Errorf("processes of the run still alive after every wrapper exited: %s", proctest.Describe(left, nil))
 	}
 }
 
@@ -715,58 +715,16 @@ func (c *chaos) cleanup() {
 	case <-time.After(10 * time.Second):
 		c.t.Errorf("wrappers not reaped 10s after SIGKILL")
 	}
-	for _, p := range leftovers(c.res) {
-		if p.pid > 1 && p.pid != os.Getpid() {
-			syscall.Kill(p.pid, syscall.SIGCONT)
-			syscall.Kill(p.pid, syscall.SIGKILL)
+	for _, p := range proctest.WithEnv("ETCDCHAOS_RES=" + c.res) {
+		if p.PID > 1 {
+			syscall.Kill(p.PID, syscall.SIGCONT)
+			syscall.Kill(p.PID, syscall.SIGKILL)
 		}
 	}
 	c.cl.Close()
-	for reaped {
-		var ws syscall.WaitStatus
-		if pid, err := syscall.Wait4(-1, &ws, syscall.WNOHANG, nil); pid <= 0 || err != nil {
-			break
-		}
+	if reaped {
+		proctest.ReapOrphans()
 	}
-}
-
-type procInfo struct {
-	pid   int
-	state string
-	cmd   string
-}
-
-// leftovers lists the living processes whose environment carries
-// ETCDCHAOS_RES=res: wrappers, their watchdogs and COMMANDs.
-func leftovers(res string) []procInfo {
-	want := []byte("ETCDCHAOS_RES=" + res)
-	ents, _ := os.ReadDir("/proc")
-	var out []procInfo
-	for _, e := range ents {
-		pid, err := strconv.Atoi(e.Name())
-		if err != nil || pid < 2 || pid == os.Getpid() {
-			continue
-		}
-		st := oslock.StateOf(pid)
-		if st == oslock.ProcGone {
-			continue
-		}
-		env, err := os.ReadFile("/proc/" + e.Name() + "/environ")
-		if err != nil || !slices.ContainsFunc(bytes.Split(env, []byte{0}), func(kv []byte) bool { return bytes.Equal(kv, want) }) {
-			continue
-		}
-		cl, _ := os.ReadFile("/proc/" + e.Name() + "/cmdline")
-		out = append(out, procInfo{pid, fmt.Sprint(st), string(bytes.ReplaceAll(bytes.TrimRight(cl, "\x00"), []byte{0}, []byte{' '}))})
-	}
-	return out
-}
-
-func describe(ps []procInfo) string {
-	var s []string
-	for _, p := range ps {
-		s = append(s, fmt.Sprintf("pid %d (%s: %s)", p.pid, p.state, p.cmd))
-	}
-	return strings.Join(s, ", ")
 }
 
 // line is one line of the fenced log: KIND EPOCH PID UNIXNANO WRAPPER

@@ -76,9 +76,9 @@ func TestQuorumLossHolder(t *testing.T) {
 				cmd.Process.Kill()
 			}
 			<-p.done
-			for _, l := range leftovers(res) {
-				if l.pid > 1 {
-					syscall.Kill(l.pid, syscall.SIGKILL)
+			for _, l := range proctest.WithEnv("ETCDCHAOS_RES=" + res) {
+				if l.PID > 1 {
+					syscall.Kill(l.PID, syscall.SIGKILL)
 				}
 			}
 		})
