@@ -111,7 +111,7 @@ func scriptParams(installed string) testscript.Params {
 			return nil
 		},
 		Condition: scriptCondition,
-		Cmds: scriptCmds(),
+		Cmds:      scriptCmds(),
 	}
 }
 
