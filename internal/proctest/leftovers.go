@@ -8,7 +8,6 @@ import (
 	"os"
 	"strconv"
 	"strings"
-	"syscall"
 )
 
 // Leftover is a living process found by WithEnv.
@@ -83,19 +82,6 @@ func Describe(ps []Leftover, label func(Leftover) string) string {
 		s = append(s, fmt.Sprintf("pid %d (%s: %s)", p.PID, l, p.Cmdline))
 	}
 	return strings.Join(s, ", ")
-}
-
-// ReapOrphans reaps, without waiting, every child of this process that
-// has exited: the orphans a child subreaper (package cmd makes the test
-// binary one) was handed. Call it only once every child the test waits
-// for itself has been waited for.
-func ReapOrphans() {
-	for {
-		var ws syscall.WaitStatus
-		if pid, err := syscall.Wait4(-1, &ws, syscall.WNOHANG, nil); pid <= 0 || err != nil {
-			return
-		}
-	}
 }
 
 // procState is pid's state letter in /proc/PID/stat, "" when it is gone.

@@ -1,3 +1,5 @@
+//go:build unix
+
 // Package scriptcmd holds the custom testscript commands of leaderrun's
 // CLI tests: the root module's testscripts/ and leaderrun-etcd's in etcd/.
 // Every wait is bounded (a default, or -t DURATION), and a signal goes only
