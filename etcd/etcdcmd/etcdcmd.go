@@ -179,10 +179,12 @@ func Open(c elect.Config, v cmd.FlagValue) (cmd.Backend, error) {
 		local.Close()
 		return nil, err
 	}
-	// A first round trip, bounded, so that an unreachable cluster is told
-	// at once rather than by a request that waits for it.
+	// A first round trip, bounded, so that a wrong endpoint or a refused
+	// login is told at once rather than by a request that waits for it.
+	// Serializable: any member answers it, also without a quorum, which a
+	// request then waits for (elect.ErrUnavailable, queued again).
 	ctx, cancel := context.WithTimeout(context.Background(), s.DialTimeout)
-	_, err = cli.Get(ctx, cfg.Prefix, clientv3.WithCountOnly())
+	_, err = cli.Get(ctx, cfg.Prefix, clientv3.WithCountOnly(), clientv3.WithSerializable())
 	cancel()
 	if err != nil {
 		cli.Close()
