@@ -50,7 +50,17 @@ func (t *lineTee) flush() {
 // followLeader prints, while this instance waits in line, the lines the
 // leader publishes, until ctx ends.
 func followLeader(ctx context.Context, b busPort, name string) {
-	cl, err := b.DialBus(ctx, name, BusOptions{WaitForLeader: true})
+	onEvents(ctx, b, name, BusOptions{WaitForLeader: true}, func(ev bus.Event) {
+		if ev.Kind == bus.EventMessage {
+			os.Stdout.Write(append(ev.Message.Data, '\n'))
+		}
+	})
+}
+
+// onEvents joins name's bus as o says and calls do with each event until
+// ctx ends or the bus closes; it returns at once if it cannot join.
+func onEvents(ctx context.Context, b busPort, name string, o BusOptions, do func(bus.Event)) {
+	cl, err := b.DialBus(ctx, name, o)
 	if err != nil {
 		return
 	}
@@ -63,9 +73,7 @@ func followLeader(ctx context.Context, b busPort, name string) {
 			if !ok {
 				return
 			}
-			if ev.Kind == bus.EventMessage {
-				os.Stdout.Write(append(ev.Message.Data, '\n'))
-			}
+			do(ev)
 		}
 	}
 }

@@ -10,41 +10,28 @@ import (
 
 // watchLocalHolder runs while this instance waits in line, for a backend
 // that carries its own bus and can end a dead holder's term (etcd): it
-// follows the leader of name, and while the leader is a leaderrun of this
-// lock directory (its term marker is here) it sleeps on the leader's
+// follows the leader of name, and while the leader is a leaderrun of lk's
+// lock directory (its term marker is in lk.Dir()) it sleeps on the leader's
 // pidfd. When that leaderrun dies without ending its term (its marker is
 // still there), it fences the term as the next holder would, then ends
 // the term in the backend. Until ctx ends.
-func watchLocalHolder(ctx context.Context, lk Backend, dir, name string) {
+func watchLocalHolder(ctx context.Context, lk Backend, name string) {
 	he, ok := lk.(HolderEnder)
 	b, own := lk.(BusBackend)
 	if !ok || !own {
 		return
 	}
-	cl, err := b.DialBus(ctx, name, BusOptions{WaitForLeader: true, PublishOnly: true})
-	if err != nil {
-		return
-	}
-	defer cl.Close()
 	endWait := func() {}
 	defer func() { endWait() }()
-	for {
-		select {
-		case <-ctx.Done():
+	onEvents(ctx, b, name, BusOptions{WaitForLeader: true, PublishOnly: true}, func(ev bus.Event) {
+		if ev.Kind != bus.EventLeader {
 			return
-		case ev, ok := <-cl.Events():
-			if !ok {
-				return
-			}
-			if ev.Kind != bus.EventLeader {
-				continue
-			}
-			endWait() // a new leader: the last one's wait is over
-			wctx, cancel := context.WithCancel(ctx)
-			endWait = cancel
-			go outliveLocalHolder(wctx, he, dir, name, ev.Leader)
 		}
-	}
+		endWait() // a new leader: the last one's wait is over
+		wctx, cancel := context.WithCancel(ctx)
+		endWait = cancel
+		go outliveLocalHolder(wctx, he, lk.Dir(), name, ev.Leader)
+	})
 }
 
 // outliveLocalHolder waits for the death of l, if it is a leaderrun of

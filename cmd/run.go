@@ -306,30 +306,22 @@ func (o *runOptions) whileWaiting(ctx context.Context, lk Backend, wg *sync.Wait
 	if o.verbose {
 		wg.Go(func() { o.reportQueue(ctx, lk, done) })
 	}
-	if o.fanout || isHolderEnder(lk) {
-		fctx, stop := context.WithCancel(ctx)
-		if o.fanout {
-			wg.Go(func() { followLeader(fctx, busOf(lk, lk.Dir()), o.name) })
-		}
-		if isHolderEnder(lk) {
-			wg.Go(func() { watchLocalHolder(fctx, lk, lk.Dir(), o.name) }) // localholder_linux.go
-		}
-		wg.Go(func() {
-			<-done
-			stop()
-		})
+	fctx, stop := context.WithCancel(ctx)
+	wg.Go(func() {
+		<-done
+		stop()
+	})
+	if o.fanout {
+		wg.Go(func() { followLeader(fctx, busOf(lk, lk.Dir()), o.name) })
 	}
+	// Returns at once unless lk can end a dead holder's term (etcd).
+	wg.Go(func() { watchLocalHolder(fctx, lk, o.name) }) // localholder_linux.go
 }
 
 // lostPlace reports whether a request failed without a place in line that
 // it could take again: its session was lost, or the service unavailable.
 func lostPlace(err error) bool {
 	return errors.Is(err, elect.ErrSessionLost) || errors.Is(err, elect.ErrUnavailable)
-}
-
-func isHolderEnder(lk Backend) bool {
-	_, ok := lk.(HolderEnder)
-	return ok
 }
 
 // acquireOrSignal runs the request until it returns, or until stuckAcquire

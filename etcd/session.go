@@ -110,8 +110,8 @@ func (s *session) end(cause error, revoke bool) {
 		s.err = cause
 		s.cancel(cause)
 		go func() {
-			if revoke && !s.l.held(s) {
-				s.revoke()
+			if revoke {
+				s.l.revokeIfIdle(s)
 			}
 			close(s.stopped)
 		}()

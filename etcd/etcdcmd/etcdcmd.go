@@ -179,26 +179,29 @@ func Open(c elect.Config, v cmd.FlagValue) (cmd.Backend, error) {
 		local.Close()
 		return nil, err
 	}
-	// A first round trip, bounded, so that a wrong endpoint or a refused
-	// login is told at once rather than by a request that waits for it.
-	// Serializable: any member answers it, also without a quorum, which a
-	// request then waits for (elect.ErrUnavailable, queued again).
-	ctx, cancel := context.WithTimeout(context.Background(), s.DialTimeout)
-	_, err = cli.Get(ctx, cfg.Prefix, clientv3.WithCountOnly(), clientv3.WithSerializable())
-	cancel()
-	if err != nil {
-		cli.Close()
-		local.Close()
-		return nil, unreachable(s, err)
-	}
-	cfg.Client = cli
-	lk, err := etcd.Open(cfg)
+	lk, err := openLocker(cli, s, cfg)
 	if err != nil {
 		cli.Close()
 		local.Close()
 		return nil, err
 	}
 	return &backend{Locker: lk, cli: cli, local: local, s: s}, nil
+}
+
+// openLocker makes a first round trip, bounded, so that a wrong endpoint
+// or a refused login is told at once rather than by a request that waits
+// for it, then opens the Locker on cli. The read is serializable: any
+// member answers it, also without a quorum, which a request then waits
+// for (elect.ErrUnavailable, queued again).
+func openLocker(cli *clientv3.Client, s settings, cfg etcd.Config) (*etcd.Locker, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), s.DialTimeout)
+	_, err := cli.Get(ctx, cfg.Prefix, clientv3.WithCountOnly(), clientv3.WithSerializable())
+	cancel()
+	if err != nil {
+		return nil, unreachable(s, err)
+	}
+	cfg.Client = cli
+	return etcd.Open(cfg)
 }
 
 // backend is an etcd Locker with the local lock directory.
