@@ -222,7 +222,10 @@ func runWatchdog(endTerm func(ctx context.Context, token string) error) int {
 	d, err := oslock.OpenDir(os.Getenv(watchdogDir), oslock.DirOptions{GroupShared: true, AllowUnsafeFS: true})
 	if err == nil {
 		d.Remove(elect.TermMarkerPrefix(os.Getenv(watchdogName)) + w.r.id)
+		// leaderrun died holding the lock: the waiters next in line
+		// learn of it by themselves unless they are stopped.
 		d.Close()
+		elect.Nudge(os.Getenv(watchdogDir), os.Getenv(watchdogName))
 	}
 	if w.token != "" && endTerm != nil {
 		if endTerm(ctx, w.token) != nil {

@@ -68,9 +68,18 @@ func (h *holding) deposedBy(line []byte) bool {
 	if !ok {
 		return false
 	}
+	s, by, _ := bytes.Cut(s, []byte(" "))
 	epoch, err := strconv.ParseUint(string(s), 10, 64)
 	if err != nil || epoch != h.lead.Epoch() {
 		return false // a notice for an earlier grant that stepped back
+	}
+	// A steal deposes only while its stealer still asks: one that died
+	// or gave up before we read its notice (we were stopped, say) leaves
+	// us leading. A notice naming no ticket is an older leaderrun's.
+	if e, ok := parseTicket(string(by)); ok {
+		if alive, err := probe(h.q, e); err == nil && !alive {
+			return false
+		}
 	}
 	h.mu.Lock()
 	if !h.tk.rec.Deposed {
@@ -148,6 +157,7 @@ func (h *holding) release() error {
 	h.tk.unpublish()
 	h.mu.Unlock()
 	h.tk.beacon.Close()
+	nudgeAfter(h.q, h.tk.e.seq)
 	if h.unwatch != nil {
 		close(h.unwatch)
 		<-h.watched

@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"strconv"
 	"time"
 
 	"github.com/leaderrun/leaderrun/oslock"
@@ -61,7 +62,7 @@ func withState(ctx context.Context, d *oslock.Dir, name string, fn func(*state) 
 		// lets extra spaces or trailing bytes through (found by
 		// FuzzParseState).
 		_, err := fmt.Sscanf(string(buf[:n]), stateFormat, &s.seq, &s.epoch)
-		if err != nil || string(buf[:n]) != fmt.Sprintf(stateFormat, s.seq, s.epoch) || s.epoch == math.MaxUint64 || s.seq == math.MaxUint64 {
+		if err != nil || string(buf[:n]) != fmt.Sprintf(stateFormat, s.seq, s.epoch) || s.epoch >= MaxEpoch || s.seq == math.MaxUint64 {
 			return state{}, fmt.Errorf("%w: %s holds %q, which leaderrun did not write; nothing was changed. If no process is using %q, remove the file (epochs continue from the clock)",
 				ErrCorrupt, filepath.Join(d.Path(), file), truncate(buf[:n]), name)
 		}
@@ -83,6 +84,14 @@ func withState(ctx context.Context, d *oslock.Dir, name string, fn func(*state) 
 	}
 	return s, nil
 }
+
+// MaxEpoch bounds every epoch: they stay below it, so that an epoch reads
+// the same as a Go int64, in a shell's arithmetic and in JSON. Epochs
+// drawn from the clock (microseconds since 1970) are about 1.8e15 today,
+// below 2^53 too, which JavaScript and jq read exactly, until the year
+// 2255. A state file holding MaxEpoch or more was not written by
+// leaderrun, and is refused as corrupt.
+const MaxEpoch = math.MaxInt64
 
 func nextEpoch(s *state) {
 	s.epoch = max(s.epoch+1, uint64(time.Now().UnixMicro()))
@@ -113,19 +122,32 @@ func grantEpoch(lockF *os.File, replaced *bool) func(*state) {
 	}
 }
 
+// The floor is also kept as a tag of the lock file's inode (an extended
+// attribute, where the filesystem has them), which truncation leaves:
+// flock(1)'s idiom "9>FILE" truncates the lock file and with it the floor
+// in its content. The higher of the two counts.
+const floorTag = "leaderrun.epoch"
+
 func readFloor(lockF *os.File) (uint64, bool) {
+	var floor uint64
+	ok := false
 	buf := make([]byte, len(fmt.Sprintf(floorFormat, 0)))
 	if n, _ := lockF.ReadAt(buf, 0); n == len(buf) {
-		var floor uint64
-		if _, err := fmt.Sscanf(string(buf), floorFormat, &floor); err == nil && floor < math.MaxUint64 {
-			return floor, true
+		if _, err := fmt.Sscanf(string(buf), floorFormat, &floor); err == nil && floor < MaxEpoch {
+			ok = true
 		}
 	}
-	return 0, false
+	if b, found := oslock.Tag(lockF, floorTag); found {
+		if t, err := strconv.ParseUint(string(b), 10, 64); err == nil && t < MaxEpoch && (!ok || t > floor) {
+			floor, ok = t, true
+		}
+	}
+	return floor, ok
 }
 
 func writeFloor(lockF *os.File, epoch uint64) {
 	lockF.WriteAt(fmt.Appendf(nil, floorFormat, epoch), 0)
+	oslock.SetTag(lockF, floorTag, strconv.AppendUint(nil, epoch, 10))
 }
 
 // raiseFloor writes epoch into lockF unless a higher one is there, under

@@ -25,7 +25,7 @@ func (a *acquirer) depose(queue []entry) {
 		if err != nil || r.Epoch == 0 {
 			continue
 		}
-		if err := a.q.SignalBeacon(e.name+inboxSuffix, stealNotice(r.Epoch)); err == nil {
+		if err := a.q.SignalBeacon(e.name+inboxSuffix, stealNotice(r.Epoch, a.tk.e.name)); err == nil {
 			a.pids[e.name] = r.PID
 			if a.deposed == nil {
 				a.deposed = map[string]bool{}
@@ -71,10 +71,13 @@ func (a *acquirer) killHolders() error {
 	return nil
 }
 
-// stealNotice is what a stealer writes into the inbox of the holder of
-// epoch (see holding.deposedBy).
-func stealNotice(epoch uint64) []byte {
-	return []byte("S" + strconv.FormatUint(epoch, 10) + "\n")
+// stealNotice is what a stealer, whose ticket is named by, writes into
+// the inbox of the holder of epoch (see holding.deposedBy): "S<epoch>
+// <ticket>". The holder acts on it only while that ticket is alive, so a
+// stealer that dies or gives up before the holder reads it deposes
+// nobody.
+func stealNotice(epoch uint64, by string) []byte {
+	return []byte("S" + strconv.FormatUint(epoch, 10) + " " + by + "\n")
 }
 
 // killable returns ErrForeignHolder, naming pid and its uid, when this

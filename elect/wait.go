@@ -36,8 +36,21 @@ func (a *acquirer) waitBehind(ctx context.Context, ahead []entry, b entry) error
 	w := newWaitSet(ctx)
 	defer w.close()
 	w.hangup(bf)
-	stall, holderWatch := a.watchAhead(w, ahead, b, rb, rerr)
-	return a.sleepBehind(w, b, stall, holderWatch)
+	w.message(a.tk.inbox) // a nudge: the line ahead is stopped, look again
+	bw := a.watchAhead(w, ahead, b, rb, rerr)
+	if bw.again {
+		return nil
+	}
+	return a.sleepBehind(w, b, bw)
+}
+
+// behind is how a request sleeps behind the ticket b it waits on.
+type behind struct {
+	stall       time.Duration // when to check on b; 0: only on events
+	holderWatch bool          // b is granted and StealStopped is set
+	head        bool          // b waits on nobody: it is at the head of the line
+	bahead      []entry       // the tickets ahead of b
+	again       bool          // look at the queue again at once
 }
 
 // lookAt opens b's beacon and reads b's record. again says that b was
@@ -69,64 +82,105 @@ func (a *acquirer) lookAt(b entry) (bf *os.File, rb record, rerr error, again bo
 // watchAhead adds to w what else we wait on behind b, and returns how
 // long to sleep before looking at b (0: until an event). When b waits
 // too, we also watch what b waits on; when nothing can be watched for it
-// (b is at the head of the line, or we cannot tell), the stall timer
-// checks on b. With StealStopped, a granted b is looked at periodically
-// (holderWatch) in case it stops.
-func (a *acquirer) watchAhead(w *waitSet, ahead []entry, b entry, rb record, rerr error) (stall time.Duration, holderWatch bool) {
+// (b is at the head of the line, or we cannot tell), or b is stopped and
+// so cannot take its turn, the stall timer checks on b. With
+// StealStopped, a granted b is looked at periodically (holderWatch) in
+// case it stops. again says that what b waits on was found dead (it is
+// removed): the caller looks at the queue again.
+func (a *acquirer) watchAhead(w *waitSet, ahead []entry, b entry, rb record, rerr error) behind {
+	var bw behind
 	if rerr != nil || rb.Epoch == 0 {
-		stall = StallBound
+		bw.stall, bw.head = StallBound, true
 	}
-	holderWatch = rerr == nil && rb.Epoch != 0 && a.req.StealStopped > 0
-	if holderWatch {
-		stall = a.req.StealStopped / 4 // see Request.StealStopped
+	bw.holderWatch = rerr == nil && rb.Epoch != 0 && a.req.StealStopped > 0
+	if bw.holderWatch {
+		bw.stall = a.req.StealStopped / 4 // see Request.StealStopped
 	}
 	if rerr != nil || rb.Epoch != 0 {
-		return stall, holderWatch
+		return bw
 	}
-	bahead := ahead[:len(ahead)-1]
+	bw.bahead = ahead[:len(ahead)-1]
 	for i := len(ahead) - 1; i >= 0; i-- {
 		if ahead[i].name == b.name {
-			bahead = ahead[:i]
+			bw.bahead = ahead[:i]
 			break
 		}
 	}
-	if bb, ok := a.blockerOf(bahead, rb.Mode, b.steal, true); ok {
+	if bb, ok := a.blockerOf(bw.bahead, rb.Mode, b.steal, true); ok {
+		bw.head = false
 		if f, err := a.beacon(bb.name); err == nil {
+			// A beacon opened after its owner died hangs up at once:
+			// sleeping on it would wake us for ever. Its owner is gone
+			// (or renewing it): remove what it left and look again.
+			if oslock.HungUp(f) {
+				probe(a.q, bb)
+				bw.again = true
+				return bw
+			}
 			w.hangup(f)
-			stall = 0
+			bw.stall = 0
 		}
 	}
-	return stall, holderWatch
+	if a.stopped(rb.PID) {
+		// b cannot take its turn while stopped: check on it after
+		// StallBound, and pass it (and the stopped ones ahead of it)
+		// if it is still stopped then.
+		bw.stall = StallBound
+	}
+	return bw
+}
+
+// stopped reports whether pid is a stopped process.
+func (a *acquirer) stopped(pid int) bool {
+	return pid > 0 && oslock.StateOf(pid) == oslock.ProcStopped
 }
 
 // sleepBehind sleeps on w until something fired, checking on b each time
 // the stall timer runs out.
-func (a *acquirer) sleepBehind(w *waitSet, b entry, stall time.Duration, holderWatch bool) error {
+func (a *acquirer) sleepBehind(w *waitSet, b entry, bw behind) error {
+	stall := bw.stall
 	for {
 		fired, err := w.wait(stall)
 		if err != nil || fired {
 			return err
 		}
-		if holderWatch {
+		if bw.holderWatch {
 			if err := a.stealStopped([]entry{b}); err != nil {
 				return err
 			}
 			continue
 		}
 		// The stall timer: b was at the head of the line with nothing
-		// ahead of it, and has not been granted yet.
+		// ahead of it and has not been granted yet, or b was stopped.
 		var again time.Duration
-		if again, err = a.checkStall(b, w, stall); err != nil || again == 0 {
+		if again, err = a.checkStall(b, bw, w, stall); err != nil || again == 0 {
 			return err
 		}
 		stall = again
 	}
 }
 
-// checkStall looks at b, the head of the line, after it left the lock
-// untaken for a while. It returns the time to look again, or 0 to
+// pass lets this request go ahead of b, found stopped, and of the
+// waiters just ahead of b that are stopped too: a run of stopped waiters
+// is passed at once, not one StallBound each. They keep their places
+// ahead of those who joined after them (see blockerOf).
+func (a *acquirer) pass(b entry, bahead []entry) {
+	a.passed[b.name] = true
+	for i := len(bahead) - 1; i >= 0; i-- {
+		e := bahead[i]
+		r, err := readRecord(a.q, e.name)
+		if err != nil || r.Epoch != 0 || !a.stopped(r.PID) {
+			return
+		}
+		a.pids[e.name] = r.PID
+		a.passed[e.name] = true
+	}
+}
+
+// checkStall looks at b after it left the lock untaken for a while (head:
+// b is at the head of the line) or stayed stopped for a while. It returns the time to look again, or 0 to
 // re-evaluate the queue (b was granted, is gone, or is passed).
-func (a *acquirer) checkStall(b entry, w *waitSet, last time.Duration) (time.Duration, error) {
+func (a *acquirer) checkStall(b entry, bw behind, w *waitSet, last time.Duration) (time.Duration, error) {
 	rb, err := readRecord(a.q, b.name)
 	if errors.Is(err, fs.ErrNotExist) || err == nil && rb.Epoch != 0 {
 		return 0, nil
@@ -141,10 +195,15 @@ func (a *acquirer) checkStall(b entry, w *waitSet, last time.Duration) (time.Dur
 	}
 	switch state {
 	case oslock.ProcStopped:
-		a.passed[b.name] = true
+		a.pass(b, bw.bahead)
 		return 0, nil
 	case oslock.ProcGone:
 		return 0, nil
+	}
+	if !bw.head {
+		// b waits behind someone and runs again: what we watch (its
+		// beacon and its blocker's) tells when to look again.
+		return -1, nil
 	}
 	// b runs but has not taken the lock: something outside the queue
 	// holds it (flock(1), a deposed holder), or b is slow. Sleep on the
@@ -245,7 +304,7 @@ func (a *acquirer) stealStopped(granted []entry) error {
 			return err
 		}
 		if r, err := readRecord(a.q, e.name); err == nil && r.Epoch != 0 {
-			a.q.SignalBeacon(e.name+inboxSuffix, stealNotice(r.Epoch))
+			a.q.SignalBeacon(e.name+inboxSuffix, stealNotice(r.Epoch, a.tk.e.name))
 		}
 		oslock.Kill(pid)
 		delete(a.stoppedSince, e.name)

@@ -32,6 +32,28 @@ func (w *waitSet) hangup(f *os.File) {
 	w.add(func(ctx context.Context) error { return oslock.WaitHangup(ctx, f) })
 }
 
+// message adds the arrival of anything in the inbox f, our own FIFO (read
+// and dropped: a waiter is only ever nudged to look again).
+func (w *waitSet) message(f *os.File) {
+	w.add(func(ctx context.Context) error {
+		f.SetReadDeadline(time.Time{})
+		hooked := make(chan struct{})
+		stop := context.AfterFunc(ctx, func() {
+			defer close(hooked)
+			f.SetReadDeadline(time.Now())
+		})
+		defer func() {
+			if !stop() {
+				<-hooked
+			}
+			f.SetReadDeadline(time.Time{}) // the holding reads it after us
+		}()
+		var buf [512]byte
+		_, err := f.Read(buf[:])
+		return err
+	})
+}
+
 // gone adds the exit of process pid.
 func (w *waitSet) gone(pid int) {
 	w.add(func(ctx context.Context) error { return oslock.WaitGone(ctx, pid) })
