@@ -165,7 +165,8 @@ type term struct {
 	rec  termRecord
 	cg   *termCgroup
 
-	token string // the backend's TermToken, for the watchdog (TermEnder)
+	token string   // the backend's TermToken, for the watchdog (TermEnder)
+	claim *os.File // elect.Leadership.Claim: the watchdog keeps a copy
 
 	mu      sync.Mutex // guards rec, wd, wdTimer and ended against the timer
 	wd      *watchdog
@@ -202,10 +203,16 @@ func beginTerm(ctx context.Context, dir, name string, exclusive bool) *term {
 // in dir reopened.
 func (o *runOptions) beginTerm(ctx context.Context, lead *elect.Leadership, dir string) *term {
 	exclusive := lead.Mode() == elect.Exclusive
+	var t *term
 	if d, err := lead.OpenDir(); err == nil {
-		return beginTermIn(ctx, d, o.name, exclusive)
+		t = beginTermIn(ctx, d, o.name, exclusive)
+	} else {
+		t = beginTerm(ctx, dir, o.name, exclusive)
 	}
-	return beginTerm(ctx, dir, o.name, exclusive)
+	if t != nil {
+		t.claim = lead.Claim()
+	}
+	return t
 }
 
 // beginTermIn is beginTerm in the lock directory d, which the term then

@@ -27,7 +27,10 @@ import (
 // group of its own (so that Ctrl-C and hang-up do not reach it), with
 // /dev/null for stdio and, as descriptor 3, the read end of a pipe whose
 // write end only leaderrun holds (every descriptor of leaderrun is
-// close-on-exec). It reads lines, one message each:
+// close-on-exec), and as descriptor 4 the name's claim (see
+// elect.Leadership.Claim), which it holds until it exits so that a
+// newcomer in a lock directory made anew at the path does not lead before
+// this term's COMMAND is gone. It reads lines, one message each:
 //
 //	command <pid> <start> <pgid>   COMMAND (re)started
 //	deadline <mono> <grace>        the term ends at CLOCK_MONOTONIC <mono> ns
@@ -117,6 +120,12 @@ func startWatchdog(t *term) *watchdog {
 	if t.token != "" {
 		role = roleLate
 	}
+	files := []*os.File{null, null, null, r}
+	if t.claim != nil {
+		// Descriptor 4: the name's claim outside the lock directory,
+		// kept until the term is fenced (see elect.Leadership.Claim).
+		files = append(files, t.claim)
+	}
 	p, err := os.StartProcess("/proc/self/exe", []string{"leaderrun-watchdog", t.name}, &os.ProcAttr{
 		Env: []string{
 			watchdogRole + "=" + role,
@@ -127,7 +136,7 @@ func startWatchdog(t *term) *watchdog {
 			watchdogSince + "=" + strconv.FormatUint(t.rec.wstart, 10),
 		},
 		Dir:   "/", // not to keep the user's working directory busy
-		Files: []*os.File{null, null, null, r},
+		Files: files,
 		Sys:   &syscall.SysProcAttr{Setpgid: true},
 	})
 	if err != nil {

@@ -114,10 +114,25 @@ func (a *acquirer) run(ctx context.Context) (*Leadership, error) {
 	// live queue must not restart the counter: a newcomer would jump the
 	// line, or take a number that a waiter holds; its count continues
 	// after the queue's.
-	rec := record{PID: os.Getpid(), Mode: a.req.Mode, Since: time.Now(), Command: a.req.Command, Steal: a.req.Steal, Labels: a.req.Labels}
+	if err := a.join(ctx, record{PID: os.Getpid(), Mode: a.req.Mode, Since: time.Now(), Command: a.req.Command, Steal: a.req.Steal, Labels: a.req.Labels}); err != nil {
+		return nil, err
+	}
+	if a.req.Steal && a.req.KillAfter > 0 {
+		a.killAt = time.Now().Add(a.req.KillAfter)
+	}
+	for {
+		lead, err := a.step(ctx)
+		if lead != nil || err != nil {
+			return lead, err
+		}
+	}
+}
+
+// join draws a ticket number and publishes the ticket with rec.
+func (a *acquirer) join(ctx context.Context, rec record) error {
 	// The number is written back before the ticket is published, so a
 	// joiner killed half-way never leaves a name that the next would take.
-	_, err = withState(ctx, a.dir, a.name, func(s *state) error {
+	_, err := withState(ctx, a.dir, a.name, func(s *state) error {
 		if s.seq == 0 {
 			s.seq = lastTicket(a.q)
 		}
@@ -136,18 +151,66 @@ func (a *acquirer) run(ctx context.Context) (*Leadership, error) {
 		a.takePlace()
 		return nil
 	})
-	if err != nil {
-		return nil, err
-	}
-	if a.req.Steal && a.req.KillAfter > 0 {
-		a.killAt = time.Now().Add(a.req.KillAfter)
-	}
+	return err
+}
+
+// followAhead waits until the waiters we know to be ahead of us in a
+// removed queue have left it (they rejoin before us, in their order), but
+// not for a stopped one: their beacons, kept open, hang up when they go.
+// Only this rare path has a timer, to look again at who is stopped.
+func (a *acquirer) followAhead(ctx context.Context) error {
 	for {
-		lead, err := a.step(ctx)
-		if lead != nil || err != nil {
-			return lead, err
+		w := newWaitSet(ctx)
+		for n, f := range a.beacons {
+			e, ok := parseTicket(n)
+			if !ok || !before(e, a.tk.e) || oslock.HungUp(f) || a.stopped(a.pids[n]) {
+				continue
+			}
+			w.hangup(f)
+		}
+		if w.empty() {
+			w.close()
+			return nil
+		}
+		_, err := w.wait(StallBound)
+		w.close()
+		if err != nil {
+			return err
 		}
 	}
+}
+
+// rejoin moves the request to the lock directory d now at the Locker's
+// path, the one it waited in having been removed, moved or replaced: it
+// leaves the old queue (waking the one behind it there, which follows in
+// turn, so the old line keeps its order) and joins d's queue at its end.
+// Holders of the old directory still exclude it through their claims (see
+// claim.go).
+func (a *acquirer) rejoin(ctx context.Context, d *oslock.Dir) error {
+	rec := a.tk.rec
+	rec.Epoch, rec.Granted, rec.Deposed, rec.Polling = 0, time.Time{}, false, false
+	if err := a.followAhead(ctx); err != nil {
+		return err
+	}
+	a.closeBeacons()
+	if a.lockF != nil {
+		a.lockF.Close()
+		a.lockF = nil
+	}
+	a.known, a.drain = nil, nil
+	clear(a.passed)
+	clear(a.pids)
+	a.modes = nil
+	// The old ticket goes only once the new one is in line: the one
+	// behind us, woken by its going, then joins behind us.
+	old := a.tk
+	defer old.drop()
+	a.tk = nil
+	a.dir = d
+	if err := a.openQueue(); err != nil {
+		return err
+	}
+	return a.join(ctx, rec)
 }
 
 func (a *acquirer) openQueue() error {
@@ -165,6 +228,11 @@ func (a *acquirer) openQueue() error {
 func (a *acquirer) step(ctx context.Context) (*Leadership, error) {
 	if err := context.Cause(ctx); err != nil {
 		return nil, err
+	}
+	if d, err := a.l.current(); err != nil {
+		return nil, err
+	} else if d != a.dir {
+		return nil, a.rejoin(ctx, d)
 	}
 	if err := a.keepTicket(); err != nil {
 		return nil, err
@@ -294,10 +362,21 @@ func (a *acquirer) grant(ctx context.Context) (*Leadership, error) {
 		a.lockF = nil
 		return nil, nil // removed or replaced under us: take the one at the path
 	}
-	var replaced bool
-	st, err := updateState(ctx, a.dir, a.name, grantEpoch(a.lockF, &replaced))
+	var replaced, fresh bool
+	st, err := updateState(ctx, a.dir, a.name, func(s *state) {
+		fresh = s.epoch == 0
+		grantEpoch(a.lockF, &replaced)(s)
+	})
 	if err != nil {
 		return nil, err
+	}
+	if fresh || replaced {
+		// A directory or lock file that was not here for the last
+		// grant: a holder of the one that was at this path may still
+		// work (see claim.go). Wait until it is done.
+		if err := a.waitClaims(ctx); err != nil {
+			return nil, err
+		}
 	}
 	now := time.Now()
 	a.tk.rec.Epoch, a.tk.rec.Granted, a.tk.rec.Polling = st.epoch, now, false
@@ -329,8 +408,8 @@ func (a *acquirer) grant(ctx context.Context) (*Leadership, error) {
 			return nil, err
 		}
 	}
-	h := &holding{q: a.q, tk: a.tk, lockF: a.lockF, l: a.l, dir: a.dir, name: a.name}
-	lead, end := NewLeadership(Term{Name: a.name, Dir: a.l.path, LockDir: a.dir, Mode: a.req.Mode, Epoch: st.epoch, Since: now, Release: h.release})
+	h := &holding{q: a.q, tk: a.tk, lockF: a.lockF, l: a.l, dir: a.dir, name: a.name, claim: a.makeClaim()}
+	lead, end := NewLeadership(Term{Name: a.name, Dir: a.l.path, LockDir: a.dir, Claim: h.claim.File(), Mode: a.req.Mode, Epoch: st.epoch, Since: now, Release: h.release})
 	h.lead = lead
 	if err := a.l.track(lead); err != nil {
 		return nil, err

@@ -22,6 +22,7 @@ type holding struct {
 	q     *oslock.Dir
 	tk    *ticket
 	lockF *os.File
+	claim *oslock.Claim // see claim.go
 
 	mu   sync.Mutex // guards tk.rec against the reader
 	done chan struct{}
@@ -152,6 +153,7 @@ func (h *holding) release() error {
 	// The path watch only reacts to the lock file, which a release leaves
 	// in place; the inbox reader, if a steal notice comes in meanwhile,
 	// finds the ticket closed and ends a term that is over anyway.
+	h.claim.Close() // first: a newcomer elsewhere waits on it, not on the lock
 	errs := []error{h.lockF.Close()}
 	h.mu.Lock()
 	h.tk.unpublish()

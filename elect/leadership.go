@@ -3,6 +3,7 @@ package elect
 import (
 	"context"
 	"fmt"
+	"os"
 	"sync"
 	"time"
 
@@ -19,6 +20,7 @@ type Leadership struct {
 	name    string
 	dir     string
 	lockDir *oslock.Dir
+	claim   *os.File
 	mode    Mode
 	epoch   uint64
 	since   time.Time
@@ -40,9 +42,12 @@ type Term struct {
 	// backend: the bus serves its socket there (see Leadership.OpenDir).
 	// Other backends leave it nil.
 	LockDir *oslock.Dir
-	Mode    Mode
-	Epoch   uint64
-	Since   time.Time
+	// Claim is the flock backend's claim on the name outside the lock
+	// directory (see Leadership.Claim); nil elsewhere.
+	Claim *os.File
+	Mode  Mode
+	Epoch uint64
+	Since time.Time
 	// Release gives the lock back. It is called at most once.
 	Release func() error
 	// Deadline is for a backend whose terms end unless renewed (etcd):
@@ -58,7 +63,7 @@ type Term struct {
 func NewLeadership(t Term) (*Leadership, func(cause error)) {
 	ctx, cancel := context.WithCancelCause(context.Background())
 	l := &Leadership{
-		name: t.Name, dir: t.Dir, lockDir: t.LockDir, mode: t.Mode, epoch: t.Epoch, since: t.Since,
+		name: t.Name, dir: t.Dir, lockDir: t.LockDir, claim: t.Claim, mode: t.Mode, epoch: t.Epoch, since: t.Since,
 		ctx: ctx, cancel: cancel, release: t.Release, expiry: t.Deadline,
 	}
 	return l, cancel
@@ -66,6 +71,15 @@ func NewLeadership(t Term) (*Leadership, func(cause error)) {
 
 // Name is the lock's name.
 func (l *Leadership) Name() string { return l.name }
+
+// Claim returns the descriptor that keeps the name fenced outside the lock
+// directory while this exclusive term's work may go on (the flock backend,
+// on Linux; nil otherwise): a newcomer in a directory put at the path
+// after this one was removed, moved or mounted over waits until every
+// copy of it is closed. Release closes this process's copy; give a copy
+// to a process that must keep the fence should this one die first (the
+// leaderrun command's watchdog, until COMMAND is gone).
+func (l *Leadership) Claim() *os.File { return l.claim }
 
 // Dir is the lock directory.
 func (l *Leadership) Dir() string { return l.dir }

@@ -94,7 +94,9 @@ func (l *Locker) current() (*oslock.Dir, error) {
 			return l.dir, nil
 		}
 	}
-	d, err := l.openDir()
+	// Made anew if it is gone: the first process back makes it, private
+	// (or refuses one that another user made in its place).
+	d, err := oslock.OpenDir(l.dirPath(), oslock.DirOptions{Create: true, GroupShared: l.cfg.GroupShared, AllowUnsafeFS: l.cfg.AllowUnsafeFS})
 	if err != nil {
 		return nil, err
 	}

@@ -11,6 +11,7 @@ package scriptcmd
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"os"
 	"runtime"
 	"strconv"
@@ -19,6 +20,8 @@ import (
 	"time"
 
 	"github.com/rogpeppe/go-internal/testscript"
+
+	"github.com/leaderrun/leaderrun/oslock"
 )
 
 // Runner runs leaderrun outside the script (for waitleader and
@@ -156,6 +159,13 @@ func sigpid(ts *testscript.TestScript, neg bool, args []string) {
 		contAtEnd(ts, pid)
 	}
 	ts.Check(syscall.Kill(pid, sig))
+	if sig == syscall.SIGSTOP {
+		// kill(2) returns before the process has stopped: what the
+		// script does next must find it stopped.
+		poll(ts, 5*time.Second, fmt.Sprintf("pid %d to stop", pid), func() bool {
+			return oslock.StateOf(pid) != oslock.ProcRunning
+		})
+	}
 }
 
 // contAtEnd continues pid when the script ends, before testscript

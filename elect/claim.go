@@ -1,0 +1,52 @@
+package elect
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"os"
+
+	"github.com/leaderrun/leaderrun/oslock"
+)
+
+// An exclusive holder also claims its name outside the lock directory
+// (oslock.Claim: an abstract socket on Linux), keyed by the directory's
+// path and the name. The claim stays while the holder's work may go on,
+// even when the directory is removed, moved, replaced or mounted over, and
+// a grant in a directory or lock file that was not there for the last
+// grant (no epoch in the state file, or a lock file without the last
+// epoch as its floor) waits until no claim of the same key is held. So a newcomer
+// that makes a fresh directory at the path, where no queue, state or lock
+// file tells it of the old holder, still does not lead beside it: it
+// leads once the old holder has released (the leaderrun command: once its
+// COMMAND is gone). In a directory that was not replaced the kernel lock
+// already excludes the two; the claim costs a bind a grant.
+//
+// What a claim cannot see is said at oslock.Claim: a holder in another
+// network namespace, and a key squatted by another user. Shared terms are
+// not claimed: a name's shared holders would need one key each.
+
+// claimKey is the claim's key for name in the lock directory path.
+func claimKey(path, name string) string {
+	sum := sha256.Sum256([]byte(path + "\x00" + name))
+	return "leaderrun/v1/" + hex.EncodeToString(sum[:16])
+}
+
+// waitClaims waits until no holder of this user (or, in a group-shared
+// directory, of any user) claims the name.
+func (a *acquirer) waitClaims(ctx context.Context) error {
+	me := os.Geteuid()
+	_, err := oslock.WaitClaim(ctx, claimKey(a.l.path, a.name), func(uid int) bool {
+		return uid == me || a.l.group
+	})
+	return err
+}
+
+// makeClaim claims the name for an exclusive term; nil when it cannot be
+// made (no claims here, or the key is squatted).
+func (a *acquirer) makeClaim() *oslock.Claim {
+	if a.req.Mode != Exclusive {
+		return nil
+	}
+	return oslock.MakeClaim(claimKey(a.l.path, a.name))
+}
