@@ -370,7 +370,7 @@ func (a *acquirer) grant(ctx context.Context) (*Leadership, error) {
 	if err != nil {
 		return nil, err
 	}
-	if fresh || replaced {
+	if fresh || replaced || a.l.claimsAlways() {
 		// A directory or lock file that was not here for the last
 		// grant: a holder of the one that was at this path may still
 		// work (see claim.go). Wait until it is done.

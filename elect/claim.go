@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"os"
+	"strconv"
 
 	"github.com/leaderrun/leaderrun/oslock"
 )
@@ -26,17 +27,29 @@ import (
 // network namespace, and a key squatted by another user. Shared terms are
 // not claimed: a name's shared holders would need one key each.
 
-// claimKey is the claim's key for name in the lock directory path.
-func claimKey(path, name string) string {
-	sum := sha256.Sum256([]byte(path + "\x00" + name))
+// claimKey is the claim's key for name in the lock directory path. The
+// default directory's key does not depend on the path: a user's default
+// is in the home, or in the fallback while there is no usable home (see
+// DefaultDir), and a home that appears (or goes) during a term must not
+// let a name be led in both at once. So there every grant checks claims.
+func (l *Locker) claimKey(name string) string {
+	key := l.path + "\x00" + name
+	if l.cfg.Dir == "" {
+		key = "default\x00" + strconv.Itoa(os.Geteuid()) + "\x00" + name
+	}
+	sum := sha256.Sum256([]byte(key))
 	return "leaderrun/v1/" + hex.EncodeToString(sum[:16])
 }
+
+// claimsAlways reports whether every grant checks claims, not only one in
+// a directory or lock file new since the last grant.
+func (l *Locker) claimsAlways() bool { return l.cfg.Dir == "" }
 
 // waitClaims waits until no holder of this user (or, in a group-shared
 // directory, of any user) claims the name.
 func (a *acquirer) waitClaims(ctx context.Context) error {
 	me := os.Geteuid()
-	_, err := oslock.WaitClaim(ctx, claimKey(a.l.path, a.name), func(uid int) bool {
+	_, err := oslock.WaitClaim(ctx, a.l.claimKey(a.name), func(uid int) bool {
 		return uid == me || a.l.group
 	})
 	return err
@@ -48,5 +61,5 @@ func (a *acquirer) makeClaim() *oslock.Claim {
 	if a.req.Mode != Exclusive {
 		return nil
 	}
-	return oslock.MakeClaim(claimKey(a.l.path, a.name))
+	return oslock.MakeClaim(a.l.claimKey(a.name))
 }
