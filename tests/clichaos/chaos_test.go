@@ -88,11 +88,48 @@ func TestCLIChaos(t *testing.T) {
 		time.Sleep(time.Duration(5+c.rng.IntN(35)) * time.Millisecond)
 		c.act(minLive, maxLive)
 	}
+	c.continueDue(true)
 	c.drain()
 	c.checkLog()
 	if !t.Failed() {
 		c.report()
 	}
+}
+
+// stallBound is the longest the name may stay free, or held by a term
+// that is dead or being fenced, while a wrapper could take its turn: 100ms,
+// plus the fence of a killed term (its COMMAND and grandchildren, some
+// ignoring SIGTERM, get --grace, 150ms here, and then SIGKILL), plus
+// the COMMAND's first write; StallBound passing of stopped waiters is
+// inside it.
+const stallBound = 100*time.Millisecond + 150*time.Millisecond + 250*time.Millisecond
+
+// stalls returns, for every gap between consecutive terms in which some
+// wrapper other than the last holder was runnable (started, not exited,
+// not stopped) from the gap's start to its end, the gap's length; a gap
+// in which the last holder's wrapper was stopped is left out (a stopped
+// holder keeps the lock, as documented).
+func (c *cliChaos) stalls() (out []time.Duration, worst string) {
+	var longest time.Duration
+	terms := c.termsSeen
+	for i := 1; i < len(terms); i++ {
+		from, to := terms[i-1].end, terms[i].start
+		if c.stoppedWithin(terms[i-1].wrapper, from, to) {
+			continue // a stopped holder keeps the lock: not a dead term
+		}
+		for _, w := range c.procs {
+			if w.pid != terms[i-1].wrapper && w.runnable(from) && w.runnable(to) {
+				out = append(out, time.Duration(to-from))
+				if d := time.Duration(to - from); d > longest {
+					longest = d
+					worst = fmt.Sprintf("from epoch %d (wrapper %d) to epoch %d (wrapper %d), wrapper %d runnable throughout; the test's actions before: %s",
+						terms[i-1].epoch, terms[i-1].wrapper, terms[i].epoch, terms[i].wrapper, w.pid, c.eventsBefore(to))
+				}
+				break
+			}
+		}
+	}
+	return out, worst
 }
 
 // cliChaos is the orchestrator's state. Only the test goroutine changes
@@ -105,7 +142,9 @@ type cliChaos struct {
 	procs         []*wrapper
 	wg            sync.WaitGroup
 	kills         []leaderKill
-	n             struct{ kills, terms, steals, leaderKills, leaderTerms int }
+	n             struct{ kills, terms, steals, leaderKills, leaderTerms, stops, combined, deadStealers int }
+	pendingCont   []timedWrapper // stopped wrappers to continue
+	pendingKill   []timedWrapper // stealers to kill
 	tailOff       int64
 	tailRest      []byte
 	leader        int // the wrapper whose COMMAND was seen starting last
@@ -153,6 +192,22 @@ type wrapper struct {
 	status  syscall.WaitStatus
 	waitErr error
 	exitNs  int64
+	startNs int64
+	stops   [][2]int64 // SIGSTOP to SIGCONT, unix ns (0: not continued)
+}
+
+// runnable reports whether w could take its turn at ns: started, not
+// exited, not stopped.
+func (w *wrapper) runnable(ns int64) bool {
+	if w.startNs > ns || w.exitNs != 0 && w.exitNs <= ns {
+		return false
+	}
+	for _, st := range w.stops {
+		if st[0] <= ns && (st[1] == 0 || st[1] > ns) {
+			return false
+		}
+	}
+	return true
 }
 
 type leaderKill struct {
@@ -212,6 +267,7 @@ func (c *cliChaos) spawn(steal bool) *wrapper {
 		t.Fatal(err)
 	}
 	w.pid = w.cmd.Process.Pid
+	w.startNs = time.Now().UnixNano()
 	c.procs = append(c.procs, w)
 	c.event("start wrapper %d (#%d) %s", w.pid, w.i, strings.Join(append(args[6:len(args)-3], how...), " "))
 	if steal {
@@ -271,16 +327,108 @@ func (c *cliChaos) act(minLive, maxLive int) {
 		}
 		return live[c.rng.IntN(len(live))]
 	}
+	c.continueDue()
 	switch r := c.rng.IntN(100); {
 	case r < 20 && len(live) < maxLive:
 		c.spawn(false)
-	case r < 40:
+	case r < 36:
 		c.signal(pick(), syscall.SIGKILL)
-	case r < 50:
+	case r < 44:
 		c.signal(pick(), syscall.SIGTERM)
-	case r < 53 && len(live) < maxLive:
+	case r < 47 && len(live) < maxLive:
 		c.spawn(true)
+	case r < 55 && leader != nil:
+		// Combined: 1 to 3 waiters stopped, then the leader killed (or
+		// terminated); the stopped ones are continued later.
+		c.stopWaiters(live, leader, 1+c.rng.IntN(3))
+		sig := syscall.SIGKILL
+		if c.rng.IntN(3) == 0 {
+			sig = syscall.SIGTERM
+		}
+		c.signal(leader, sig)
+		c.n.combined++
+	case r < 59 && len(live) < maxLive:
+		// Combined: a stealer killed at a random point of its steal.
+		s := c.spawn(true)
+		c.pendingKill = append(c.pendingKill, timedWrapper{w: s, at: time.Now().Add(time.Duration(c.rng.IntN(300)) * time.Millisecond)})
+		c.n.deadStealers++
+	case r < 64:
+		c.stopWaiters(live, leader, 1+c.rng.IntN(3))
 	}
+	now := time.Now()
+	keep := c.pendingKill[:0]
+	for _, k := range c.pendingKill {
+		if now.After(k.at) {
+			c.signal(k.w, syscall.SIGKILL)
+		} else {
+			keep = append(keep, k)
+		}
+	}
+	c.pendingKill = keep
+}
+
+type timedWrapper struct {
+	w  *wrapper
+	at time.Time
+}
+
+// stopWaiters sends SIGSTOP to up to n live wrappers other than the
+// leader, to be continued 200ms to 1.5s later.
+func (c *cliChaos) stopWaiters(live []*wrapper, leader *wrapper, n int) {
+	for _, i := range c.rng.Perm(len(live)) {
+		w := live[i]
+		if n == 0 {
+			return
+		}
+		if w == leader || w.stopped() || w.done() {
+			continue
+		}
+		if err := w.cmd.Process.Signal(syscall.SIGSTOP); err != nil {
+			continue
+		}
+		w.stops = append(w.stops, [2]int64{time.Now().UnixNano(), 0})
+		c.event("SIGSTOP to wrapper %d", w.pid)
+		c.n.stops++
+		c.pendingCont = append(c.pendingCont, timedWrapper{w: w, at: time.Now().Add(time.Duration(200+c.rng.IntN(1300)) * time.Millisecond)})
+		n--
+	}
+}
+
+// continueDue continues the stopped wrappers whose time has come (all of
+// them with all).
+func (c *cliChaos) continueDue(all ...bool) {
+	now := time.Now()
+	keep := c.pendingCont[:0]
+	for _, p := range c.pendingCont {
+		if len(all) > 0 || now.After(p.at) {
+			p.w.cmd.Process.Signal(syscall.SIGCONT)
+			p.w.stops[len(p.w.stops)-1][1] = time.Now().UnixNano()
+			c.event("SIGCONT to wrapper %d", p.w.pid)
+		} else {
+			keep = append(keep, p)
+		}
+	}
+	c.pendingCont = keep
+}
+
+// stoppedWithin reports whether wrapper pid was stopped at some time
+// between from and to.
+func (c *cliChaos) stoppedWithin(pid int, from, to int64) bool {
+	for _, w := range c.procs {
+		if w.pid != pid {
+			continue
+		}
+		for _, st := range w.stops {
+			if st[0] <= to && (st[1] == 0 || st[1] >= from) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+func (w *wrapper) stopped() bool {
+	return len(w.stops) > 0 && w.stops[len(w.stops)-1][1] == 0
 }
 
 // signal sends sig to the wrapper's pid only: never to its process group,
@@ -589,6 +737,15 @@ func (c *cliChaos) report() {
 		}
 	}
 	fig += fmt.Sprintf("; longest gap between terms %v", maxGap.Round(time.Microsecond))
+	fig += fmt.Sprintf("; combined faults: %d SIGSTOPs of waiters, %d leader kills with 1-3 waiters stopped, %d stealers killed mid-steal", c.n.stops, c.n.combined, c.n.deadStealers)
+	if st, worst := c.stalls(); len(st) > 0 {
+		slices.Sort(st)
+		fig += fmt.Sprintf("; stalls (free or dead-held name while a waiter could run, %d gaps): p50 %v, p99 %v, max %v (bound %v)", len(st),
+			st[len(st)/2].Round(time.Microsecond), st[len(st)*99/100].Round(time.Microsecond), st[len(st)-1].Round(time.Microsecond), stallBound)
+		if st[len(st)-1] > stallBound {
+			t.Errorf("a runnable waiter waited %v with the name free or held by a dead term (the bound is %v): %s", st[len(st)-1], stallBound, worst)
+		}
+	}
 	t.Log(fig)
 }
 
