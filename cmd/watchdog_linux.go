@@ -258,6 +258,9 @@ func (w *watch) follow(lines <-chan string) bool {
 			key, val, _ := strings.Cut(line, " ")
 			switch key {
 			case "end":
+				// The term ended cleanly: the claim goes at once, so
+				// that the next holder does not wait for this exit.
+				unix.Close(4)
 				return false
 			case "command":
 				var c termRecord

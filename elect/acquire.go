@@ -362,21 +362,16 @@ func (a *acquirer) grant(ctx context.Context) (*Leadership, error) {
 		a.lockF = nil
 		return nil, nil // removed or replaced under us: take the one at the path
 	}
-	var replaced, fresh bool
-	st, err := updateState(ctx, a.dir, a.name, func(s *state) {
-		fresh = s.epoch == 0
-		grantEpoch(a.lockF, &replaced)(s)
-	})
-	if err != nil {
+	// A holder of a directory that was at this path before (removed,
+	// moved, mounted over or unmounted since) may still work: wait until
+	// its claim is gone (see claim.go).
+	if err := a.waitClaims(ctx); err != nil {
 		return nil, err
 	}
-	if fresh || replaced || a.l.claimsAlways() {
-		// A directory or lock file that was not here for the last
-		// grant: a holder of the one that was at this path may still
-		// work (see claim.go). Wait until it is done.
-		if err := a.waitClaims(ctx); err != nil {
-			return nil, err
-		}
+	var replaced bool
+	st, err := updateState(ctx, a.dir, a.name, grantEpoch(a.lockF, &replaced))
+	if err != nil {
+		return nil, err
 	}
 	now := time.Now()
 	a.tk.rec.Epoch, a.tk.rec.Granted, a.tk.rec.Polling = st.epoch, now, false

@@ -13,25 +13,25 @@ import (
 // An exclusive holder also claims its name outside the lock directory
 // (oslock.Claim: an abstract socket on Linux), keyed by the directory's
 // path and the name. The claim stays while the holder's work may go on,
-// even when the directory is removed, moved, replaced or mounted over, and
-// a grant in a directory or lock file that was not there for the last
-// grant (no epoch in the state file, or a lock file without the last
-// epoch as its floor) waits until no claim of the same key is held. So a newcomer
-// that makes a fresh directory at the path, where no queue, state or lock
-// file tells it of the old holder, still does not lead beside it: it
-// leads once the old holder has released (the leaderrun command: once its
-// COMMAND is gone). In a directory that was not replaced the kernel lock
-// already excludes the two; the claim costs a bind a grant.
+// even when the directory is removed, moved, replaced, mounted over or
+// unmounted, and every grant waits until no claim of the same key is held.
+// So a newcomer in the directory now at the path, where no queue, state or
+// lock file tells it of the old holder (a fresh one, or one that an
+// unmount uncovers with an older state), still does not lead beside it:
+// it leads once the old holder has released (the leaderrun command: once
+// its COMMAND is gone). In a directory that was not replaced the kernel
+// lock already excludes the two; there the claim costs a connect that is
+// refused and a bind, a few microseconds a grant.
 //
 // What a claim cannot see is said at oslock.Claim: a holder in another
 // network namespace, and a key squatted by another user. Shared terms are
 // not claimed: a name's shared holders would need one key each.
 
-// claimKey is the claim's key for name in the lock directory path. The
-// default directory's key does not depend on the path: a user's default
-// is in the home, or in the fallback while there is no usable home (see
-// DefaultDir), and a home that appears (or goes) during a term must not
-// let a name be led in both at once. So there every grant checks claims.
+// claimKey is the claim's key for name. It is the lock directory's path
+// and the name, except in the default directory, whose key does not depend
+// on the path: a user's default is in the home, or in the fallback while
+// there is no usable home (see DefaultDir), and a home that appears (or
+// goes) during a term must not let a name be led in both at once.
 func (l *Locker) claimKey(name string) string {
 	key := l.path + "\x00" + name
 	if l.cfg.Dir == "" {
@@ -40,10 +40,6 @@ func (l *Locker) claimKey(name string) string {
 	sum := sha256.Sum256([]byte(key))
 	return "leaderrun/v1/" + hex.EncodeToString(sum[:16])
 }
-
-// claimsAlways reports whether every grant checks claims, not only one in
-// a directory or lock file new since the last grant.
-func (l *Locker) claimsAlways() bool { return l.cfg.Dir == "" }
 
 // waitClaims waits until no holder of this user (or, in a group-shared
 // directory, of any user) claims the name.

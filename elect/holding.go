@@ -92,8 +92,9 @@ func (h *holding) deposedBy(line []byte) bool {
 }
 
 // watchPath ends the term with ErrLockLost as soon as the lock file at the
-// Locker's path is no longer the one we hold (removed, replaced, or its
-// directory moved or removed): from then on a newcomer would lock another
+// Locker's path is no longer the one we hold (removed, replaced, its
+// directory moved or removed, or a filesystem mounted over it or
+// unmounted under it): from then on a newcomer would lock another
 // file, and flock(1) on the path is no longer excluded. It uses the
 // process's one inotify instance; where none can be had, the loss is
 // noticed only by newcomers, which still wait for this holder's ticket.
@@ -130,14 +131,22 @@ func (h *holding) watchPath(end func(error)) {
 	if len(h.watches) > 1 {
 		c2 = h.watches[1].C
 	}
+	// A mount over the directory (or a lazy unmount of its filesystem)
+	// sends no inotify event: the mount table's changes are watched too.
+	c3, stopMounts, err := oslock.WatchMounts()
+	if err != nil {
+		stopMounts = func() {}
+	}
 	go func() {
 		defer close(h.watched)
+		defer stopMounts()
 		for !lost() {
 			select {
 			case <-h.unwatch:
 				return
 			case <-c1:
 			case <-c2:
+			case <-c3:
 			}
 		}
 		end(ErrLockLost)

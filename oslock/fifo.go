@@ -105,3 +105,12 @@ func AboveWatches(files ...*os.File) ([]*os.File, error) {
 	}
 	return out, nil
 }
+
+// WatchMounts returns a channel that receives a value (coalesced) each
+// time the process's mount table changes: something mounted (over a lock
+// directory, say) or unmounted, including lazily. A mount over a path
+// sends no inotify event, so a holder watches this too. It costs the
+// process one goroutine and two descriptors, made on first use and shared
+// by every caller; stop ends this caller's interest. Off Linux it reports
+// ErrUnsupported.
+func WatchMounts() (c <-chan struct{}, stop func(), err error) { return watchMounts() }
