@@ -77,6 +77,10 @@ func fdBaseline() int {
 		r.Close()
 		w.Close()
 	}
+	// The process's one watch of the mount table, which holders use too.
+	if _, stop, err := oslock.WatchMounts(); err == nil {
+		stop()
+	}
 	before := countFDs()
 	if w, err := oslock.WatchPath(os.TempDir()); err == nil {
 		w.Stop()

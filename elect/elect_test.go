@@ -26,7 +26,7 @@ func openFDs(t *testing.T) int {
 }
 
 func TestCancelLeavesNothingBehind(t *testing.T) {
-	defer goleak.VerifyNone(t, ignoreSentinel)
+	defer goleak.VerifyNone(t, ignoreSentinel...)
 	l, _ := testLocker(t)
 	ctx := testCtx(t)
 	lead, err := l.Acquire(ctx, "c", Request{})
@@ -146,7 +146,7 @@ func TestFlockCommandExcludes(t *testing.T) {
 }
 
 func TestElectorRolesAndAbdicate(t *testing.T) {
-	defer goleak.VerifyNone(t, ignoreSentinel)
+	defer goleak.VerifyNone(t, ignoreSentinel...)
 	l, _ := testLocker(t)
 	ctx, cancel := context.WithCancel(testCtx(t))
 	var mu sync.Mutex
@@ -197,6 +197,10 @@ func TestInvalidRequests(t *testing.T) {
 	}
 }
 
-// ignoreSentinel leaves out the process's one inotify reader, which lives
-// as long as the process once a holder watched its lock file.
-var ignoreSentinel = goleak.IgnoreAnyFunction("github.com/leaderrun/leaderrun/oslock.readSentinel")
+// ignoreSentinel leaves out the process's one inotify reader and its one
+// mount table watch, which live as long as the process once a holder
+// watched its lock file.
+var ignoreSentinel = []goleak.Option{
+	goleak.IgnoreAnyFunction("github.com/leaderrun/leaderrun/oslock.readSentinel"),
+	goleak.IgnoreAnyFunction("github.com/leaderrun/leaderrun/oslock.readMounts"),
+}

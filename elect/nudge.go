@@ -10,7 +10,8 @@ import (
 // that a process was stopped. The two waiters next in line are woken when
 // a holder's beacon hangs up; when both are stopped, whoever ended the
 // term looks at the head of the line and nudges the first running waiter
-// behind the stopped ones: a releasing holder, or the leaderrun command's
+// behind the stopped ones (already when one of the two is: the other may
+// stop before it takes its turn): a releasing holder, or the leaderrun command's
 // watchdog when its holder died. The nudged waiter checks on the stopped
 // ones after StallBound and passes them. A healthy handoff pays one lstat,
 // one record read and one /proc read for this.
@@ -19,8 +20,8 @@ import (
 var nudgeMsg = []byte("W\n")
 
 // Nudge wakes the first running waiter of name in the lock directory dir
-// when the waiter at the head of its line is stopped, so that it passes
-// the stopped ones. It is for a process that saw a holder's term end
+// that stands behind a stopped one, when one of the first two waiters is
+// stopped, so that it passes the stopped ones. It is for a process that saw a holder's term end
 // without a release (such as the leaderrun command's watchdog, once its
 // leaderrun died): a release does the same by itself. It never blocks,
 // takes no lock and changes nothing but the waiter's inbox.
@@ -53,12 +54,19 @@ func Nudge(dir, name string) {
 // gave up (whose number was seq).
 func nudgeAfter(q *oslock.Dir, seq uint64) {
 	if !stealsMaybe(q) {
-		// The usual line: the next number is the next waiter.
-		next := entry{name: ticketName(seq+1, false), seq: seq + 1}
-		if r, err := readRecord(q, next.name); err == nil {
-			if r.Epoch != 0 || oslock.StateOf(r.PID) != oslock.ProcStopped {
-				return
+		// The usual line: the next two numbers are the next two
+		// waiters; when both run, they (or the one behind them) take
+		// their turns without help.
+		healthy := 0
+		for n := seq + 1; n <= seq+2; n++ {
+			r, err := readRecord(q, ticketName(n, false))
+			if err != nil || r.Epoch != 0 || oslock.StateOf(r.PID) == oslock.ProcStopped {
+				break
 			}
+			healthy++
+		}
+		if healthy == 2 {
+			return
 		}
 	}
 	queue, err := listQueue(q)
@@ -68,25 +76,26 @@ func nudgeAfter(q *oslock.Dir, seq uint64) {
 	nudgeLine(q, queue)
 }
 
-// nudgeLine nudges the first running waiter of queue if the first waiter
-// (the first ticket not granted) is stopped.
+// nudgeLine nudges the first running waiter of queue behind a stopped one
+// when one of the first two waiters (tickets not granted) is stopped: the
+// waiter behind a stopped one may be stopped too, or stop before it sees
+// that the lock is free.
 func nudgeLine(q *oslock.Dir, queue []entry) {
-	headStopped := false
+	seen, stopped := 0, false
 	for _, e := range queue {
 		r, err := readRecord(q, e.name)
-		if err != nil {
-			continue
+		if err != nil || r.Epoch != 0 {
+			continue // a holder, or not a request
 		}
-		if r.Epoch != 0 {
-			continue // a holder
-		}
-		if oslock.StateOf(r.PID) == oslock.ProcStopped {
-			headStopped = true
-			continue
-		}
-		if headStopped {
+		seen++
+		switch {
+		case oslock.StateOf(r.PID) == oslock.ProcStopped:
+			stopped = true
+		case stopped:
 			q.SignalBeacon(e.name+inboxSuffix, nudgeMsg)
+			return
+		case seen >= 2:
+			return
 		}
-		return
 	}
 }

