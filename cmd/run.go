@@ -45,6 +45,9 @@ type runOptions struct {
 	restart  string
 	fanout   bool
 	verbose  bool
+	// exclusive: -x/-e was given; the mode is exclusive anyway unless
+	// -s, which contradicts it.
+	exclusive bool
 }
 
 func runAction(c *cli.Context) error {
@@ -106,6 +109,7 @@ func readRunFlags(c *cli.Context, argv []string) *runOptions {
 	if c.Bool("shared") {
 		o.req.Mode = elect.Shared
 	}
+	o.exclusive = c.Bool("exclusive")
 	if o.req.Steal {
 		// A holder that has not let go after twice our grace (stopped,
 		// or a COMMAND that ignores SIGTERM under a longer --grace) is
@@ -135,6 +139,8 @@ func (o *runOptions) check() error {
 		return usageErrorf("leaderrun: --steal and -n contradict each other; --steal always takes the lock")
 	case o.req.Steal && o.waitSet:
 		return usageErrorf("leaderrun: --steal and -w contradict each other; --steal always takes the lock")
+	case o.exclusive && o.req.Mode == elect.Shared:
+		return usageErrorf("leaderrun: -s (shared) and -x (exclusive) contradict each other; give one of them (exclusive is the default)")
 	case o.req.Steal && o.req.Mode == elect.Shared:
 		return usageErrorf("leaderrun: --steal works only in exclusive mode; drop -s")
 	case o.fanout && o.req.Mode == elect.Shared:
