@@ -1,8 +1,10 @@
 package main
 
 import (
+	"bytes"
 	"flag"
 	"fmt"
+	"net"
 	"os"
 	"os/exec"
 	"os/signal"
@@ -121,7 +123,40 @@ func scriptCmds() map[string]scriptcmd.Cmd {
 	cmds := scriptcmd.Commands(leaderrun, hardTimeout)
 	cmds["testgroup"] = cmdTestgroup
 	cmds["testuser"] = cmdTestuser
+	cmds["notifysocket"] = cmdNotifySocket
 	return cmds
+}
+
+// notifysocket VAR FILE: listen on a datagram socket, as systemd's
+// NOTIFY_SOCKET (sd_notify(3)); set $VAR to its path and append each
+// message received to FILE, one line each, until the script ends.
+func cmdNotifySocket(ts *testscript.TestScript, neg bool, args []string) {
+	if neg || len(args) != 2 {
+		ts.Fatalf("usage: notifysocket VAR FILE")
+	}
+	path := ts.MkAbs(args[0] + ".notify")
+	c, err := net.ListenUnixgram("unixgram", &net.UnixAddr{Name: path, Net: "unixgram"})
+	ts.Check(err)
+	out, err := os.OpenFile(ts.MkAbs(args[1]), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	ts.Check(err)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		buf := make([]byte, 4096)
+		for {
+			n, err := c.Read(buf)
+			if err != nil {
+				return
+			}
+			out.Write(append(bytes.TrimRight(buf[:n], "\n"), '\n'))
+		}
+	}()
+	ts.Defer(func() {
+		c.Close()
+		<-done
+		out.Close()
+	})
+	ts.Setenv(args[0], path)
 }
 
 // scriptCondition adds [root]: the script runs as root.

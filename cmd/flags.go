@@ -97,6 +97,11 @@ func runFlags() []cli.Flag {
 			Usage: "`MODE`: never | on-failure | always; keep leading and restart COMMAND, with a capped exponential back-off",
 			Value: "never",
 		},
+		&cli.StringFlag{
+			Name:  "notify-ready",
+			Usage: "with NOTIFY_SOCKET (systemd Type=notify), when to send READY=1: `MODE` lead (when this instance starts leading), start (at once) or command (never: COMMAND gets NOTIFY_SOCKET and reports itself; needs NotifyAccess=all); STATUS= and STOPPING=1 are sent in every mode",
+			Value: readyLead,
+		},
 		&cli.BoolFlag{
 			Name:  "fanout",
 			Usage: "as leader, publish every stdout line of COMMAND on the bus; while waiting, print the leader's published lines",

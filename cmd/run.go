@@ -48,6 +48,8 @@ type runOptions struct {
 	// exclusive: -x/-e was given; the mode is exclusive anyway unless
 	// -s, which contradicts it.
 	exclusive bool
+	ready     string    // --notify-ready
+	notify    *notifier // NOTIFY_SOCKET (sdnotify.go), or nil
 }
 
 func runAction(c *cli.Context) error {
@@ -110,6 +112,8 @@ func readRunFlags(c *cli.Context, argv []string) *runOptions {
 		o.req.Mode = elect.Shared
 	}
 	o.exclusive = c.Bool("exclusive")
+	o.ready = c.String("notify-ready")
+	o.notify = newNotifier(o.ready)
 	if o.req.Steal {
 		// A holder that has not let go after twice our grace (stopped,
 		// or a COMMAND that ignores SIGTERM under a longer --grace) is
@@ -145,6 +149,8 @@ func (o *runOptions) check() error {
 		return usageErrorf("leaderrun: --steal works only in exclusive mode; drop -s")
 	case o.fanout && o.req.Mode == elect.Shared:
 		return usageErrorf("leaderrun: --fanout works only in exclusive mode (shared holders serve no bus); drop -s or --fanout")
+	case o.ready != readyLead && o.ready != readyStart && o.ready != readyCommand:
+		return usageErrorf("leaderrun: --notify-ready %q is not a mode; use lead, start or command", o.ready)
 	case o.restart != "never" && o.restart != "on-failure" && o.restart != "always":
 		return usageErrorf("leaderrun: --restart %q is not a mode; use never, on-failure or always", o.restart)
 	}
@@ -172,12 +178,16 @@ func (o *runOptions) run(ctx context.Context) error {
 		}
 	}
 	defer signal.Stop(sigs)
+	// Deferred first, so it runs last: told anyway when nothing said it
+	// earlier (a signal, the end of the term).
+	defer o.notify.stopping()
 
 	lk, err := o.open()
 	if err != nil {
 		return o.explain(err)
 	}
 	defer lk.Close()
+	o.notify.started()
 	dir, err := filepath.Abs(lk.Dir())
 	if err != nil {
 		dir = lk.Dir()
@@ -197,6 +207,7 @@ func (o *runOptions) run(ctx context.Context) error {
 	// returns, which is after COMMAND is stopped.
 	defer lead.Release()
 	o.logf("leading %s (epoch %d, %s)", o.name, lead.Epoch(), lead.Mode())
+	o.notify.leading(o.name, lead.Epoch())
 	// Deferred after lead.Release, so it runs before it: the marker goes
 	// only once COMMAND has been stopped.
 	tm := o.beginTerm(ctx, lead, dir)
@@ -309,7 +320,7 @@ func (o *runOptions) whileWaiting(ctx context.Context, lk Backend, wg *sync.Wait
 	if o.req.IfAvailable {
 		return
 	}
-	if o.verbose {
+	if o.verbose || o.notify != nil {
 		wg.Go(func() { o.reportQueue(ctx, lk, done) })
 	}
 	fctx, stop := context.WithCancel(ctx)
@@ -431,7 +442,8 @@ func describeHolder(h elect.Holder) string {
 }
 
 // reportQueue prints, for -v, where this instance stands in line and who
-// leads, whenever that changes. It polls: it is only a report.
+// leads, whenever that changes, and tells systemd (STATUS=, sdnotify.go).
+// It polls: it is only a report, and waiting does not depend on it.
 func (o *runOptions) reportQueue(ctx context.Context, lk Backend, done <-chan struct{}) {
 	last := ""
 	t := time.NewTimer(50 * time.Millisecond)
@@ -447,15 +459,19 @@ func (o *runOptions) reportQueue(ctx context.Context, lk Backend, done <-chan st
 			return
 		}
 		msg := fmt.Sprintf("waiting for %s", o.name)
+		pos, holder, host := 0, 0, ""
 		for i, p := range snap.Pending {
 			if p.PID == os.Getpid() {
 				msg += fmt.Sprintf(", number %d in line", i+1)
+				pos = i + 1
 			}
 		}
 		if len(snap.Held) > 0 {
 			msg += ", " + describeHolder(snap.Held[0])
+			holder, host = snap.Held[0].PID, snap.Held[0].Host
 		}
-		if msg != last {
+		o.notify.waiting(o.name, pos, holder, host)
+		if msg != last && o.verbose {
 			o.logf("%s", msg)
 			last = msg
 		}
@@ -472,6 +488,10 @@ func (o *runOptions) env(dir string, lead *elect.Leadership) []string {
 		switch k {
 		case "LEADERRUN_NAME", "LEADERRUN_EPOCH", "LEADERRUN_DIR", "LEADERRUN_PID":
 			continue
+		case "NOTIFY_SOCKET":
+			if !o.notify.passOn() {
+				continue // leaderrun speaks for the service (sdnotify.go)
+			}
 		}
 		env = append(env, kv)
 	}
@@ -561,6 +581,7 @@ func (o *runOptions) supervise(ch *child, lead *elect.Leadership, sigs <-chan os
 			ch.kill()
 		default:
 			*finishing = true
+			o.notify.stopping()
 			ch.signalGroup(s)
 			t := time.NewTimer(o.grace)
 			graceOver = t.C
@@ -597,6 +618,7 @@ func (o *runOptions) supervise(ch *child, lead *elect.Leadership, sigs <-chan os
 			o.logf("COMMAND still runs %s after it was told to stop; killing it (SIGKILL)", o.grace)
 			ch.kill()
 		case <-lead.Done():
+			o.notify.stopping()
 			o.logf("leadership of %s ended (%v); stopping COMMAND (grace %s)", o.name, lead.Err(), o.grace)
 			ch.stop(o.grace, sigs)
 			return 0, o.ended(lead)
