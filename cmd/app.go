@@ -181,6 +181,9 @@ func onUsageError(c *cli.Context, err error, isSubcommand bool) error {
 // RunContext runs the command line in args (os.Args) and prints the error,
 // if any, once. Map the error to an exit status with ExitCode.
 func (a *App) RunContext(ctx context.Context, args []string) error {
+	if a.completeFlagValue(args) { // completion.go
+		return nil
+	}
 	args = dropPartialFlag(args)
 	err := startPoller()
 	if err == nil {
