@@ -10,6 +10,7 @@ import (
 	"os/signal"
 	"os/user"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -18,6 +19,7 @@ import (
 	"time"
 
 	"github.com/rogpeppe/go-internal/testscript"
+	"golang.org/x/sys/unix"
 
 	"github.com/leaderrun/leaderrun/internal/scriptcmd"
 	"github.com/rogpeppe/go-internal/txtar"
@@ -159,10 +161,22 @@ func cmdNotifySocket(ts *testscript.TestScript, neg bool, args []string) {
 	ts.Setenv(args[0], path)
 }
 
-// scriptCondition adds [root]: the script runs as root.
+// scriptCondition adds [root]: the script runs as root, and [pidscg]: it
+// may make a pids cgroup (v1's pids hierarchy, or v2 with the pids
+// controller enabled for children of the root).
 func scriptCondition(cond string) (bool, error) {
-	if cond == "root" {
+	switch cond {
+	case "root":
 		return os.Geteuid() == 0, nil
+	case "pidscg":
+		if os.Geteuid() != 0 {
+			return false, nil
+		}
+		if unix.Access("/sys/fs/cgroup/pids/cgroup.procs", unix.W_OK) == nil {
+			return true, nil
+		}
+		b, _ := os.ReadFile("/sys/fs/cgroup/cgroup.subtree_control")
+		return slices.Contains(strings.Fields(string(b)), "pids"), nil
 	}
 	return false, fmt.Errorf("unknown condition %q", cond)
 }

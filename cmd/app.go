@@ -162,6 +162,10 @@ func Main(opts ...Option) int {
 	if code, ok := a.runLateRole(); ok {
 		return code
 	}
+	if err := pidsLimitError(); err != nil { // pidslimit_linux.go
+		printErr(err)
+		return ExitCode(err)
+	}
 	if len(opts) == 0 {
 		handOver(os.Args) // returns only if there is nothing to hand over to
 	}

@@ -45,7 +45,7 @@ var ExitCodes = []ExitCodeRow{
 	{"65", "a file in the lock directory holds what leaderrun did not write (a garbage state file, a stray queue entry); the message names it and how to recover"},
 	{"69", "the lock directory cannot be locked (unsupported or network filesystem; see --allow-unsafe-fs); --etcd-endpoints: leaderrun-etcd is not installed; over etcd: the cluster cannot be reached"},
 	{"70", "leaderrun itself failed unexpectedly"},
-	{"71", "a system limit ran out: file descriptors (EMFILE, ENFILE), memory, or processes at fork (EAGAIN); COMMAND itself is fine"},
+	{"71", "a system limit ran out: file descriptors (EMFILE, ENFILE), memory, or processes at fork (EAGAIN), also a pids cgroup (TasksMax=) with too few tasks left when leaderrun starts; COMMAND itself is fine"},
 	{"73", "the lock directory's filesystem is read-only or full: nothing can be created there (as flock(1)'s 73)"},
 	{"75", "-n/-w: another instance leads (change it with -E); --single-instance, send: the primary did not accept within --ack-timeout (the line names its pid and state)"},
 	{"76", "--single-instance, send: the primary accepted the arguments and ended before answering; they were not run again"},
