@@ -2,8 +2,11 @@ package cmd
 
 import (
 	"errors"
+	"fmt"
 	"io/fs"
 	"os"
+	"path/filepath"
+	"strconv"
 	"syscall"
 
 	"github.com/leaderrun/leaderrun/elect"
@@ -41,6 +44,9 @@ func explainIn(dir string, explicit bool, err error) error {
 		case errors.Is(lerr, fs.ErrNotExist):
 			return exitf(ExitNoPerm, "leaderrun: the lock directory %s does not exist (removed while in use?); run leaderrun again to create it, or give one with --dir", dir)
 		}
+	}
+	if e := sharedDirError(dir, explicit, err); e != nil {
+		return e
 	}
 	var errno syscall.Errno
 	if errors.As(err, &errno) {
@@ -98,4 +104,49 @@ func resourceMsg(err error) string {
 		return "out of memory (ENOMEM); free some memory and try again"
 	}
 	return ""
+}
+
+// sharedDirError explains a lock directory given with --dir that others
+// (or its group) may write to, without advising to chmod it: such a
+// directory (/tmp, a project's shared tree) is seldom leaderrun's to
+// change, and chmod o-w /tmp would break the system. The advice is a
+// private subdirectory of a sticky directory (/tmp, /var/tmp, /run/lock:
+// shared by design, never chmod'ed), a private directory elsewhere
+// otherwise, and chmod only for a directory that is leaderrun's alone. Nil for other errors, and for the default
+// directory, which is leaderrun's own.
+func sharedDirError(dir string, explicit bool, err error) error {
+	if !explicit || dir == "" || !errors.Is(err, elect.ErrInsecureDir) {
+		return nil
+	}
+	fi, lerr := os.Lstat(dir)
+	if lerr != nil || !fi.IsDir() {
+		return nil
+	}
+	st, ok := fi.Sys().(*syscall.Stat_t)
+	if !ok || int(st.Uid) != os.Geteuid() && os.Geteuid() != 0 {
+		return nil // owned by another user: oslock's message says so
+	}
+	perm := st.Mode & 0o7777
+	who := ""
+	switch {
+	case perm&0o002 != 0:
+		who = "others"
+	case perm&0o020 != 0:
+		who = "its group"
+	default:
+		return nil
+	}
+	sub := filepath.Join(dir, "leaderrun-"+strconv.Itoa(os.Geteuid()))
+	msg := fmt.Sprintf("leaderrun: the lock directory %s is writable by %s (mode %04o), who could tamper with its lock files; ", dir, who, perm)
+	if perm&0o1000 != 0 {
+		msg += fmt.Sprintf("it is a shared directory, not leaderrun's: leave its mode alone and give a private subdirectory instead: mkdir -m 700 %s, then --dir %s", sub, sub)
+	} else {
+		// Not a subdirectory: where others may rename entries (no sticky
+		// bit), they could move it away.
+		msg += fmt.Sprintf("give a private directory of your own instead (mkdir -m 700 DIR, then --dir DIR; or leave --dir unset for the private default), or, only if %s is for leaderrun alone, chmod 700 %s", dir, dir)
+	}
+	if who == "its group" {
+		msg += "; or add --group-shared for a directory one group shares on purpose"
+	}
+	return &exitError{code: ExitNoPerm, err: &messageError{msg: msg, err: err}}
 }
