@@ -137,7 +137,7 @@ func sharedDirError(dir string, explicit bool, err error) error {
 		return nil
 	}
 	sub := filepath.Join(dir, "leaderrun-"+strconv.Itoa(os.Geteuid()))
-	msg := fmt.Sprintf("leaderrun: the lock directory %s is writable by %s (mode %04o), who could tamper with its lock files; ", dir, who, perm)
+	msg := fmt.Sprintf("leaderrun: insecure lock directory: %s is writable by %s (mode %04o), who could tamper with its lock files; ", dir, who, perm)
 	if perm&0o1000 != 0 {
 		msg += fmt.Sprintf("it is a shared directory, not leaderrun's: leave its mode alone and give a private subdirectory instead: mkdir -m 700 %s, then --dir %s", sub, sub)
 	} else {
