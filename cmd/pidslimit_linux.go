@@ -1,11 +1,11 @@
 package cmd
 
 import (
-	"bufio"
-	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
+
+	"golang.org/x/sys/unix"
 )
 
 // tasksNeeded is how many tasks (threads and processes) a run of
@@ -45,16 +45,14 @@ func pidsLimitError() error {
 // each of its ancestors (each level's limit applies), under the cgroup v1
 // pids hierarchy or the unified (v2) one.
 func pidsCgroups() []string {
-	f, err := os.Open("/proc/self/cgroup")
+	b, err := readProc("/proc/self/cgroup")
 	if err != nil {
 		return nil
 	}
-	defer f.Close()
 	var dirs []string
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
+	for _, line := range strings.Split(strings.TrimSpace(string(b)), "\n") {
 		// ID:CONTROLLERS:PATH
-		parts := strings.SplitN(sc.Text(), ":", 3)
+		parts := strings.SplitN(line, ":", 3)
 		if len(parts) != 3 {
 			continue
 		}
@@ -62,7 +60,7 @@ func pidsCgroups() []string {
 		switch {
 		case parts[0] == "0" && parts[1] == "":
 			root = "/sys/fs/cgroup"
-			if _, err := os.Stat("/sys/fs/cgroup/unified/cgroup.procs"); err == nil {
+			if unix.Access("/sys/fs/cgroup/unified/cgroup.procs", unix.F_OK) == nil {
 				root = "/sys/fs/cgroup/unified" // hybrid: v2 beside v1
 			}
 		case strings.Contains(","+parts[1]+",", ",pids,"):
@@ -83,7 +81,7 @@ func pidsCgroups() []string {
 // ownThreads is this process's number of threads (/proc/self/status), or
 // 1.
 func ownThreads() int {
-	b, err := os.ReadFile("/proc/self/status")
+	b, err := readProc("/proc/self/status")
 	if err != nil {
 		return 1
 	}
@@ -98,9 +96,15 @@ func ownThreads() int {
 }
 
 func readInt(path string) (int, error) {
-	b, err := os.ReadFile(path)
+	b, err := readProc(path)
 	if err != nil {
 		return 0, err
 	}
 	return strconv.Atoi(strings.TrimSpace(string(b)))
 }
+
+// readProc reads a small file of /proc or /sys with plain system calls
+// (readSmall): this runs before startPoller, and an os.File would make
+// the Go runtime create its poller, which it cannot do without a fatal
+// error when descriptors are short (see startPoller).
+func readProc(path string) ([]byte, error) { return readSmall(path, make([]byte, 16<<10)) }
