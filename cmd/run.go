@@ -640,6 +640,17 @@ func (o *runOptions) overdue(lead *elect.Leadership) error {
 	return nil
 }
 
+// lockDenied reports whether NAME's lock file in dir can no longer be
+// looked at for want of permission: the directory's mode was taken away
+// (chmod 000), which the election layer sees as a lock file gone.
+func lockDenied(dir, name string) bool {
+	if dir == "" {
+		return false
+	}
+	_, err := os.Lstat(elect.LockPath(dir, name))
+	return errors.Is(err, fs.ErrPermission)
+}
+
 func (o *runOptions) ended(lead *elect.Leadership) error {
 	// A lock directory removed under the holder (a cleaner, logout, rm
 	// -rf) is no steal, whatever the election layer took it for.
@@ -656,6 +667,8 @@ func (o *runOptions) ended(lead *elect.Leadership) error {
 		return exitf(ExitStolen, "leaderrun: leadership of %s (epoch %d) was stolen; COMMAND was stopped", o.name, lead.Epoch())
 	} else if errors.Is(err, elect.ErrSessionLost) {
 		return exitf(ExitLockLost, "leaderrun: the term of %s (epoch %d) was lost with its session (%v); COMMAND was stopped; another host may lead now", o.name, lead.Epoch(), rootCause(err))
+	} else if errors.Is(err, elect.ErrLockLost) && lockDenied(lead.Dir(), o.name) {
+		return exitf(ExitNoPerm, "leaderrun: this leaderrun lost its access to the lock directory %s (permission denied: its mode or owner was changed, e.g. chmod 000) while it led %s (epoch %d), so it could no longer check that it still held the lock; COMMAND was stopped; give the directory back to its owner, private (chmod 700 %s), and run again", lead.Dir(), o.name, lead.Epoch(), lead.Dir())
 	} else if errors.Is(err, elect.ErrLockLost) {
 		return exitf(ExitLockLost, "leaderrun: the lock file %s was removed or replaced while this leaderrun led %s (epoch %d); COMMAND was stopped; keep cleaners away from the lock directory", elect.LockPath(lead.Dir(), o.name), o.name, lead.Epoch())
 	} else {
