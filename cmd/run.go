@@ -443,7 +443,9 @@ func describeHolder(h elect.Holder) string {
 
 // reportQueue prints, for -v, where this instance stands in line and who
 // leads, whenever that changes, and tells systemd (STATUS=, sdnotify.go).
-// It polls: it is only a report, and waiting does not depend on it.
+// It polls (every 0.5s with -v, else every 5s): it is only a report, and
+// waiting does not depend on it; inotify would take one of the user's
+// few instances per waiter.
 func (o *runOptions) reportQueue(ctx context.Context, lk Backend, done <-chan struct{}) {
 	last := ""
 	t := time.NewTimer(50 * time.Millisecond)
@@ -475,7 +477,14 @@ func (o *runOptions) reportQueue(ctx context.Context, lk Backend, done <-chan st
 			o.logf("%s", msg)
 			last = msg
 		}
-		t.Reset(500 * time.Millisecond)
+		// Twice a second for a person (-v); for systemd's status line
+		// alone, a slower pace is enough: what changes in line shows
+		// within 5s, and leading is told at once (run).
+		if o.verbose {
+			t.Reset(500 * time.Millisecond)
+		} else {
+			t.Reset(5 * time.Second)
+		}
 	}
 }
 
