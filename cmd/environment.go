@@ -13,7 +13,7 @@ var Environment = []EnvRow{
 	{"LEADERRUN_GROUP_SHARED", "Read: as --group-shared."},
 	{"LEADERRUN_ALLOW_UNSAFE_FS", "Read: as --allow-unsafe-fs."},
 	{"LEADERRUN_STEAL_STOPPED", "Read: as --steal-stopped."},
-	{"NOTIFY_SOCKET", "Read: systemd's notification socket (Type=notify): leaderrun sends READY=1 when it starts leading (at once with --notify-ready=start), STATUS= lines while it waits and leads, and STOPPING=1 when it stops. COMMAND does not get it, so that it cannot report readiness for leaderrun; see --notify-ready."},
+	{"NOTIFY_SOCKET", "Read (Linux): systemd's notification socket (Type=notify): leaderrun sends READY=1 when it starts leading (at once with --notify-ready=start), STATUS= lines while it waits and leads, and STOPPING=1 when it stops. COMMAND does not get it, so that it cannot report readiness for leaderrun; see --notify-ready. With --single-instance leaderrun sends nothing and the primary's COMMAND gets it."},
 	{"LEADERRUN_ETCD_ENDPOINTS", "Read by leaderrun-etcd only, as its --etcd-endpoints (also LEADERRUN_ETCD_PREFIX, LEADERRUN_ETCD_TTL, LEADERRUN_HOST, LEADERRUN_ETCD_USER and LEADERRUN_ETCD_PASSWORD). leaderrun hands over to leaderrun-etcd on the flag --etcd-endpoints, never on the variable alone: two environments that differ (a cron job, a login shell) would elect over two backends and both lead."},
 	{"LEADERRUN_NAME", "Set for COMMAND: the lock name."},
 	{"LEADERRUN_EPOCH", "Set for COMMAND: the fencing token, greater for every new leader; pass it to what the job writes, and have that refuse lower epochs."},

@@ -167,6 +167,23 @@ func TestNotifyReadyModes(t *testing.T) {
 	holder.Cmd.Process.Signal(syscall.SIGTERM)
 	sh.expect(`^STOPPING=1$`)
 
+	// --single-instance: the primary's COMMAND is the service, and keeps
+	// NOTIFY_SOCKET; leaderrun sends nothing.
+	si := listenNotify(t, filepath.Join(t.TempDir(), "notify-single"))
+	p := startNotified(t, "single", dir, si.name, "--single-instance", "--name", "si", "--", "sh", "-c", `echo "sock=$NOTIFY_SOCKET"; exec sleep 30`)
+	p.Expect("sock=" + si.name)
+	if err := p.Cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	p.Wait()
+	// A marker of our own, after whatever leaderrun sent.
+	if err := sdNotify(si.name, "END=1"); err != nil {
+		t.Fatal(err)
+	}
+	if _, before := si.expect(`^END=1$`); len(before) > 0 {
+		t.Errorf("--single-instance sent %q", before)
+	}
+
 	code, msg := runCLI(t, "--notify-ready=soon", "--name", "x", "--", "true")
 	if code != ExitUsage || !strings.Contains(msg, `--notify-ready "soon" is not a mode; use lead, start or command`) {
 		t.Errorf("--notify-ready=soon: exit %d, %s", code, msg)
