@@ -377,7 +377,8 @@ COMMAND's environment gains LEADERRUN_NAME, LEADERRUN_EPOCH (the fencing
 token: it grows with every new leader), LEADERRUN_DIR, LEADERRUN_PID and
 LEADERRUN_TERM; with --single-instance also LEADERRUN_INVOCATIONS_FD and
 LEADERRUN_REPLIES_FD (see ENVIRONMENT below). COMMAND gets the terminal
-when leaderrun is in the terminal's foreground, whatever its stdin is.
+when leaderrun is in the terminal's foreground, whatever its stdin is,
+unless leaderrun writes into a pipeline (leaderrun -- cmd | less).
 
 NAMES:
    Without --name, the name is BASE-HASH: BASE is COMMAND's last path
