@@ -65,6 +65,8 @@ var installedScripts = []string{
 	"testscripts/run/run__unix_codes.txtar",
 	"testscripts/run/run__exit_codes.txtar",
 	"testscripts/run/run__help.txtar",
+	"testscripts/run/run__path_unset.txtar",
+	"testscripts/run/run__flock_flags.txtar",
 	"testscripts/hygiene/run__flock.txtar",
 	"testscripts/hygiene/run__sigkill_leader.txtar",
 	"testscripts/bus/publish__subscribe.txtar",
