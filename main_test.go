@@ -1,13 +1,16 @@
 package main
 
 import (
+	"bytes"
 	"flag"
 	"fmt"
+	"net"
 	"os"
 	"os/exec"
 	"os/signal"
 	"os/user"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -16,6 +19,7 @@ import (
 	"time"
 
 	"github.com/rogpeppe/go-internal/testscript"
+	"golang.org/x/sys/unix"
 
 	"github.com/leaderrun/leaderrun/internal/scriptcmd"
 	"github.com/rogpeppe/go-internal/txtar"
@@ -61,6 +65,8 @@ var installedScripts = []string{
 	"testscripts/run/run__unix_codes.txtar",
 	"testscripts/run/run__exit_codes.txtar",
 	"testscripts/run/run__help.txtar",
+	"testscripts/run/run__path_unset.txtar",
+	"testscripts/run/run__flock_flags.txtar",
 	"testscripts/hygiene/run__flock.txtar",
 	"testscripts/hygiene/run__sigkill_leader.txtar",
 	"testscripts/bus/publish__subscribe.txtar",
@@ -121,13 +127,58 @@ func scriptCmds() map[string]scriptcmd.Cmd {
 	cmds := scriptcmd.Commands(leaderrun, hardTimeout)
 	cmds["testgroup"] = cmdTestgroup
 	cmds["testuser"] = cmdTestuser
+	cmds["notifysocket"] = cmdNotifySocket
 	return cmds
 }
 
-// scriptCondition adds [root]: the script runs as root.
+// notifysocket VAR FILE: listen on a datagram socket, as systemd's
+// NOTIFY_SOCKET (sd_notify(3)); set $VAR to its path and append each
+// message received to FILE, one line each, until the script ends.
+func cmdNotifySocket(ts *testscript.TestScript, neg bool, args []string) {
+	if neg || len(args) != 2 {
+		ts.Fatalf("usage: notifysocket VAR FILE")
+	}
+	path := ts.MkAbs(args[0] + ".notify")
+	c, err := net.ListenUnixgram("unixgram", &net.UnixAddr{Name: path, Net: "unixgram"})
+	ts.Check(err)
+	out, err := os.OpenFile(ts.MkAbs(args[1]), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	ts.Check(err)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		buf := make([]byte, 4096)
+		for {
+			n, err := c.Read(buf)
+			if err != nil {
+				return
+			}
+			out.Write(append(bytes.TrimRight(buf[:n], "\n"), '\n'))
+		}
+	}()
+	ts.Defer(func() {
+		c.Close()
+		<-done
+		out.Close()
+	})
+	ts.Setenv(args[0], path)
+}
+
+// scriptCondition adds [root]: the script runs as root, and [pidscg]: it
+// may make a pids cgroup (v1's pids hierarchy, or v2 with the pids
+// controller enabled for children of the root).
 func scriptCondition(cond string) (bool, error) {
-	if cond == "root" {
+	switch cond {
+	case "root":
 		return os.Geteuid() == 0, nil
+	case "pidscg":
+		if os.Geteuid() != 0 {
+			return false, nil
+		}
+		if unix.Access("/sys/fs/cgroup/pids/cgroup.procs", unix.W_OK) == nil {
+			return true, nil
+		}
+		b, _ := os.ReadFile("/sys/fs/cgroup/cgroup.subtree_control")
+		return slices.Contains(strings.Fields(string(b)), "pids"), nil
 	}
 	return false, fmt.Errorf("unknown condition %q", cond)
 }

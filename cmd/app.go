@@ -86,7 +86,7 @@ func init() {
 	cli.HelpPrinter = func(w io.Writer, templ string, data any) {
 		if a, ok := data.(*cli.App); ok && a.Description == runDescription {
 			d := *a
-			d.Description = runDescription + exitCodeHelp()
+			d.Description = runDescription + "\n" + envHelp() + "\n" + exitCodeHelp()
 			data = &d
 		}
 		printHelp(w, templ, data)
@@ -125,6 +125,7 @@ leaderrun send APP [--] [ARG...]`,
 		// Without it urfave/cli calls os.Exit inside Run, skipping
 		// deferred cleanup; main exits once with ExitCode.
 		ExitErrHandler: func(*cli.Context, error) {},
+		Before:         checkDirFlags, // dirflag.go
 		OnUsageError:   onUsageError,
 		// The version is read from the build info only for --version
 		// (VersionPrinter); the placeholder in Version is not shown.
@@ -138,6 +139,7 @@ leaderrun send APP [--] [ARG...]`,
 	app.Flags = append(app.Flags, backendFlags...)
 	for _, c := range app.Commands {
 		c.OnUsageError = onUsageError
+		c.Before = checkDirFlags
 		if c.Name != "completion" {
 			c.Flags = append(c.Flags, backendFlags...)
 		}
@@ -160,6 +162,10 @@ func Main(opts ...Option) int {
 	if code, ok := a.runLateRole(); ok {
 		return code
 	}
+	if err := pidsLimitError(); err != nil { // pidslimit_linux.go
+		printErr(err)
+		return ExitCode(err)
+	}
 	if len(opts) == 0 {
 		handOver(os.Args) // returns only if there is nothing to hand over to
 	}
@@ -179,6 +185,9 @@ func onUsageError(c *cli.Context, err error, isSubcommand bool) error {
 // RunContext runs the command line in args (os.Args) and prints the error,
 // if any, once. Map the error to an exit status with ExitCode.
 func (a *App) RunContext(ctx context.Context, args []string) error {
+	if a.completeFlagValue(args) { // completion.go
+		return nil
+	}
 	args = dropPartialFlag(args)
 	err := startPoller()
 	if err == nil {
@@ -365,7 +374,11 @@ then SIGKILL after --grace. COMMAND does not inherit the lock: a stray
 background process can never keep the lock after its leader is gone.
 
 COMMAND's environment gains LEADERRUN_NAME, LEADERRUN_EPOCH (the fencing
-token: it grows with every new leader), LEADERRUN_DIR and LEADERRUN_PID.
+token: it grows with every new leader), LEADERRUN_DIR, LEADERRUN_PID and
+LEADERRUN_TERM; with --single-instance also LEADERRUN_INVOCATIONS_FD and
+LEADERRUN_REPLIES_FD (see ENVIRONMENT below). COMMAND gets the terminal
+when leaderrun is in the terminal's foreground, whatever its stdin is,
+unless leaderrun writes into a pipeline (leaderrun -- cmd | less).
 
 NAMES:
    Without --name, the name is BASE-HASH: BASE is COMMAND's last path
@@ -378,6 +391,7 @@ NAMES:
 DURATIONS:
    "1.5" is seconds; "1500ms", "2m", "1h30m" use Go's units.
 
+` + singleHelp + `
 EXAMPLES:
    # a cron job that must not overlap itself: skip the run if one is going
    leaderrun -n --name backup -- /usr/local/bin/backup.sh
@@ -399,6 +413,4 @@ EXAMPLES:
    leaderrun status
    leaderrun who poller
    flock -n "$(leaderrun lockfile backup)" ./backup.sh
-
-
-` + singleHelp
+`

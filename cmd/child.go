@@ -26,6 +26,9 @@ type child struct {
 // passed on: COMMAND never holds the lock itself (see doc.go).
 func newCmd(argv, env []string, stdout io.Writer) *exec.Cmd {
 	cmd := exec.Command(argv[0], argv[1:]...)
+	if path, err := lookPath(argv[0]); err == nil {
+		cmd.Path = path // PATH unset: the default search path
+	}
 	cmd.Env = env
 	cmd.Stdin = os.Stdin
 	cmd.Stdout = stdout
@@ -69,7 +72,7 @@ func (c *child) status() int {
 // says COMMAND followed --: without it, a word that is close to a
 // subcommand's name is taken for a misspelt subcommand (64).
 func checkCommand(name string, dashed bool) error {
-	path, err := exec.LookPath(name)
+	path, err := lookPath(name)
 	if err == nil {
 		return nil
 	}

@@ -26,11 +26,15 @@ func signalNumber(sig os.Signal) int {
 }
 
 func startChild(argv, env []string, stdout io.Writer, prepare ...func(*exec.Cmd)) (*child, error) {
-	c, err := startIn(argv, env, stdout, foregroundTTY(), prepare)
+	tty, ok := foregroundTTY()
+	if !ok {
+		tty = -1
+	}
+	c, err := startIn(argv, env, stdout, tty, prepare)
 	if err != nil && c.tty {
 		// The terminal could not be handed over (it changed under us):
 		// run COMMAND as a job without it, as before.
-		c, err = startIn(argv, env, stdout, false, prepare)
+		c, err = startIn(argv, env, stdout, -1, prepare)
 	}
 	if err != nil {
 		return nil, startFailure(argv[0], err)
@@ -38,12 +42,17 @@ func startChild(argv, env []string, stdout io.Writer, prepare ...func(*exec.Cmd)
 	return c, nil
 }
 
-func startIn(argv, env []string, stdout io.Writer, tty bool, prepare []func(*exec.Cmd)) (*child, error) {
+// startIn starts COMMAND; tty >= 0 is the terminal (leaderrun's
+// descriptor of it) whose foreground COMMAND's group gets.
+func startIn(argv, env []string, stdout io.Writer, tty int, prepare []func(*exec.Cmd)) (*child, error) {
 	cmd := newCmd(argv, env, stdout)
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	c := &child{cmd: cmd, done: make(chan struct{}), stopped: make(chan struct{}, 1), tty: tty}
-	if tty {
-		cmd.SysProcAttr.Foreground, cmd.SysProcAttr.Ctty = true, 0
+	c := &child{cmd: cmd, done: make(chan struct{}), stopped: make(chan struct{}, 1), tty: tty >= 0}
+	if tty >= 0 {
+		// With Foreground, Ctty is a descriptor of this process (the
+		// ioctl happens in the child before its descriptors are
+		// rearranged), not one of the child's.
+		cmd.SysProcAttr.Foreground, cmd.SysProcAttr.Ctty = true, tty
 	}
 	for _, p := range prepare {
 		p(cmd)

@@ -2,6 +2,7 @@ package cmd
 
 import (
 	"fmt"
+	"io"
 	"os"
 	"reflect"
 	"strings"
@@ -25,12 +26,7 @@ func completeNames(c *cli.Context) {
 	if dir == "" {
 		dir = elect.DefaultDir()
 	}
-	entries, _ := os.ReadDir(dir)
-	for _, e := range entries {
-		if name, ok := strings.CutSuffix(e.Name(), elect.LockFile("")); ok && elect.ValidateName(name) == nil {
-			fmt.Fprintln(c.App.Writer, name)
-		}
-	}
+	printNames(c.App.Writer, dir)
 }
 
 // fishNames adds the names of the lock directory to urfave/cli's fish
@@ -44,8 +40,87 @@ func fishNames(cmds []*cli.Command) string {
 			names = append(names, c.Name)
 		}
 	}
-	return "complete -c leaderrun -n '__fish_seen_subcommand_from " + strings.Join(names, " ") +
-		"' -f -a '(leaderrun (commandline -opc)[2..-1] --generate-bash-completion 2>/dev/null)'\n"
+	s := "complete -c leaderrun -n '__fish_seen_subcommand_from " + strings.Join(names, " ") +
+		"' -f -a '(leaderrun (commandline -opc)[2..-1] --generate-bash-completion 2>/dev/null)'\n" +
+		"complete -c leaderrun -n '__fish_seen_subcommand_from completion' -f -a '" + strings.Join(shells, " ") + "'\n" +
+		"complete -c leaderrun -l name -x -a '(leaderrun (commandline -opc)[2..-1] --name --generate-bash-completion 2>/dev/null)'\n"
+	for _, f := range []string{"restart", "notify-ready"} {
+		s += "complete -c leaderrun -l " + f + " -x -a '" + strings.Join(flagValues[f], " ") + "'\n"
+	}
+	return s
+}
+
+// shells are the shells completion writes a script for.
+var shells = []string{"bash", "zsh", "fish"}
+
+// flagValues are the values the completion offers after a flag that
+// takes one of a few words.
+var flagValues = map[string][]string{
+	"restart":      {"never", "on-failure", "always"},
+	"notify-ready": {readyLead, readyStart, readyCommand},
+}
+
+// completeFlagValue completes the value of the flag that args ends with
+// (`leaderrun --restart --generate-bash-completion`): the modes of
+// --restart and --notify-ready, the names of the lock directory for
+// --name. It reports false when args asks something else; for a flag
+// whose value is a file or a number it prints nothing, so that the
+// shell completes file names (complete -o default).
+func (a *App) completeFlagValue(args []string) bool {
+	n := len(args)
+	if n < 3 || args[n-1] != "--generate-bash-completion" || !strings.HasPrefix(args[n-2], "-") || strings.Contains(args[n-2], "=") {
+		return false
+	}
+	name := strings.TrimLeft(args[n-2], "-")
+	takesValue := takesValueOf(a.Flags)
+	for _, c := range a.Commands {
+		for k, v := range takesValueOf(c.Flags) {
+			takesValue[k] = takesValue[k] || v
+		}
+	}
+	if !takesValue[name] {
+		return false
+	}
+	switch name {
+	case "name":
+		printNames(a.Writer, completionDir(args[:n-2]))
+	default:
+		for _, v := range flagValues[name] {
+			fmt.Fprintln(a.Writer, v)
+		}
+	}
+	return true
+}
+
+// completionDir is the lock directory a command line being completed
+// names (--dir DIR, --dir=DIR, else LEADERRUN_DIR), or the default.
+func completionDir(args []string) string {
+	dir := os.Getenv("LEADERRUN_DIR")
+	for i := 1; i < len(args); i++ {
+		switch a := args[i]; {
+		case a == "--":
+			i = len(args)
+		case a == "--dir" && i+1 < len(args):
+			dir = args[i+1]
+			i++
+		case strings.HasPrefix(a, "--dir="):
+			dir = strings.TrimPrefix(a, "--dir=")
+		}
+	}
+	if dir == "" {
+		dir = elect.DefaultDir()
+	}
+	return dir
+}
+
+// printNames prints the lock names of dir (its *.lock files).
+func printNames(w io.Writer, dir string) {
+	entries, _ := os.ReadDir(dir)
+	for _, e := range entries {
+		if name, ok := strings.CutSuffix(e.Name(), elect.LockFile("")); ok && elect.ValidateName(name) == nil {
+			fmt.Fprintln(w, name)
+		}
+	}
 }
 
 func completionCommand() *cli.Command {
@@ -53,14 +128,22 @@ func completionCommand() *cli.Command {
 		Name:      "completion",
 		Usage:     "print a shell completion script for bash, zsh or fish",
 		ArgsUsage: "bash|zsh|fish",
-		Description: `The scripts complete subcommands, flags, and the names of the lock
-directory after who, status, publish, subscribe and lockfile. The Debian
-package installs them.
+		Description: `The scripts complete subcommands, flags, the names of the lock
+directory after who, status, publish, subscribe, lockfile and --name, the
+modes of --restart and --notify-ready, and the shells after completion.
+The Debian package installs them.
 
 EXAMPLES:
    source <(leaderrun completion bash)      # in ~/.bashrc
    source <(leaderrun completion zsh)       # in ~/.zshrc
    leaderrun completion fish > ~/.config/fish/completions/leaderrun.fish`,
+		BashComplete: func(c *cli.Context) {
+			if c.NArg() == 0 {
+				for _, sh := range shells {
+					fmt.Fprintln(c.App.Writer, sh)
+				}
+			}
+		},
 		Action: func(c *cli.Context) error {
 			switch c.Args().First() {
 			case "bash":

@@ -57,9 +57,10 @@
 //     restarted, and it gets SIGKILL after --grace if it has not exited (at
 //     once on a second one): a stop always stops. While waiting in line,
 //     any of them makes leaderrun give up and exit 128+N.
-//   - In a terminal (Linux; stdin and stdout the terminal, leaderrun in its
-//     foreground group), COMMAND's group is the foreground group while it
-//     runs, and leaderrun's gets the terminal back afterwards (tty_linux.go).
+//   - In a terminal (Linux; leaderrun in its controlling terminal's
+//     foreground group, whatever its stdin: seq 200 | leaderrun -- less),
+//     COMMAND's group is the foreground group while it runs, and
+//     leaderrun's gets the terminal back afterwards (tty_linux.go).
 //     Ctrl-C reaches COMMAND, Ctrl-Z stops COMMAND and then leaderrun, and a
 //     hang-up ends the term.
 //   - A COMMAND that runs leaderrun again for the same name and directory
@@ -79,10 +80,11 @@
 //     macOS), a COMMAND whose leaderrun is killed with SIGKILL keeps
 //     running while the next leader starts. Stopping leaderrun with any
 //     catchable signal stops COMMAND first everywhere.
-//   - Outside Linux, or when stdout is not the terminal (a pipeline, whose
-//     other commands share leaderrun's group and keep the terminal),
-//     COMMAND's process group is not the terminal's foreground group: a
-//     COMMAND that reads the terminal gets SIGTTIN.
+//   - Outside Linux, or when stdout is not the terminal and other
+//     processes share leaderrun's group (a pipeline, leaderrun -- cmd |
+//     less, whose other commands keep the terminal), COMMAND's process
+//     group is not the terminal's foreground group: a COMMAND that reads
+//     the terminal gets SIGTTIN.
 //
 // # Failure modes
 //

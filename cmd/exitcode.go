@@ -10,6 +10,7 @@ import (
 	"syscall"
 
 	"github.com/leaderrun/leaderrun/elect"
+	"github.com/leaderrun/leaderrun/oslock"
 )
 
 // Exit codes are a contract with the scripts that run leaderrun: keep the
@@ -42,14 +43,14 @@ var ExitCodes = []ExitCodeRow{
 	{"0", "COMMAND succeeded; who: NAME is led; --version, --help"},
 	{"1", "who: nobody leads NAME; publish: nobody serves NAME's bus, or its leader is stopped (SIGSTOP) and cannot answer"},
 	{"64", "usage error: a bad or empty flag, a bad name, no COMMAND, an unknown subcommand or help topic, a word such as version that is no subcommand; or COMMAND ran leaderrun again for the name and directory its own leaderrun holds (it would wait for itself for ever)"},
-	{"65", "a file in the lock directory holds what leaderrun did not write (a garbage state file, a stray queue entry); the message names it and how to recover"},
+	{"65", "a file in the lock directory is not what leaderrun made there: garbage in a state file; a FIFO, socket, directory, device node or symbolic link under the name of a lock file, state file, queue directory or ticket; a stray queue entry. Nothing was changed; the message names it and how to recover"},
 	{"69", "the lock directory cannot be locked (unsupported or network filesystem; see --allow-unsafe-fs); --etcd-endpoints: leaderrun-etcd is not installed; over etcd: the cluster cannot be reached"},
 	{"70", "leaderrun itself failed unexpectedly"},
-	{"71", "a system limit ran out: file descriptors (EMFILE, ENFILE), memory, or processes at fork (EAGAIN); COMMAND itself is fine"},
-	{"73", "the lock directory's filesystem is read-only or full: nothing can be created there (as flock(1)'s 73)"},
+	{"71", "a system limit ran out: file descriptors (EMFILE, ENFILE), memory, or processes at fork (EAGAIN), also a pids cgroup (TasksMax=) with too few tasks left when leaderrun starts; COMMAND itself is fine"},
+	{"73", "the lock directory's filesystem is read-only or full (blocks or inodes): nothing can be created there (as flock(1)'s 73); also a home where the default directory cannot be created for that reason (ProtectHome=read-only)"},
 	{"75", "-n/-w: another instance leads (change it with -E); --single-instance, send: the primary did not accept within --ack-timeout (the line names its pid and state)"},
 	{"76", "--single-instance, send: the primary accepted the arguments and ended before answering; they were not run again"},
-	{"77", "the lock directory is insecure, missing (also removed while in use), not a directory, or inaccessible; --single-instance, send: the primary runs as another user"},
+	{"77", "the lock directory is insecure, missing (also removed while in use), not a directory, or inaccessible (also its permission taken away while this instance led, such as chmod 000; COMMAND was stopped); the default directory cannot be created under a directory of another user (a ~/.local of root's); --single-instance, send: the primary runs as another user"},
 	{"79", "leadership was stolen (--steal) and COMMAND was stopped"},
 	{"80", "the lock file was removed or replaced while this instance led; COMMAND was stopped (the next leader waits until it is gone); over etcd: the term's lease was lost (not renewed in time, or revoked) and COMMAND was stopped (a waiting instance that loses its session queues again; with -n it exits 80)"},
 	{"126", "COMMAND is not executable, or is a directory"},
@@ -128,8 +129,10 @@ func codeFor(err error) int {
 	switch {
 	case errors.Is(err, elect.ErrInvalidName), errors.Is(err, elect.ErrInvalidRequest):
 		return ExitUsage
-	case errors.Is(err, elect.ErrCorrupt):
+	case errors.Is(err, elect.ErrCorrupt), errors.Is(err, oslock.ErrForeignEntry), errors.Is(err, oslock.ErrSymlink):
 		return ExitDataErr
+	case isForeignOpen(err):
+		return ExitDataErr // foreign.go
 	case errors.Is(err, elect.ErrUnsupported), errors.Is(err, elect.ErrUnavailable):
 		return ExitUnavailable
 	case errors.Is(err, elect.ErrInsecureDir), errors.Is(err, fs.ErrNotExist), errors.Is(err, fs.ErrPermission), errors.Is(err, elect.ErrForeignHolder):
@@ -140,6 +143,8 @@ func codeFor(err error) int {
 		return ExitStolen
 	case errors.Is(err, elect.ErrLockLost), errors.Is(err, elect.ErrSessionLost):
 		return ExitLockLost
+	case errors.Is(err, syscall.ENAMETOOLONG):
+		return ExitUsage // a lock directory path no filesystem takes
 	case errors.Is(err, syscall.EROFS), errors.Is(err, syscall.ENOSPC), errors.Is(err, syscall.EDQUOT):
 		return ExitCantCreate
 	case errors.Is(err, syscall.EMFILE), errors.Is(err, syscall.ENFILE), errors.Is(err, syscall.ENOMEM):
@@ -147,6 +152,8 @@ func codeFor(err error) int {
 	}
 	return ExitSoftware
 }
+
+func isForeignOpen(err error) bool { _, ok := foreignOpen(err); return ok }
 
 // classify turns an error from the election layer into an exitError with a
 // message that says what to do about it, for an explicit lock directory.
@@ -164,6 +171,9 @@ func classifyIn(err error, explicit bool) error {
 	}
 	code := codeFor(err)
 	msg, hint := err.Error(), ""
+	if pe, ok := foreignOpen(err); ok {
+		return &exitError{code: code, err: &messageError{msg: foreignMessage(pe), err: err}}
+	}
 	// oslock's advice for a directory of another user is to leave --dir
 	// unset: said once, and not for the default directory, where the
 	// user did just that.

@@ -2,8 +2,12 @@ package cmd
 
 import (
 	"errors"
+	"fmt"
 	"io/fs"
 	"os"
+	"os/user"
+	"path/filepath"
+	"strconv"
 	"syscall"
 
 	"github.com/leaderrun/leaderrun/elect"
@@ -39,8 +43,14 @@ func explainIn(dir string, explicit bool, err error) error {
 		case errors.Is(lerr, fs.ErrNotExist) && explicit:
 			return exitf(ExitNoPerm, "leaderrun: the lock directory %s does not exist (or was removed while in use); create it with mkdir -m 700 %s, or leave --dir and LEADERRUN_DIR unset to use the private default", dir, dir)
 		case errors.Is(lerr, fs.ErrNotExist):
+			if e := uncreatable(dir); e != nil {
+				return e
+			}
 			return exitf(ExitNoPerm, "leaderrun: the lock directory %s does not exist (removed while in use?); run leaderrun again to create it, or give one with --dir", dir)
 		}
+	}
+	if e := sharedDirError(dir, explicit, err); e != nil {
+		return e
 	}
 	var errno syscall.Errno
 	if errors.As(err, &errno) {
@@ -98,4 +108,123 @@ func resourceMsg(err error) string {
 		return "out of memory (ENOMEM); free some memory and try again"
 	}
 	return ""
+}
+
+// sharedDirError explains a lock directory given with --dir that others
+// (or its group) may write to, without advising to chmod it: such a
+// directory (/tmp, a project's shared tree) is seldom leaderrun's to
+// change, and chmod o-w /tmp would break the system. The advice is a
+// private subdirectory of a sticky directory (/tmp, /var/tmp, /run/lock:
+// shared by design, never chmod'ed), a private directory elsewhere
+// otherwise, and chmod only for a directory that is leaderrun's alone. Nil for other errors, and for the default
+// directory, which is leaderrun's own.
+func sharedDirError(dir string, explicit bool, err error) error {
+	if !explicit || dir == "" || !errors.Is(err, elect.ErrInsecureDir) {
+		return nil
+	}
+	fi, lerr := os.Lstat(dir)
+	if lerr != nil || !fi.IsDir() {
+		return nil
+	}
+	st, ok := fi.Sys().(*syscall.Stat_t)
+	if !ok || int(st.Uid) != os.Geteuid() && os.Geteuid() != 0 {
+		return nil // owned by another user: oslock's message says so
+	}
+	perm := st.Mode & 0o7777
+	who := ""
+	switch {
+	case perm&0o002 != 0:
+		who = "others"
+	case perm&0o020 != 0:
+		who = "its group"
+	default:
+		return nil
+	}
+	sub := filepath.Join(dir, "leaderrun-"+strconv.Itoa(os.Geteuid()))
+	msg := fmt.Sprintf("leaderrun: insecure lock directory: %s is writable by %s (mode %04o), who could tamper with its lock files; ", dir, who, perm)
+	if perm&0o1000 != 0 {
+		msg += fmt.Sprintf("it is a shared directory, not leaderrun's: leave its mode alone and give a private subdirectory instead: mkdir -m 700 %s, then --dir %s", sub, sub)
+	} else {
+		// Not a subdirectory: where others may rename entries (no sticky
+		// bit), they could move it away.
+		msg += fmt.Sprintf("give a private directory of your own instead (mkdir -m 700 DIR, then --dir DIR; or leave --dir unset for the private default), or, only if %s is for leaderrun alone, chmod 700 %s", dir, dir)
+	}
+	if who == "its group" {
+		msg += "; or add --group-shared for a directory one group shares on purpose"
+	}
+	return &exitError{code: ExitNoPerm, err: &messageError{msg: msg, err: err}}
+}
+
+// uncreatable explains why the default lock directory dir, which
+// leaderrun creates with the missing directories above it (.local,
+// .local/state), cannot be created: it tries the first missing one again
+// and names what is in the way, the path and the cause. A read-only
+// filesystem (ProtectHome=read-only, a read-only mount) or a full one
+// (blocks or inodes) is 73; a parent that is another user's (a ~/.local
+// made by sudo pip install --user) or not writable is 77, naming the
+// owner. Running again would change nothing. Nil when the directory
+// could be made now, or nothing is missing.
+func uncreatable(dir string) error {
+	missing := dir
+	for {
+		parent := filepath.Dir(missing)
+		if parent == missing {
+			return nil
+		}
+		if _, err := os.Lstat(parent); err == nil {
+			break
+		}
+		missing = parent
+	}
+	parent := filepath.Dir(missing)
+	err := os.Mkdir(missing, 0o700)
+	if err == nil || errors.Is(err, fs.ErrExist) {
+		return nil // made now: running again creates the rest
+	}
+	const fix = "give a private directory of your own with --dir DIR or LEADERRUN_DIR (mkdir -m 700 DIR)"
+	switch {
+	case errors.Is(err, syscall.EROFS):
+		return exitf(ExitCantCreate, "leaderrun: cannot create the default lock directory %s: %s is on a read-only filesystem (a read-only mount, or ProtectHome=read-only); %s", dir, parent, fix)
+	case errors.Is(err, syscall.ENOSPC), errors.Is(err, syscall.EDQUOT):
+		return exitf(ExitCantCreate, "leaderrun: cannot create the default lock directory %s: the filesystem of %s is full (%v: no space or no inodes left; see df -h and df -i); free some, or %s", dir, parent, errnoOf(err), fix)
+	case errors.Is(err, fs.ErrPermission):
+		fi, serr := os.Stat(parent)
+		if serr != nil {
+			break
+		}
+		st, ok := fi.Sys().(*syscall.Stat_t)
+		if !ok {
+			break
+		}
+		if int(st.Uid) != os.Geteuid() {
+			return exitf(ExitNoPerm, "leaderrun: cannot create the default lock directory %s: %s is owned by %s, not by you, so you cannot create %s in it (a sudo pip install --user can do that to ~/.local); have it given back to you (sudo chown %s %s), or %s",
+				dir, parent, userName(int(st.Uid)), filepath.Base(missing), loginName(os.Geteuid()), parent, fix)
+		}
+		return exitf(ExitNoPerm, "leaderrun: cannot create the default lock directory %s: %s is not writable (mode %04o); %s", dir, parent, st.Mode&0o7777, fix)
+	}
+	return exitf(ExitNoPerm, "leaderrun: cannot create the default lock directory %s: %v; %s", dir, err, fix)
+}
+
+func errnoOf(err error) error {
+	var errno syscall.Errno
+	if errors.As(err, &errno) {
+		return errno
+	}
+	return err
+}
+
+// userName is uid's name and number ("root (uid 0)"), or the number.
+func userName(uid int) string {
+	if u, err := user.LookupId(strconv.Itoa(uid)); err == nil {
+		return fmt.Sprintf("%s (uid %d)", u.Username, uid)
+	}
+	return fmt.Sprintf("uid %d", uid)
+}
+
+// loginName is uid's name, or its number, for a command line.
+func loginName(uid int) string {
+	if u, err := user.LookupId(strconv.Itoa(uid)); err == nil {
+		return u.Username
+	}
+	return strconv.Itoa(uid)
 }

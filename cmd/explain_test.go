@@ -141,3 +141,40 @@ func TestCodeFor(t *testing.T) {
 		}
 	}
 }
+
+// The default lock directory cannot be created on a read-only home
+// (ProtectHome=read-only, a read-only mount): 73 with the path and the
+// cause, not 77 "run leaderrun again", which would change nothing.
+func TestDefaultDirReadOnlyHome(t *testing.T) {
+	home := mountTmpfs(t, "ro")
+	dir := filepath.Join(home, ".local", "state", "leaderrun")
+	err := explainIn(dir, false, fmt.Errorf("oslock: cannot create lock directory: %w", &os.PathError{Op: "mkdir", Path: dir, Err: syscall.ENOENT}))
+	if code := ExitCode(err); code != ExitCantCreate {
+		t.Errorf("exit %d, want %d (%v)", code, ExitCantCreate, err)
+	}
+	want := "leaderrun: cannot create the default lock directory " + dir + ": " + home + " is on a read-only filesystem (a read-only mount, or ProtectHome=read-only); give a private directory of your own with --dir DIR or LEADERRUN_DIR (mkdir -m 700 DIR)"
+	if err.Error() != want {
+		t.Errorf("message\n%v\nwant\n%s", err, want)
+	}
+}
+
+// A home out of inodes: 73, full, with the path.
+func TestDefaultDirHomeOutOfInodes(t *testing.T) {
+	home := mountTmpfs(t, "nr_inodes=8")
+	for i := 0; ; i++ {
+		if err := os.Mkdir(filepath.Join(home, fmt.Sprint("filler", i)), 0o700); err != nil {
+			if !errors.Is(err, syscall.ENOSPC) {
+				t.Fatal(err)
+			}
+			break
+		}
+	}
+	dir := filepath.Join(home, ".local", "state", "leaderrun")
+	err := explainIn(dir, false, fmt.Errorf("oslock: cannot create lock directory: %w", &os.PathError{Op: "mkdir", Path: dir, Err: syscall.ENOENT}))
+	if code := ExitCode(err); code != ExitCantCreate {
+		t.Errorf("exit %d, want %d (%v)", code, ExitCantCreate, err)
+	}
+	if want := "leaderrun: cannot create the default lock directory " + dir + ": the filesystem of " + home + " is full (no space left on device: no space or no inodes left; see df -h and df -i)"; !strings.HasPrefix(err.Error(), want) {
+		t.Errorf("message\n%v\nwant it to start with\n%s", err, want)
+	}
+}

@@ -52,12 +52,12 @@ func runFlags() []cli.Flag {
 		},
 		&cli.BoolFlag{
 			Name:    "nonblock",
-			Aliases: []string{"n"},
+			Aliases: []string{"n", "nb"},
 			Usage:   "do not queue: if another instance leads, exit with the conflict code",
 		},
 		&cli.GenericFlag{
 			Name:    "wait",
-			Aliases: []string{"w"},
+			Aliases: []string{"w", "timeout"},
 			Usage:   "give up after waiting `DURATION` (\"1.5\" seconds or \"1500ms\") and exit with the conflict code",
 			Value:   &durationValue{},
 		},
@@ -71,6 +71,11 @@ func runFlags() []cli.Flag {
 			Name:    "shared",
 			Aliases: []string{"s"},
 			Usage:   "shared mode: run alongside other shared instances, never with an exclusive one",
+		},
+		&cli.BoolFlag{
+			Name:    "exclusive",
+			Aliases: []string{"x", "e"},
+			Usage:   "exclusive mode, the default (as flock(1)'s -x and -e); not with -s",
 		},
 		&cli.BoolFlag{
 			Name:  "steal",
@@ -91,6 +96,11 @@ func runFlags() []cli.Flag {
 			Name:  "restart",
 			Usage: "`MODE`: never | on-failure | always; keep leading and restart COMMAND, with a capped exponential back-off",
 			Value: "never",
+		},
+		&cli.StringFlag{
+			Name:  "notify-ready",
+			Usage: "with NOTIFY_SOCKET (systemd Type=notify), when to send READY=1: `MODE` lead (when this instance starts leading), start (at once) or command (never: COMMAND gets NOTIFY_SOCKET and reports itself; needs NotifyAccess=all); STATUS= and STOPPING=1 are sent in every mode",
+			Value: readyLead,
 		},
 		&cli.BoolFlag{
 			Name:  "fanout",

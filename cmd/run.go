@@ -45,6 +45,11 @@ type runOptions struct {
 	restart  string
 	fanout   bool
 	verbose  bool
+	// exclusive: -x/-e was given; the mode is exclusive anyway unless
+	// -s, which contradicts it.
+	exclusive bool
+	ready     string    // --notify-ready
+	notify    *notifier // NOTIFY_SOCKET (sdnotify.go), or nil
 }
 
 func runAction(c *cli.Context) error {
@@ -106,6 +111,9 @@ func readRunFlags(c *cli.Context, argv []string) *runOptions {
 	if c.Bool("shared") {
 		o.req.Mode = elect.Shared
 	}
+	o.exclusive = c.Bool("exclusive")
+	o.ready = c.String("notify-ready")
+	o.notify = newNotifier(o.ready)
 	if o.req.Steal {
 		// A holder that has not let go after twice our grace (stopped,
 		// or a COMMAND that ignores SIGTERM under a longer --grace) is
@@ -135,10 +143,14 @@ func (o *runOptions) check() error {
 		return usageErrorf("leaderrun: --steal and -n contradict each other; --steal always takes the lock")
 	case o.req.Steal && o.waitSet:
 		return usageErrorf("leaderrun: --steal and -w contradict each other; --steal always takes the lock")
+	case o.exclusive && o.req.Mode == elect.Shared:
+		return usageErrorf("leaderrun: -s (shared) and -x (exclusive) contradict each other; give one of them (exclusive is the default)")
 	case o.req.Steal && o.req.Mode == elect.Shared:
 		return usageErrorf("leaderrun: --steal works only in exclusive mode; drop -s")
 	case o.fanout && o.req.Mode == elect.Shared:
 		return usageErrorf("leaderrun: --fanout works only in exclusive mode (shared holders serve no bus); drop -s or --fanout")
+	case o.ready != readyLead && o.ready != readyStart && o.ready != readyCommand:
+		return usageErrorf("leaderrun: --notify-ready %q is not a mode; use lead, start or command", o.ready)
 	case o.restart != "never" && o.restart != "on-failure" && o.restart != "always":
 		return usageErrorf("leaderrun: --restart %q is not a mode; use never, on-failure or always", o.restart)
 	}
@@ -166,12 +178,16 @@ func (o *runOptions) run(ctx context.Context) error {
 		}
 	}
 	defer signal.Stop(sigs)
+	// Deferred first, so it runs last: told anyway when nothing said it
+	// earlier (a signal, the end of the term).
+	defer o.notify.stopping()
 
 	lk, err := o.open()
 	if err != nil {
 		return o.explain(err)
 	}
 	defer lk.Close()
+	o.notify.started()
 	dir, err := filepath.Abs(lk.Dir())
 	if err != nil {
 		dir = lk.Dir()
@@ -191,6 +207,7 @@ func (o *runOptions) run(ctx context.Context) error {
 	// returns, which is after COMMAND is stopped.
 	defer lead.Release()
 	o.logf("leading %s (epoch %d, %s)", o.name, lead.Epoch(), lead.Mode())
+	o.notify.leading(o.name, lead.Epoch())
 	// Deferred after lead.Release, so it runs before it: the marker goes
 	// only once COMMAND has been stopped.
 	tm := o.beginTerm(ctx, lead, dir)
@@ -303,7 +320,7 @@ func (o *runOptions) whileWaiting(ctx context.Context, lk Backend, wg *sync.Wait
 	if o.req.IfAvailable {
 		return
 	}
-	if o.verbose {
+	if o.verbose || o.notify != nil {
 		wg.Go(func() { o.reportQueue(ctx, lk, done) })
 	}
 	fctx, stop := context.WithCancel(ctx)
@@ -425,7 +442,10 @@ func describeHolder(h elect.Holder) string {
 }
 
 // reportQueue prints, for -v, where this instance stands in line and who
-// leads, whenever that changes. It polls: it is only a report.
+// leads, whenever that changes, and tells systemd (STATUS=, sdnotify.go).
+// It polls (every 0.5s with -v, else every 5s): it is only a report, and
+// waiting does not depend on it; inotify would take one of the user's
+// few instances per waiter.
 func (o *runOptions) reportQueue(ctx context.Context, lk Backend, done <-chan struct{}) {
 	last := ""
 	t := time.NewTimer(50 * time.Millisecond)
@@ -441,19 +461,30 @@ func (o *runOptions) reportQueue(ctx context.Context, lk Backend, done <-chan st
 			return
 		}
 		msg := fmt.Sprintf("waiting for %s", o.name)
+		pos, holder, host := 0, 0, ""
 		for i, p := range snap.Pending {
 			if p.PID == os.Getpid() {
 				msg += fmt.Sprintf(", number %d in line", i+1)
+				pos = i + 1
 			}
 		}
 		if len(snap.Held) > 0 {
 			msg += ", " + describeHolder(snap.Held[0])
+			holder, host = snap.Held[0].PID, snap.Held[0].Host
 		}
-		if msg != last {
+		o.notify.waiting(o.name, pos, holder, host)
+		if msg != last && o.verbose {
 			o.logf("%s", msg)
 			last = msg
 		}
-		t.Reset(500 * time.Millisecond)
+		// Twice a second for a person (-v); for systemd's status line
+		// alone, a slower pace is enough: what changes in line shows
+		// within 5s, and leading is told at once (run).
+		if o.verbose {
+			t.Reset(500 * time.Millisecond)
+		} else {
+			t.Reset(5 * time.Second)
+		}
 	}
 }
 
@@ -466,6 +497,10 @@ func (o *runOptions) env(dir string, lead *elect.Leadership) []string {
 		switch k {
 		case "LEADERRUN_NAME", "LEADERRUN_EPOCH", "LEADERRUN_DIR", "LEADERRUN_PID":
 			continue
+		case "NOTIFY_SOCKET":
+			if !o.notify.passOn() {
+				continue // leaderrun speaks for the service (sdnotify.go)
+			}
 		}
 		env = append(env, kv)
 	}
@@ -555,6 +590,7 @@ func (o *runOptions) supervise(ch *child, lead *elect.Leadership, sigs <-chan os
 			ch.kill()
 		default:
 			*finishing = true
+			o.notify.stopping()
 			ch.signalGroup(s)
 			t := time.NewTimer(o.grace)
 			graceOver = t.C
@@ -591,6 +627,7 @@ func (o *runOptions) supervise(ch *child, lead *elect.Leadership, sigs <-chan os
 			o.logf("COMMAND still runs %s after it was told to stop; killing it (SIGKILL)", o.grace)
 			ch.kill()
 		case <-lead.Done():
+			o.notify.stopping()
 			o.logf("leadership of %s ended (%v); stopping COMMAND (grace %s)", o.name, lead.Err(), o.grace)
 			ch.stop(o.grace, sigs)
 			return 0, o.ended(lead)
@@ -612,6 +649,17 @@ func (o *runOptions) overdue(lead *elect.Leadership) error {
 	return nil
 }
 
+// lockDenied reports whether NAME's lock file in dir can no longer be
+// looked at for want of permission: the directory's mode was taken away
+// (chmod 000), which the election layer sees as a lock file gone.
+func lockDenied(dir, name string) bool {
+	if dir == "" {
+		return false
+	}
+	_, err := os.Lstat(elect.LockPath(dir, name))
+	return errors.Is(err, fs.ErrPermission)
+}
+
 func (o *runOptions) ended(lead *elect.Leadership) error {
 	// A lock directory removed under the holder (a cleaner, logout, rm
 	// -rf) is no steal, whatever the election layer took it for.
@@ -628,6 +676,8 @@ func (o *runOptions) ended(lead *elect.Leadership) error {
 		return exitf(ExitStolen, "leaderrun: leadership of %s (epoch %d) was stolen; COMMAND was stopped", o.name, lead.Epoch())
 	} else if errors.Is(err, elect.ErrSessionLost) {
 		return exitf(ExitLockLost, "leaderrun: the term of %s (epoch %d) was lost with its session (%v); COMMAND was stopped; another host may lead now", o.name, lead.Epoch(), rootCause(err))
+	} else if errors.Is(err, elect.ErrLockLost) && lockDenied(lead.Dir(), o.name) {
+		return exitf(ExitNoPerm, "leaderrun: this leaderrun lost its access to the lock directory %s (permission denied: its mode or owner was changed, e.g. chmod 000) while it led %s (epoch %d), so it could no longer check that it still held the lock; COMMAND was stopped; give the directory back to its owner, private (chmod 700 %s), and run again", lead.Dir(), o.name, lead.Epoch(), lead.Dir())
 	} else if errors.Is(err, elect.ErrLockLost) {
 		return exitf(ExitLockLost, "leaderrun: the lock file %s was removed or replaced while this leaderrun led %s (epoch %d); COMMAND was stopped; keep cleaners away from the lock directory", elect.LockPath(lead.Dir(), o.name), o.name, lead.Epoch())
 	} else {

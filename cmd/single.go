@@ -106,6 +106,9 @@ func singleAction(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
+	// The primary's COMMAND is the service: it keeps NOTIFY_SOCKET and
+	// reports its own readiness; leaderrun sends nothing (sdnotify.go).
+	o.notify = nil
 	ack, _ := durationFlag(c, "ack-timeout")
 	if ack <= 0 {
 		return usageErrorf("leaderrun: --ack-timeout must be positive")

@@ -1,6 +1,7 @@
 package cmd
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -31,8 +32,9 @@ not leaderrun, such as flock(1) on the lock file, shows EPOCH -.
 
 --json prints {"held":[{"name","mode","pid","epoch","since","command",
 "state"}],"pending":[{"name","mode","pid","ticket","since",...}]}, the shape
-of the Web Locks navigator.locks.query(). --watch redraws on every change;
-with --json it prints one snapshot per line. A snapshot describes the past:
+of the Web Locks navigator.locks.query(). --watch redraws on every change,
+and on a terminal every second too, so that SINCE keeps counting; with
+--json it prints one snapshot per line, on every change. A snapshot describes the past:
 show it, do not decide on it (use -n for that).
 
 EXAMPLES:
@@ -183,6 +185,7 @@ func watchStatus(ctx context.Context, lk Backend, query func(context.Context) (e
 	tick := time.NewTicker(time.Second)
 	defer tick.Stop()
 	var last *elect.Snapshot
+	var shown string
 	for {
 		snap, err := query(ctx)
 		if err != nil {
@@ -192,7 +195,12 @@ func watchStatus(ctx context.Context, lk Backend, query func(context.Context) (e
 			return explainIn(lk.Dir(), true, err)
 		}
 		snap = normalize(snap)
-		if last == nil || !reflect.DeepEqual(snap, *last) {
+		// On a terminal the table is redrawn whenever its text changes,
+		// so that SINCE keeps counting (the tick); a log or a pipe gets
+		// a new table, and JSON a new line, only when the snapshot does.
+		var text bytes.Buffer
+		_ = printSnapshot(&text, snap, asJSON, where(lk))
+		if last == nil || !reflect.DeepEqual(snap, *last) || tty && !asJSON && text.String() != shown {
 			if !asJSON {
 				if tty {
 					fmt.Print("\033[H\033[2J")
@@ -200,10 +208,10 @@ func watchStatus(ctx context.Context, lk Backend, query func(context.Context) (e
 					fmt.Println()
 				}
 			}
-			if err := printSnapshot(os.Stdout, snap, asJSON, where(lk)); err != nil {
+			if _, err := os.Stdout.Write(text.Bytes()); err != nil {
 				return nil // stdout closed: the reader went away
 			}
-			last = &snap
+			last, shown = &snap, text.String()
 		}
 		select {
 		case <-ctx.Done():

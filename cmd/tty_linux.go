@@ -3,6 +3,9 @@ package cmd
 import (
 	"os"
 	"runtime"
+	"strconv"
+	"strings"
+	"sync"
 	"syscall"
 
 	"golang.org/x/sys/unix"
@@ -10,25 +13,87 @@ import (
 	"github.com/leaderrun/leaderrun/oslock"
 )
 
-// COMMAND gets the terminal the way a shell gives it to a job, and the
-// way flock(1) gets it by not making a process group of its own: when
-// leaderrun's stdin and stdout are the terminal and its process group is
-// the terminal's foreground group, COMMAND's group becomes the foreground
-// group (SysProcAttr.Foreground) and leaderrun's is put back once COMMAND
-// has exited. So a COMMAND that reads the terminal (a prompt, cat) is not
-// stopped by SIGTTIN, and Ctrl-C reaches it as it would without
-// leaderrun. stdout must be the terminal too: in a pipeline (leaderrun --
-// cmd | less) the other commands share leaderrun's group and would lose
-// the terminal.
+// COMMAND gets the terminal the way a shell gives it to a job: when
+// leaderrun's process group is the foreground group of its controlling
+// terminal, COMMAND's group becomes the foreground group
+// (SysProcAttr.Foreground) and leaderrun's is put back once COMMAND has
+// exited. So a COMMAND that reads the terminal (a prompt, less, a
+// password read from /dev/tty) is not stopped by SIGTTIN, and Ctrl-C
+// reaches it as it would without leaderrun, whatever leaderrun's stdin is
+// (seq 200 | leaderrun -- less): the terminal is leaderrun's controlling
+// terminal, opened as /dev/tty, not its stdin.
+//
+// The one exception is a pipeline that leaderrun writes into (leaderrun
+// -- cmd | less): the other commands share leaderrun's group and would
+// lose the terminal, so when stdout is not a terminal COMMAND gets it only
+// if no other process shares leaderrun's group (its ancestors, such as a
+// shell without job control waiting for it, do not count).
 
-// foregroundTTY reports whether COMMAND should get the terminal on fd 0.
-func foregroundTTY() bool {
-	pgrp, err := unix.IoctlGetInt(0, unix.TIOCGPGRP)
+// ctty is leaderrun's controlling terminal, opened once (close-on-exec:
+// COMMAND does not inherit the descriptor), or -1 when it has none.
+var ctty = sync.OnceValue(func() int {
+	fd, err := unix.Open("/dev/tty", unix.O_RDWR|unix.O_NOCTTY|unix.O_CLOEXEC|unix.O_NONBLOCK, 0)
+	if err != nil {
+		return -1
+	}
+	return fd
+})
+
+// foregroundTTY reports whether COMMAND should get the terminal, and the
+// descriptor of the terminal.
+func foregroundTTY() (int, bool) {
+	fd := ctty()
+	if fd < 0 {
+		return -1, false
+	}
+	pgrp, err := unix.IoctlGetInt(fd, unix.TIOCGPGRP)
 	if err != nil || pgrp != unix.Getpgrp() {
+		return -1, false
+	}
+	if _, err := unix.IoctlGetTermios(1, unix.TCGETS); err == nil {
+		return fd, true
+	}
+	return fd, aloneInGroup(pgrp)
+}
+
+// aloneInGroup reports whether no process but this one and its ancestors
+// is in process group pgrp: no other command of a pipeline shares it.
+func aloneInGroup(pgrp int) bool {
+	procs, err := os.ReadDir("/proc")
+	if err != nil {
 		return false
 	}
-	_, err = unix.IoctlGetTermios(1, unix.TCGETS)
-	return err == nil
+	self := os.Getpid()
+	for _, e := range procs {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil || pid == self {
+			continue
+		}
+		if pgrpOf(pid) == pgrp && !isAncestor(pid) {
+			return false
+		}
+	}
+	return true
+}
+
+// pgrpOf is the process group of pid (/proc/PID/stat), or 0.
+func pgrpOf(pid int) int {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return 0
+	}
+	// After the command name, in parentheses that it may hold too:
+	// state, ppid, pgrp.
+	i := strings.LastIndexByte(string(b), ')')
+	if i < 0 {
+		return 0
+	}
+	f := strings.Fields(string(b[i+1:]))
+	if len(f) < 3 {
+		return 0
+	}
+	pgrp, _ := strconv.Atoi(f[2])
+	return pgrp
 }
 
 // setForeground makes pgrp the terminal's foreground group. A process of
@@ -44,7 +109,7 @@ func setForeground(pgrp int) error {
 	if err := unix.PthreadSigmask(unix.SIG_BLOCK, &block, &old); err != nil {
 		return err
 	}
-	err := unix.IoctlSetPointerInt(0, unix.TIOCSPGRP, pgrp)
+	err := unix.IoctlSetPointerInt(ctty(), unix.TIOCSPGRP, pgrp)
 	_ = unix.PthreadSigmask(unix.SIG_SETMASK, &old, nil)
 	return err
 }
@@ -53,7 +118,7 @@ func setForeground(pgrp int) error {
 // COMMAND's group pgid still has it: a shell that took it meanwhile keeps
 // it.
 func restoreForeground(pgid int) {
-	if fg, err := unix.IoctlGetInt(0, unix.TIOCGPGRP); err == nil && fg == pgid {
+	if fg, err := unix.IoctlGetInt(ctty(), unix.TIOCGPGRP); err == nil && fg == pgid {
 		_ = setForeground(unix.Getpgrp())
 	}
 }
@@ -93,13 +158,13 @@ func (c *child) suspend() {
 	}
 	restoreForeground(c.pgid)
 	_ = syscall.Kill(os.Getpid(), syscall.SIGSTOP)
-	if fg, err := unix.IoctlGetInt(0, unix.TIOCGPGRP); err == nil && fg == unix.Getpgrp() {
+	if fg, err := unix.IoctlGetInt(ctty(), unix.TIOCGPGRP); err == nil && fg == unix.Getpgrp() {
 		_ = setForeground(c.pgid)
 	}
 	_ = syscall.Kill(-c.pgid, syscall.SIGCONT)
 }
 
-// watchHangup returns a channel closed when the terminal on fd 0 hangs up
+// watchHangup returns a channel closed when the terminal hangs up
 // (closed, its session leader gone), or nil when COMMAND does not get the
 // terminal (foregroundTTY): a background leaderrun that was disowned must
 // survive it.
@@ -107,12 +172,13 @@ func (c *child) suspend() {
 // touch the terminal's input, which belongs to COMMAND. It keeps one
 // thread blocked in poll for leaderrun's life, in a terminal only.
 func watchHangup() <-chan struct{} {
-	if !foregroundTTY() {
+	fd, ok := foregroundTTY()
+	if !ok {
 		return nil
 	}
 	hup := make(chan struct{})
 	go func() {
-		fds := []unix.PollFd{{Fd: 0}}
+		fds := []unix.PollFd{{Fd: int32(fd)}}
 		for {
 			_, err := unix.Poll(fds, -1)
 			switch {

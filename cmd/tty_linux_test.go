@@ -256,3 +256,62 @@ func TestTerminalHangup(t *testing.T) {
 	}
 	waitState(t, cmdPid, "Z")
 }
+
+// COMMAND gets the terminal when leaderrun's stdin is a pipe (echo x |
+// leaderrun -- prompt): the terminal is leaderrun's controlling terminal,
+// not its stdin. Without it, COMMAND's read of /dev/tty would stop it
+// (SIGTTIN) and it would never print.
+func TestTerminalPipedStdin(t *testing.T) {
+	p, slave := newPty(t)
+	startSession(t, slave, "sh", "-c", `echo x | "$LR" --name t -- sh -c 'read piped; echo "ready $piped"; read p </dev/tty; echo "got $p"'`+reportBack)
+	p.waitFor(`ready x`)
+	p.write("secret\n")
+	p.waitFor(`got secret`)
+	p.waitFor(`rc=0\r?\n`)
+	checkRestored(t, p)
+}
+
+// Ctrl-C reaches a COMMAND whose leaderrun reads a pipe, at once (not
+// after --grace, with 137).
+func TestTerminalPipedStdinInterrupt(t *testing.T) {
+	p, slave := newPty(t)
+	startSession(t, slave, "sh", "-c", `seq 200 | "$LR" --name t --grace 30 -- sh -c 'echo ready; exec cat /dev/tty >/dev/null'`+reportBack)
+	p.waitFor(`ready`)
+	// cat is reading the terminal once it is in state S, not T.
+	p.write("\x03")
+	p.waitFor(`rc=130\r?\n`)
+	checkRestored(t, p)
+}
+
+// With stdout redirected, and nobody else in leaderrun's process group
+// (the shell that waits for it does not count), COMMAND gets the
+// terminal too.
+func TestTerminalStdoutRedirected(t *testing.T) {
+	p, slave := newPty(t)
+	dir := t.TempDir()
+	startSession(t, slave, "sh", "-c", `"$LR" --name t -- sh -c 'echo ready >/dev/tty; read p </dev/tty; echo "got $p"' >`+dir+`/out`+reportBack)
+	p.waitFor(`ready`)
+	p.write("hello\n")
+	p.waitFor(`rc=0\r?\n`)
+	checkRestored(t, p)
+	if b, _ := os.ReadFile(dir + "/out"); string(b) != "got hello\n" {
+		t.Errorf("COMMAND's stdout has %q, want %q", b, "got hello\n")
+	}
+}
+
+// In a pipeline that leaderrun writes into (leaderrun -- cmd | reader),
+// the other commands of the pipeline keep the terminal: here the reader
+// reads it while COMMAND runs.
+func TestTerminalPipelinePeerKeepsIt(t *testing.T) {
+	p, slave := newPty(t)
+	dir := t.TempDir()
+	// COMMAND runs until the reader has read.
+	command := `i=0; while [ ! -e ` + dir + `/read ] && [ $i -lt 300 ]; do sleep 0.05; i=$((i+1)); done; echo out`
+	startSession(t, slave, "sh", "-c", `"$LR" --name t -- sh -c '`+command+`' | sh -c 'echo peer-ready >/dev/tty; read x </dev/tty; touch `+dir+`/read; echo "peer got $x"; cat'`+reportBack)
+	p.waitFor(`peer-ready`)
+	p.write("typed\n")
+	p.waitFor(`peer got typed`)
+	p.waitFor(`out\r?\n`)
+	p.waitFor(`rc=0\r?\n`)
+	checkRestored(t, p)
+}

@@ -19,20 +19,21 @@ func whoCommand() *cli.Command {
 		ArgsUsage: "NAME",
 		Description: `Prints the process that leads NAME. With shared holders, prints each of
 them. Exits 0 when NAME is led, 1 when nobody leads it (and prints nothing
-on stdout), so a script can test it:
+on stdout but with --json), so a script can test it:
 
    if leaderrun who backup >/dev/null; then echo "a backup is running"; fi
 
---json prints {"name","pid","epoch","since","mode","state"} for the leader
-(the first holder when several share the lock); STATE is running or
-stopped (SIGSTOP, Ctrl-Z: it holds the lock but does not run). A holder
-that is not leaderrun (flock(1) on the lock file) has "external":true and
-no "since".
+--json prints {"name","pid","epoch","since","mode","state","led":true}
+for the leader (the first holder when several share the lock); STATE is
+running or stopped (SIGSTOP, Ctrl-Z: it holds the lock but does not run).
+A holder that is not leaderrun (flock(1) on the lock file) has
+"external":true and no "since". When nobody leads, --json prints
+{"name":NAME,"led":false} and the exit status is still 1.
 
 EXAMPLES:
    leaderrun who poller
    leaderrun who poller --json | jq .epoch`,
-		Flags:        []cli.Flag{subDirFlag(), jsonFlag(`print {"name","pid","epoch","since","mode","state"}`)},
+		Flags:        []cli.Flag{subDirFlag(), jsonFlag(`print {"name","pid","epoch","since","mode","state","led"}; {"name","led":false} when nobody leads`)},
 		Action:       whoAction,
 		BashComplete: completeNames,
 	}
@@ -48,6 +49,14 @@ type whoJSON struct {
 	State    string     `json:"state"`
 	External bool       `json:"external,omitempty"`
 	Host     string     `json:"host,omitempty"` // over etcd
+	Led      bool       `json:"led"`            // always true; false in noLeaderJSON
+}
+
+// noLeaderJSON is `who --json` when nobody leads: {"name":N,"led":false},
+// with exit 1, so that `leaderrun who N --json | jq` always gets an object.
+type noLeaderJSON struct {
+	Name string `json:"name"`
+	Led  bool   `json:"led"`
 }
 
 func whoAction(c *cli.Context) error {
@@ -65,12 +74,16 @@ func whoAction(c *cli.Context) error {
 		return s.fail(c, err)
 	}
 	if len(snap.Held) == 0 {
+		if c.Bool("json") {
+			b, _ := json.Marshal(noLeaderJSON{Name: name})
+			fmt.Printf("%s\n", b)
+		}
 		fmt.Fprintf(os.Stderr, "leaderrun: nobody leads %s in %s\n", name, where(s.lk))
 		return silentExit(ExitNoLeader)
 	}
 	if c.Bool("json") {
 		h := snap.Held[0]
-		b, _ := json.Marshal(whoJSON{Name: h.Name, PID: h.PID, Epoch: h.Epoch, Since: h.Since, Mode: h.Mode, State: h.State, External: h.External, Host: h.Host})
+		b, _ := json.Marshal(whoJSON{Name: h.Name, Led: true, PID: h.PID, Epoch: h.Epoch, Since: h.Since, Mode: h.Mode, State: h.State, External: h.External, Host: h.Host})
 		fmt.Printf("%s\n", b)
 		return nil
 	}

@@ -181,7 +181,7 @@ func (d *Dir) openKind(at, name string, flag int, perm uint32, kind uint32) (int
 		if kind == unix.S_IFIFO {
 			what = "a FIFO that leaderrun made"
 		}
-		return -1, st, fmt.Errorf("oslock: %s is not %s; remove it", filepath.Join(d.path, name), what)
+		return -1, st, foreignError{fmt.Sprintf("oslock: %s is not %s; remove it", filepath.Join(d.path, name), what)}
 	}
 	return fd, st, nil
 }

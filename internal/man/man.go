@@ -50,9 +50,14 @@ func Write(w io.Writer, app *cmd.App) error {
 	for _, r := range cmd.ExitCodes {
 		p.tagged(r.Code, r.Meaning)
 	}
+	p.section("FLOCK(1) MIGRATION")
+	p.text("What each habit of flock(1) becomes; every difference is listed.")
+	for _, r := range cmd.FlockMigration {
+		p.tagged(r.Flock, r.Leaderrun)
+	}
 	p.section("ENVIRONMENT")
-	for _, e := range environment {
-		p.tagged(e[0], e[1])
+	for _, e := range cmd.Environment {
+		p.tagged(e.Name, e.Meaning)
 	}
 	p.section("FILES")
 	for _, f := range files {
@@ -64,17 +69,6 @@ func Write(w io.Writer, app *cmd.App) error {
 	p.raw(".BR flock (1),\n.BR flock (2),\n.BR run-one (1),\n.BR systemd.service (5),\n.BR crontab (5)\n")
 	_, err := io.WriteString(w, p.String())
 	return err
-}
-
-// environment is what leaderrun reads, then what COMMAND gets.
-var environment = [][2]string{
-	{"LEADERRUN_DIR", "The lock directory, as --dir. Also set for COMMAND: the directory in use."},
-	{"LEADERRUN_GROUP_SHARED", "As --group-shared."},
-	{"LEADERRUN_ALLOW_UNSAFE_FS", "As --allow-unsafe-fs."},
-	{"LEADERRUN_STEAL_STOPPED", "As --steal-stopped."},
-	{"LEADERRUN_NAME", "Set for COMMAND: the lock name."},
-	{"LEADERRUN_EPOCH", "Set for COMMAND: the fencing token, which grows with every new leader."},
-	{"LEADERRUN_PID", "Set for COMMAND: the pid of its leaderrun."},
 }
 
 var files = [][2]string{
@@ -133,14 +127,32 @@ func (p *page) text(s string) {
 			p.example(strings.Join(lines, "\n"))
 			continue
 		}
-		var words []string
-		for _, l := range lines {
-			words = append(words, strings.Fields(l)...)
+		// Text runs are filled; lines indented deeper than the body (a
+		// JSON shape) and a command line opening a sub-section are kept
+		// as they are.
+		var words, verbatim []string
+		flush := func() {
+			if len(words) > 0 {
+				p.WriteString(".PP\n" + esc(strings.Join(words, " ")) + "\n")
+				words = nil
+			}
+			if len(verbatim) > 0 {
+				p.example(strings.Join(verbatim, "\n"))
+				verbatim = nil
+			}
 		}
-		if len(words) == 0 {
-			continue
+		for i, l := range lines {
+			deep := strings.HasPrefix(l, "     ") || i == 0 && strings.HasPrefix(l, "   leaderrun ")
+			if deep != (len(verbatim) > 0) {
+				flush()
+			}
+			if deep {
+				verbatim = append(verbatim, l)
+			} else {
+				words = append(words, strings.Fields(l)...)
+			}
 		}
-		p.WriteString(".PP\n" + esc(strings.Join(words, " ")) + "\n")
+		flush()
 	}
 }
 
@@ -226,26 +238,50 @@ const (
 	ExitTableEnd   = "<!-- end exit-codes -->\n"
 )
 
+// README markers around the flock(1) migration table (FlockTableMarkdown).
+const (
+	FlockTableBegin = "<!-- flock-migration: generated from cmd.FlockMigration by go generate; do not edit -->\n"
+	FlockTableEnd   = "<!-- end flock-migration -->\n"
+)
+
 // ExitTableMarkdown is cmd.ExitCodes as the README's Markdown table.
 func ExitTableMarkdown() string {
 	var b strings.Builder
 	b.WriteString("| Code | Meaning |\n|---|---|\n")
 	for _, r := range cmd.ExitCodes {
-		fmt.Fprintf(&b, "| %s | %s |\n", r.Code, strings.ReplaceAll(r.Meaning, "|", "\\|"))
+		fmt.Fprintf(&b, "| %s | %s |\n", r.Code, mdCell(r.Meaning))
 	}
 	return b.String()
 }
 
-// SpliceReadme replaces the exit status table between the markers in
-// readme; ok is false when the markers are missing.
+// FlockTableMarkdown is cmd.FlockMigration as the README's Markdown table.
+func FlockTableMarkdown() string {
+	var b strings.Builder
+	b.WriteString("| flock(1) | leaderrun |\n|---|---|\n")
+	for _, r := range cmd.FlockMigration {
+		fmt.Fprintf(&b, "| %s | %s |\n", mdCell(r.Flock), mdCell(r.Leaderrun))
+	}
+	return b.String()
+}
+
+func mdCell(s string) string { return strings.ReplaceAll(s, "|", "\\|") }
+
+// SpliceReadme replaces the generated tables between their markers in
+// readme; ok is false when a pair of markers is missing.
 func SpliceReadme(readme string) (string, bool) {
-	before, rest, ok := strings.Cut(readme, ExitTableBegin)
-	if !ok {
-		return readme, false
+	for _, t := range []struct{ begin, end, table string }{
+		{ExitTableBegin, ExitTableEnd, ExitTableMarkdown()},
+		{FlockTableBegin, FlockTableEnd, FlockTableMarkdown()},
+	} {
+		before, rest, ok := strings.Cut(readme, t.begin)
+		if !ok {
+			return readme, false
+		}
+		_, after, ok := strings.Cut(rest, t.end)
+		if !ok {
+			return readme, false
+		}
+		readme = before + t.begin + t.table + t.end + after
 	}
-	_, after, ok := strings.Cut(rest, ExitTableEnd)
-	if !ok {
-		return readme, false
-	}
-	return before + ExitTableBegin + ExitTableMarkdown() + ExitTableEnd + after, true
+	return readme, true
 }

@@ -35,10 +35,10 @@ func TestReadmeExitTable(t *testing.T) {
 	}
 	s, ok := SpliceReadme(string(b))
 	if !ok {
-		t.Fatal("README.md has no exit-codes markers")
+		t.Fatal("README.md lacks the exit-codes or flock-migration markers")
 	}
 	if s != string(b) {
-		t.Fatal("README.md's exit status table is out of date; run go generate ./... from the repository root and commit it")
+		t.Fatal("README.md's generated tables are out of date; run go generate ./... from the repository root and commit it")
 	}
 }
 
@@ -69,6 +69,26 @@ func TestManContents(t *testing.T) {
 	if !strings.Contains(page, ".BR flock (1)") {
 		t.Error("no see also flock(1)")
 	}
+	if !strings.Contains(page, "\n.SH FLOCK(1) MIGRATION\n") {
+		t.Error("no FLOCK(1) MIGRATION section")
+	}
+	for _, flag := range []string{`\-x`, `\-e`, `\-s`, `\-n`, `\-w`, `\-E`, `\-o`, `\-u`, `\-F`, `\-c`} {
+		if !strings.Contains(section(page, "FLOCK(1) MIGRATION"), ".B "+flag) && !strings.Contains(section(page, "FLOCK(1) MIGRATION"), ", "+flag) {
+			t.Errorf("the flock(1) migration table does not say what flock's %s becomes", flag)
+		}
+	}
+	env := section(page, "ENVIRONMENT")
+	for _, v := range []string{"LEADERRUN_TERM", "LEADERRUN_INVOCATIONS_FD", "LEADERRUN_REPLIES_FD", "LEADERRUN_ETCD_ENDPOINTS", "NOTIFY_SOCKET", "LEADERRUN_NAME", "LEADERRUN_EPOCH", "LEADERRUN_PID"} {
+		if !strings.Contains(env, ".B "+strings.ReplaceAll(v, "-", `\-`)+"\n") {
+			t.Errorf("ENVIRONMENT lacks %s", v)
+		}
+	}
+	if ex := section(page, "EXAMPLES"); strings.Contains(ex, "SINGLE INSTANCE") || strings.Contains(ex, "INVOCATIONS_FD") {
+		t.Errorf("the single-instance text is rendered inside EXAMPLES:\n%s", ex)
+	}
+	if !strings.Contains(section(page, "DESCRIPTION"), ".SS SINGLE INSTANCE\n") {
+		t.Error("DESCRIPTION has no SINGLE INSTANCE sub-section")
+	}
 }
 
 // TestManRenders runs man(1) on the page, where it is installed, and
@@ -82,4 +102,14 @@ func TestManRenders(t *testing.T) {
 	if err != nil || len(out) > 0 {
 		t.Fatalf("groff: %v\n%s", err, out)
 	}
+}
+
+// section is the text of the page's section name, up to the next one.
+func section(page, name string) string {
+	_, s, ok := strings.Cut(page, "\n.SH "+name+"\n")
+	if !ok {
+		return ""
+	}
+	s, _, _ = strings.Cut(s, "\n.SH ")
+	return s
 }

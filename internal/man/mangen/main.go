@@ -4,7 +4,8 @@
 //	go generate ./...     # from the repository root (see main.go)
 //	go run ./internal/man/mangen -o docs/leaderrun.1 -readme README.md
 //
-// With -readme it also rewrites the README's exit status table.
+// With -readme it also rewrites the README's exit status and flock(1)
+// migration tables.
 package main
 
 import (
@@ -19,7 +20,7 @@ import (
 
 func main() {
 	out := flag.String("o", "docs/leaderrun.1", "output `FILE`")
-	readme := flag.String("readme", "", "also rewrite the exit status table of the README `FILE`")
+	readme := flag.String("readme", "", "also rewrite the generated tables (exit status, flock(1) migration) of the README `FILE`")
 	flag.Parse()
 	if *readme != "" {
 		b, err := os.ReadFile(*readme)
@@ -29,7 +30,7 @@ func main() {
 		}
 		s, ok := man.SpliceReadme(string(b))
 		if !ok {
-			fmt.Fprintf(os.Stderr, "mangen: %s has no exit-codes markers\n", *readme)
+			fmt.Fprintf(os.Stderr, "mangen: %s lacks the exit-codes or flock-migration markers\n", *readme)
 			os.Exit(1)
 		}
 		if err := os.WriteFile(*readme, []byte(s), 0o644); err != nil {

@@ -1,0 +1,5 @@
+//go:build !linux
+
+package cmd
+
+func pidsLimitError() error { return nil }
