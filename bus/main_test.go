@@ -18,5 +18,6 @@ func TestMain(m *testing.M) {
 		"member":  role("member", roleMember),
 		"rawdial": role("rawdial", roleRawDial),
 	})
-	goleak.VerifyTestMain(m, goleak.IgnoreAnyFunction("github.com/leaderrun/leaderrun/oslock.readSentinel"))
+	goleak.VerifyTestMain(m, goleak.IgnoreAnyFunction("github.com/leaderrun/leaderrun/oslock.readSentinel"),
+		goleak.IgnoreAnyFunction("github.com/leaderrun/leaderrun/oslock.readMounts"))
 }
