@@ -443,9 +443,11 @@ func describeHolder(h elect.Holder) string {
 
 // reportQueue prints, for -v, where this instance stands in line and who
 // leads, whenever that changes, and tells systemd (STATUS=, sdnotify.go).
-// It polls (every 0.5s with -v, else every 5s): it is only a report, and
-// waiting does not depend on it; inotify would take one of the user's
-// few instances per waiter.
+// With -v it polls twice a second: it is only a report for a person
+// watching, and waiting does not depend on it (inotify would take one of
+// the user's few instances per waiter). Without -v it reports once, as the
+// request joins: an idle waiter wakes for nothing, so systemd's status
+// line shows the place taken in line, and leading is told at once (run).
 func (o *runOptions) reportQueue(ctx context.Context, lk Backend, done <-chan struct{}) {
 	last := ""
 	t := time.NewTimer(50 * time.Millisecond)
@@ -477,14 +479,10 @@ func (o *runOptions) reportQueue(ctx context.Context, lk Backend, done <-chan st
 			o.logf("%s", msg)
 			last = msg
 		}
-		// Twice a second for a person (-v); for systemd's status line
-		// alone, a slower pace is enough: what changes in line shows
-		// within 5s, and leading is told at once (run).
-		if o.verbose {
-			t.Reset(500 * time.Millisecond)
-		} else {
-			t.Reset(5 * time.Second)
+		if !o.verbose {
+			return
 		}
+		t.Reset(500 * time.Millisecond)
 	}
 }
 
