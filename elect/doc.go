@@ -23,17 +23,27 @@
 //     others, in number order among themselves). A shared request behind a queued exclusive one
 //     waits for it, so writers do not starve; consecutive shared requests
 //     are granted together.
-//   - No stopped process stalls the line: a waiter stopped at the head of
-//     the line (SIGSTOP, Ctrl-Z, a debugger, a frozen cgroup) is passed once
-//     it has left the free lock untaken for [StallBound]; it keeps its place
-//     ahead of those who joined after it, and is served when it runs again.
-//     A running waiter is never passed.
+//   - No stopped process stalls the line: waiters stopped ahead of a
+//     running one (SIGSTOP, Ctrl-Z, a debugger, a frozen cgroup), any number
+//     of them, are passed once they have left the free lock untaken for
+//     [StallBound], however the holder ended; they keep their places ahead
+//     of those who joined after them, and are served when they run again.
+//     A running waiter is never passed. Whoever ends a term nudges the line
+//     when one of its first two waiters is stopped (a release does it; for
+//     a holder that died, see [Nudge]). The limit: the two waiters next in
+//     line stopped after the ones behind them slept, and a holder that dies
+//     with no one to nudge (or the next one stopping right after a release
+//     while the one behind it is stopped) leave the lock free until one of
+//     them runs again or dies.
 //   - Epochs only grow: every grant of a name draws an epoch strictly
 //     greater than all before it, across crashes, steals, and a state file
 //     removed or truncated (the lock file keeps the last epoch as a floor).
-//     When the whole directory is lost (a reboot wipes a tmpfs, an rm -rf),
-//     epochs continue from the wall clock in microseconds: they still grow
-//     unless the clock was set back since the last grant.
+//     The floor is also kept as an extended attribute of the lock file,
+//     which flock(1)'s idiom 9>FILE (a truncation) leaves. When the whole
+//     directory is lost (a reboot wipes a tmpfs, an rm -rf), epochs
+//     continue from the wall clock in microseconds: they still grow unless
+//     the clock was set back since the last grant. Every epoch is below
+//     [MaxEpoch], so it reads the same as an int64, in a shell and in JSON.
 //   - On Linux, waiting costs nothing and takes no scarce resource, however
 //     many inotify instances the user's other programs hold: a waiter sleeps
 //     in the Go runtime's poller until the beacon (a FIFO) of the ticket just
@@ -47,7 +57,8 @@
 //     process's one inotify instance, to learn that its lock file was
 //     removed, and never the user's last one.
 //   - A steal deposes nobody until it is next in line (no steal ahead of
-//     it); then the holders' terms end at once (their contexts end with
+//     it), and nobody once its stealer is gone (dead or given up) before
+//     the holder read its notice; then the holders' terms end at once (their contexts end with
 //     [ErrStolen]) but the kernel lock passes only when they release it or
 //     die; [Request.KillAfter] sends SIGKILL to a holder of the same user
 //     that does not let go in time. A steal that gives up after deposing
@@ -55,7 +66,13 @@
 //   - A contender never leads on a lock file that is not the one at the
 //     path: a lock file removed or replaced under a holder makes newcomers
 //     take the new one, and they still wait in line behind the holder's
-//     ticket. A removed queue directory or state file is made again, and
+//     ticket. An exclusive holder also claims its name outside the
+//     directory ([Leadership.Claim]), and every grant waits until no claim
+//     of the name is held: a directory removed, moved, replaced, mounted
+//     over or unmounted under a holder never gives a second leader in the
+//     one then at the path; the holder notices (inotify and the mount
+//     table) and its term ends with [ErrLockLost], and waiters rejoin the
+//     new directory in their order. A removed queue directory or state file is made again, and
 //     tickets are put back under their numbers, so FIFO goes on.
 //   - Query never disturbs anyone: it reads tickets and /proc/locks and
 //     takes no lock.
