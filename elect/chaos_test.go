@@ -70,6 +70,9 @@ func TestChaos(t *testing.T) {
 		c.spawn(false)
 	}
 	end := time.Now().Add(*chaosDuration)
+	// The first contenders start all at once, which starves the machine
+	// for a while: stalls are counted from a warm-up on.
+	c.warm = time.Now().Add(min(3*time.Second, *chaosDuration/4)).UnixNano()
 	for time.Now().Before(end) && !t.Failed() {
 		time.Sleep(time.Duration(5+c.rng.IntN(30)) * time.Millisecond)
 		c.act(minLive, maxLive)
@@ -149,6 +152,7 @@ type chaos struct {
 	owner   map[uint64]int      // ticket -> its owner's pid
 	wg      sync.WaitGroup
 	events  []chaosEvent // what the test did and saw, for a stall's report
+	warm    int64        // stalls are counted from then on (unix ns)
 }
 
 type chaosEvent struct {
@@ -521,8 +525,9 @@ var chaosStallBound = flag.Duration("chaos.stallbound", time.Second, "TestChaos 
 // name stayed free (or held by a dead term) while some process other than
 // the last holder could have taken it: from the later of the gap's start
 // and the moment that process last became runnable to the next term's
-// start, for the one that waited longest so. Gaps whose last holder was
-// stopped are left out (a stopped holder keeps the lock); so are, as the
+// start, for the one that waited longest so. Gaps in the first seconds,
+// while the first contenders start at once, are left out; so are gaps
+// whose last holder was stopped (a stopped holder keeps the lock); so are, as the
 // documented limit, gaps in which two or more contenders were stopped
 // when the holder died without releasing (see stoppedPair), or two of the
 // first three in line were stopped (headStopped). c.mu held.
@@ -531,6 +536,9 @@ func (c *chaos) stalls() (all []time.Duration, limit int, worst string) {
 	for i := 1; i < len(c.terms); i++ {
 		prev, next := c.terms[i-1], c.terms[i]
 		from, to := prev.end, next.start
+		if from < c.warm {
+			continue
+		}
 		if h := c.procs[prev.pid]; h != nil && h.stoppedWithin(from, to) {
 			continue
 		}
@@ -555,7 +563,7 @@ func (c *chaos) stalls() (all []time.Duration, limit int, worst string) {
 		all = append(all, gap)
 		if gap > longest {
 			longest = gap
-			worst = fmt.Sprintf("from epoch %d (pid %d) to epoch %d (pid %d), pid %d runnable for all of it; around it: %s", prev.epoch, prev.pid, next.epoch, next.pid, who.pid, c.eventsAround(from, to))
+			worst = fmt.Sprintf("from epoch %d (pid %d) to epoch %d (pid %d), pid %d runnable for all of it; first in line then: %s; around it: %s", prev.epoch, prev.pid, next.epoch, next.pid, who.pid, c.describeLine(from, to), c.eventsAround(from, to))
 		}
 	}
 	return all, limit, worst
@@ -567,6 +575,29 @@ func (c *chaos) stalls() (all []time.Duration, limit int, worst string) {
 // line at from is rebuilt from what the contenders said: each one's last
 // ticket queued before from that was not granted before from.
 func (c *chaos) headStopped(from, to int64) bool {
+	line := c.lineAt(from)
+	n := 0
+	for _, seq := range line[:min(3, len(line))] {
+		if c.procs[c.owner[seq]].stoppedWithin(from, to) {
+			n++
+		}
+	}
+	return n >= 2
+}
+
+// describeLine says who stood first in line at from, for a stall's report.
+func (c *chaos) describeLine(from, to int64) string {
+	var s []string
+	for _, seq := range c.lineAt(from)[:min(6, len(c.lineAt(from)))] {
+		p := c.procs[c.owner[seq]]
+		s = append(s, fmt.Sprintf("%s pid %d (stopped %v, exit %+.3fs, granted %+.3fs)", ticketLabel(seq), p.pid, p.stoppedWithin(from, to),
+			float64(p.exitNs-from)/1e9, float64(c.since[seq]-from)/1e9))
+	}
+	return strings.Join(s, ", ")
+}
+
+// lineAt rebuilds the line at from from what the contenders said.
+func (c *chaos) lineAt(from int64) []uint64 {
 	last := map[int]uint64{}
 	for seq, ns := range c.queued {
 		pid := c.owner[seq]
@@ -597,13 +628,7 @@ func (c *chaos) headStopped(from, to int64) bool {
 		}
 		return cmp.Compare(a, b)
 	})
-	n := 0
-	for _, seq := range line[:min(3, len(line))] {
-		if c.procs[c.owner[seq]].stoppedWithin(from, to) {
-			n++
-		}
-	}
-	return n >= 2
+	return line
 }
 
 // stoppedPair reports whether the holder of the term that ended at from
