@@ -54,6 +54,48 @@ func TestStoppedSecondWaiterIsPassed(t *testing.T) {
 	w2.Expect("leader")
 }
 
+// Any number of stopped waiters ahead, stopped after the live one behind
+// them went to sleep, stall nobody when the holder releases (its release
+// nudges the first running waiter behind them) or is SIGKILLed (no one
+// nudges then in the library: the two next in line are stopped, which is
+// the documented limit, so here only one is); they keep their places.
+func TestStoppedWaitersAhead(t *testing.T) {
+	t.Run("three stopped, holder releases", func(t *testing.T) {
+		l, dir := testLocker(t)
+		ps := joinInOrder(t, l, dir, "many", 5)
+		h, w1, w2, w3, live := ps[0], ps[1], ps[2], ps[3], ps[4]
+		h.Expect("leader")
+		for _, w := range []*proctest.Proc{w1, w2, w3} {
+			w.Signal(syscall.SIGSTOP)
+			proctest.Eventually(t, "stopped", func() bool { return stateOf(t, l, "many", w.PID()) == "stopped" })
+		}
+		h.Send("release")
+		live.Expect("leader")
+		for _, w := range []*proctest.Proc{w1, w2, w3} {
+			w.Signal(syscall.SIGCONT)
+		}
+		live.Send("release")
+		w1.Expect("leader")
+		w1.Send("release")
+		w2.Expect("leader")
+		w2.Send("release")
+		w3.Expect("leader")
+	})
+	t.Run("head stopped, holder killed", func(t *testing.T) {
+		l, dir := testLocker(t)
+		ps := joinInOrder(t, l, dir, "killed", 3)
+		h, w1, live := ps[0], ps[1], ps[2]
+		h.Expect("leader")
+		w1.Signal(syscall.SIGSTOP)
+		proctest.Eventually(t, "stopped", func() bool { return stateOf(t, l, "killed", w1.PID()) == "stopped" })
+		h.Signal(syscall.SIGKILL)
+		live.Expect("leader")
+		w1.Signal(syscall.SIGCONT)
+		live.Send("release")
+		w1.Expect("leader")
+	})
+}
+
 func stateOf(t *testing.T, l *Locker, name string, pid int) string {
 	s, err := l.Query(context.Background(), name)
 	if err != nil {
