@@ -23,7 +23,9 @@ import (
 const roleEnv = "LEADERRUN_INSTANCE_TEST_ROLE"
 
 func TestMain(m *testing.M) {
-	if role := os.Getenv(roleEnv); role != "" {
+	if role := os.Getenv(roleEnv); role == "leak" {
+		os.Exit(leakApp())
+	} else if role != "" {
 		os.Exit(runApp(role))
 	}
 	os.Exit(m.Run())
