@@ -30,8 +30,8 @@ type Primary struct {
 	stopping chan struct{} // closed by close: deliveries in flight give up
 	sending  sync.WaitGroup
 	ownTaken chan struct{}
-	parts    map[string]*[]byte // submits arriving in parts, by id
-	partsLen int                // their bytes, together
+	parts    map[string]*partial // submits arriving in parts, by id
+	partsLen int                 // their bytes, together
 }
 
 // keepFinished bounds how many finished invocations a primary remembers,
@@ -97,43 +97,59 @@ func (p *Primary) handle(ctx context.Context, req bus.Request) ([]byte, error) {
 	return rep.encode(), nil
 }
 
+// partial is a submit arriving in parts on one connection (conn is its
+// handlers' ctx).
+type partial struct {
+	conn context.Context
+	b    []byte
+}
+
 // part adds a piece of a submit sent in parts; with the last one it
 // returns the whole submit. The pieces come in order on one connection;
-// those of a connection that ends before the last are dropped. All the
-// submits arriving at once hold at most 4*maxSubmit bytes.
+// those of a connection that ends before the last are dropped, and a
+// submit of the same id begun on another connection starts afresh. All
+// the submits arriving at once hold at most 4*maxSubmit bytes.
 func (p *Primary) part(ctx context.Context, r wireRequest) ([]byte, error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	buf := p.parts[r.ID]
-	if buf == nil {
-		if p.parts == nil {
-			p.parts = map[string]*[]byte{}
+	drop := func(pt *partial) {
+		if p.parts[r.ID] == pt {
+			p.partsLen -= len(pt.b)
+			delete(p.parts, r.ID)
 		}
-		buf = new([]byte)
-		p.parts[r.ID] = buf
+	}
+	pt := p.parts[r.ID]
+	if pt != nil && pt.conn != ctx {
+		drop(pt)
+		pt = nil
+	}
+	if pt == nil {
+		if p.parts == nil {
+			p.parts = map[string]*partial{}
+		}
+		pt = &partial{conn: ctx}
+		p.parts[r.ID] = pt
 		id := r.ID
 		context.AfterFunc(ctx, func() {
 			p.mu.Lock()
 			defer p.mu.Unlock()
-			if p.parts[id] == buf {
-				p.partsLen -= len(*buf)
+			if p.parts[id] == pt {
+				p.partsLen -= len(pt.b)
 				delete(p.parts, id)
 			}
 		})
 	}
-	if len(*buf)+len(r.Data) > maxSubmit || p.partsLen+len(r.Data) > 4*maxSubmit {
-		p.partsLen -= len(*buf)
-		delete(p.parts, r.ID)
+	if len(pt.b)+len(r.Data) > maxSubmit || p.partsLen+len(r.Data) > 4*maxSubmit {
+		drop(pt)
 		return nil, fmt.Errorf("instance: invocation %s is larger than %d bytes (arguments, working directory and variables)", r.ID, maxSubmit)
 	}
-	*buf = append(*buf, r.Data...)
+	pt.b = append(pt.b, r.Data...)
 	p.partsLen += len(r.Data)
 	if !r.EOF {
 		return nil, nil
 	}
-	p.partsLen -= len(*buf)
-	delete(p.parts, r.ID)
-	return *buf, nil
+	drop(pt)
+	return pt.b, nil
 }
 
 var errNotTaken = errors.New("instance: the primary did not take the invocation in time")
