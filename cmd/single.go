@@ -187,15 +187,16 @@ func singleError(name string, err error) error {
 		return exitf(ExitConflict, "leaderrun: nobody accepted the arguments for %s within %v, and no holder of it can be seen; try again", name, nr.Wait)
 	case errors.As(err, &nr):
 		// Advice for the person who launched this, by the primary's
-		// state: they cannot change how its COMMAND reads fd 3.
+		// state: they cannot change how its COMMAND reads fd 3. (send
+		// has no --replace: the option is named with its command.)
 		var advice string
 		switch nr.State {
 		case "stopped":
-			advice = fmt.Sprintf("it is stopped (Ctrl-Z, SIGSTOP, a debugger or a frozen cgroup): resume it (kill -CONT %d) and launch again, or give --replace to replace it", nr.PID)
+			advice = fmt.Sprintf("it is stopped (Ctrl-Z, SIGSTOP, a debugger or a frozen cgroup): resume it (kill -CONT %d) and launch again, or replace it with leaderrun --single-instance --replace", nr.PID)
 		case "running":
-			advice = fmt.Sprintf("it runs but took no arguments (busy, or its COMMAND does not read invocations): launch again later, or give --replace to replace it (pid %d is killed)", nr.PID)
+			advice = fmt.Sprintf("it runs but took no arguments (busy, or its COMMAND does not read invocations): launch again later, or replace it with leaderrun --single-instance --replace (pid %d is killed)", nr.PID)
 		default:
-			advice = "launch again, or give --replace to replace it"
+			advice = "launch again, or replace it with leaderrun --single-instance --replace"
 		}
 		return exitf(ExitConflict, "leaderrun: the primary of %s, pid %d (epoch %d, since %s), did not accept the arguments within %v; state %s; %s",
 			name, nr.PID, nr.Epoch, nr.Since.Format(time.RFC3339), nr.Wait, nr.State, advice)
