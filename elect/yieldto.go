@@ -56,7 +56,9 @@ func handoffID(labels []string) (string, bool) {
 // passes once it has (never two leaders at once). If the chosen one's
 // process is gone first, or ctx ends, the hand-over is withdrawn and
 // YieldTo returns false, still leading; give ctx a bound (a chosen
-// Elector cancelled while it waits leaves YieldTo to ctx).
+// Elector cancelled while it waits leaves YieldTo to ctx). A hand-over
+// withdrawn in the instant the chosen one acts on it may still let it
+// steal: this term, or, if this term ended in that instant, the next.
 //
 // The waiters between the head of the line and the chosen one keep their
 // tickets and their order: they are passed once, and lead after the
