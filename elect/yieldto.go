@@ -22,14 +22,10 @@ import (
 // asks again as a steal, which heads the line; the leader's term then
 // ends as a steal ends it, and the lock goes to the chosen one. Waiters
 // identify themselves by a random label, handoffLabel + 32 hex digits,
-// which Query shows among their labels.
-//
-//	.yield    "Y <leader's epoch> <chosen waiter's id>\n", renamed into
-//	          place; stale once that epoch's term is over
-const (
-	handoffFile  = ".yield"
-	handoffLabel = "elect.handoff="
-)
+// which Query shows among their labels. The file (layout.go) holds
+// "Y <leader's epoch> <chosen waiter's id>\n", is renamed into place, and
+// is stale once that epoch's term is over.
+const handoffLabel = "elect.handoff="
 
 // handoffID returns the hand-over id among a request's labels.
 func handoffID(labels []string) (string, bool) {
