@@ -3,6 +3,7 @@ package cmd
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"os"
 	"os/signal"
@@ -188,8 +189,20 @@ func singleError(name string, err error) error {
 	case errors.As(err, &nr) && nr.PID == 0:
 		return exitf(ExitConflict, "leaderrun: nobody accepted the arguments for %s within %v, and no holder of it can be seen; try again", name, nr.Wait)
 	case errors.As(err, &nr):
-		return exitf(ExitConflict, "leaderrun: the primary of %s, pid %d (epoch %d, since %s), did not accept the arguments within %v; state %s; it must read $LEADERRUN_INVOCATIONS_FD; give --replace to replace it",
-			name, nr.PID, nr.Epoch, nr.Since.Format(time.RFC3339), nr.Wait, nr.State)
+		// Advice for the person who launched this, by the primary's
+		// state: they cannot change how its COMMAND reads fd 3. (send
+		// has no --replace: the option is named with its command.)
+		var advice string
+		switch nr.State {
+		case "stopped":
+			advice = fmt.Sprintf("it is stopped (Ctrl-Z, SIGSTOP, a debugger or a frozen cgroup): resume it (kill -CONT %d) and launch again, or replace it with leaderrun --single-instance --replace", nr.PID)
+		case "running":
+			advice = fmt.Sprintf("it runs but took no arguments (busy, or its COMMAND does not read invocations): launch again later, or replace it with leaderrun --single-instance --replace (pid %d is killed)", nr.PID)
+		default:
+			advice = "launch again, or replace it with leaderrun --single-instance --replace"
+		}
+		return exitf(ExitConflict, "leaderrun: the primary of %s, pid %d (epoch %d, since %s), did not accept the arguments within %v; state %s; %s",
+			name, nr.PID, nr.Epoch, nr.Since.Format(time.RFC3339), nr.Wait, nr.State, advice)
 	case errors.Is(err, instance.ErrAcceptedLost):
 		return exitf(ExitAcceptedLost, "leaderrun: %v; the arguments were not run again", err)
 	case errors.Is(err, instance.ErrForeign):

@@ -101,7 +101,9 @@
 // flocked by its owner), its beacon t<number>.w and its inbox t<number>.m
 // (FIFOs its owner holds open: successors wait for the beacon to hang up,
 // stealers write into the inbox); .steal exists while a steal may be
-// queued; .tmp-* are tickets, beacons and inboxes being made. Beside them,
+// queued; .yield names the waiter a leader hands the lock to out of turn
+// (Elector.YieldTo; stale once that leader's term is over); .tmp-* are
+// tickets, beacons, inboxes and .yield being made. Beside them,
 // the bus (package bus) serves <name>.sock, bound as <name>.sock.tmp and
 // renamed into place, and the leaderrun command keeps a term marker
 // <name>.cmd.<id> while a term's COMMAND may run. [LockPath], [LockFile], [SocketPath],

@@ -61,6 +61,13 @@ type Elector struct {
 	// OnRole, if set, is told of every role change, in order, from
 	// Run's goroutine.
 	OnRole func(Role, *Leadership)
+	// AcceptHandoff lets a leader hand the lock to this Elector out of
+	// turn while it waits (YieldTo): its request carries a random
+	// hand-over id among its labels (so at most 15 of its own), and it
+	// watches the queue directory for being named (inotify, Linux; no
+	// polling). Exclusive requests on the flock backend only; ignored
+	// otherwise.
+	AcceptHandoff bool
 
 	mu     sync.Mutex
 	cur    *Leadership
@@ -87,7 +94,13 @@ func (e *Elector) Run(ctx context.Context, lead func(ctx context.Context, l *Lea
 	led := false
 	for {
 		e.role(Follower, nil)
-		l, err := e.Backend.Acquire(ctx, e.Name, e.Request)
+		var l *Leadership
+		var err error
+		if lk, ok := e.acceptsHandoff(); ok {
+			l, err = e.acquireOrHandoff(ctx, lk)
+		} else {
+			l, err = e.Backend.Acquire(ctx, e.Name, e.Request)
+		}
 		if err != nil {
 			switch {
 			case ctx.Err() == nil && e.Requeue && errors.Is(err, ErrSessionLost):

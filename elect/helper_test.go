@@ -23,6 +23,7 @@ func TestMain(m *testing.M) {
 		"defaultdir":  defaultDirRole,
 		"groupshared": groupSharedRole,
 		"bench":       benchRole,
+		"elector":     electorRole,
 	})
 	os.Exit(m.Run())
 }

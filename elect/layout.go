@@ -19,6 +19,8 @@ import "path/filepath"
 //	    <ticket>.m        its inbox: a FIFO only its owner reads; stealers write
 //	                      "S<epoch>" into it
 //	    .steal            exists while a steal may be queued
+//	    .yield            "Y <epoch> <hand-over id>": the waiter the leader of
+//	                      that epoch hands the lock to out of turn (yieldto.go)
 //	    .tmp-<pid>-<hex>  a ticket, beacon or inbox being made, before its link
 //	<name>.sock           the leader's bus socket (package bus)
 //	<name>.sock.tmp       the bus socket being bound, before its rename
@@ -33,6 +35,7 @@ const (
 	beaconSuffix  = ".w"
 	inboxSuffix   = ".m"
 	stealMarker   = ".steal"
+	handoffFile   = ".yield"
 	tmpPrefix     = ".tmp-"
 	socketSuffix  = ".sock"
 	socketTemp    = ".sock.tmp"

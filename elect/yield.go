@@ -11,7 +11,8 @@ import "context"
 // alone never churns terms.
 //
 // accept sees the head only, because the line is FIFO: stepping aside
-// hands the lock to the head whoever it is. Pending.Labels carry what the
+// hands the lock to the head whoever it is. To hand it to a chosen
+// waiter further back (the focused window's), use YieldTo. Pending.Labels carry what the
 // waiting process said of itself (Request.Labels). The head may leave
 // between the look and the hand-over; the lock then goes to the next in
 // line, or back to this Elector with Requeue. ctx bounds the look.

@@ -37,6 +37,14 @@
 //     Options.Replace the launch steals the name, the old primary is
 //     killed after Options.KillAfter, and the launch becomes the primary.
 //     Nothing ever waits without a bound for acceptance.
+//   - A launch never hangs on a primary that ends, whatever its ctx does
+//     and when (SIGTERM through signal.NotifyContext, an `app --quit`
+//     answered just before): a primary whose ctx ends keeps its bus
+//     while it drains, so the callers it accepted get their answers, and
+//     one that arrives meanwhile is not accepted and goes, once the
+//     primary has let go, to the next primary, which may be itself. Each
+//     launch is answered, becomes the primary, or is told within
+//     AckTimeout that nobody took it.
 //   - A primary that ends before accepting leaves the invocation to the
 //     launch, which is already in line: it becomes the primary and
 //     handles its own invocation, or forwards to whoever did. One that
@@ -49,7 +57,11 @@
 //   - Arguments, working directory and variables arrive byte for byte:
 //     nothing is joined, split, reordered or re-encoded; invalid UTF-8,
 //     empty strings and newlines survive. The working directory is the
-//     caller's. No variable is sent unless named in Options.Env.
+//     caller's. No variable is sent unless named in Options.Env. Any
+//     argv the kernel accepted is forwarded (Linux takes at most 6 MiB of
+//     arguments and environment; `find -exec app {} +` makes about 2 MB):
+//     an invocation over 256 KiB travels in parts, and a primary takes
+//     invocations of up to 64 MiB, encoded.
 //   - Output written to Invocation.Stdout and Stderr is streamed to the
 //     caller, of any size; each stream keeps its order, not their
 //     interleaving. The exit status comes back unchanged. With
@@ -78,10 +90,45 @@
 //     relative paths resolve against Invocation.Cwd as a path, which may
 //     differ from the caller's view in another mount namespace.
 //
+// # Activation tokens
+//
+// A primary that should raise its window for a later launch needs the
+// token the desktop gave that launch, not its own: forward it with
+// Options.Env = []string{"XDG_ACTIVATION_TOKEN", "DESKTOP_STARTUP_ID"}
+// (Wayland's xdg-activation and X11's startup notification; `leaderrun
+// --single-instance --forward-env XDG_ACTIVATION_TOKEN,DESKTOP_STARTUP_ID`
+// from the command line). The primary finds them in Invocation.Env as
+// "NAME=value" and hands the token to its toolkit when it presents the
+// window (GTK: gtk_window_set_startup_id; on Wayland itself,
+// xdg_activation_v1.activate with the token); a token is good for one
+// activation, soon after the launch.
+//
+// # Goroutines and descriptors left behind
+//
+// The first Run of a process (as a primary or as a launch that forwards)
+// starts the process's one inotify instance (package oslock),
+// shared by every lock, queue and bus of the process, and the goroutine
+// that reads it, github.com/leaderrun/leaderrun/oslock.readSentinel. Both
+// last until the process exits, by design: a process costs the user one
+// inotify instance, however many names it takes part in. Everything else
+// that Run starts has ended when it returns. A goleak test sees that
+// goroutine and ignores it with
+//
+//	goleak.IgnoreAnyFunction("github.com/leaderrun/leaderrun/oslock.readSentinel")
+//
+// and a descriptor check sees one descriptor, anon_inode:inotify, beside
+// the Go runtime's own poller (anon_inode:[eventpoll] and
+// anon_inode:[eventfd]), which any program that opened a pipe or socket
+// has.
+//
 // # Scope
 //
-// One primary per lock directory: with the default directory (private to
-// the user, under $XDG_RUNTIME_DIR), one per user and login; Flatpak and
-// Snap give each app its own runtime directory, so a sandboxed instance and
-// a host instance do not meet.
+// One primary per lock directory. The default directory is
+// elect.DefaultDir(): ~/.local/state/leaderrun, with the home taken from
+// the user database, never from $HOME, $XDG_RUNTIME_DIR or any other
+// variable, so it is the same from every environment a user runs in: a
+// desktop session, a terminal, ssh, cron, sudo -u, a systemd user
+// service. A user has one primary per name on the machine, whichever
+// login started it. A sandbox (Flatpak, Snap) meets the host's instance
+// only if it sees that same directory; give both Options.Dir otherwise.
 package instance

@@ -23,7 +23,9 @@ import (
 const roleEnv = "LEADERRUN_INSTANCE_TEST_ROLE"
 
 func TestMain(m *testing.M) {
-	if role := os.Getenv(roleEnv); role != "" {
+	if role := os.Getenv(roleEnv); role == "leak" {
+		os.Exit(leakApp())
+	} else if role != "" {
 		os.Exit(runApp(role))
 	}
 	os.Exit(m.Run())
@@ -49,6 +51,7 @@ type echo struct {
 // INST_MAX=N one that returns after N forwarded ones. A launch that
 // forwards prints what the primary wrote and exits with its status.
 // With INST_BARRIER=1 it waits for fd 3 to close before starting.
+// INST_OSARGS=1 forwards its own os.Args[1:]. INST_QUIT=1 cancels the ctx given to Run once a forwarded one is answered.
 func runApp(role string) int {
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
@@ -61,16 +64,21 @@ func runApp(role string) int {
 	for _, a := range strings.Fields(os.Getenv("INST_ARGS")) {
 		args = append(args, []byte(a))
 	}
-	if args == nil {
+	if args == nil && os.Getenv("INST_OSARGS") != "1" {
 		args = [][]byte{[]byte("echo")}
-	}
+	} // else os.Args[1:], Options.Args's default
 	var mu sync.Mutex
 	say := func(format string, a ...any) {
 		mu.Lock()
 		fmt.Fprintf(os.Stdout, format+"\n", a...)
 		mu.Unlock()
 	}
-	res, err := instance.Run(ctx, os.Getenv("INST_NAME"), instance.Options{
+	// INST_QUIT=1: the primary's ctx is cancelled right after it answers
+	// its first forwarded invocation, as an `app --quit` or a SIGTERM
+	// caught by signal.NotifyContext would.
+	runCtx, quit := context.WithCancel(ctx)
+	defer quit()
+	res, err := instance.Run(runCtx, os.Getenv("INST_NAME"), instance.Options{
 		Dir: os.Getenv("INST_DIR"), GroupShared: os.Getenv("INST_GROUP") == "1", Args: args, AckTimeout: ack, Replace: os.Getenv("INST_REPLACE") == "1",
 	}, func(ctx context.Context, p *instance.Primary) error {
 		say("primary %d", os.Getpid())
@@ -95,6 +103,9 @@ func runApp(role string) int {
 					n++
 				}
 				answer(inv)
+				if !inv.Local && os.Getenv("INST_QUIT") == "1" {
+					quit()
+				}
 				if max > 0 && n >= max {
 					return nil
 				}

@@ -19,7 +19,7 @@ import (
 // accept.
 type Options struct {
 	// Dir is the lock directory. Default: elect.DefaultDir(), private to
-	// the user.
+	// the user and the same from every environment (see Scope).
 	Dir string
 	// GroupShared accepts a lock directory writable by its group (see
 	// elect.Config). Invocations still never cross users.

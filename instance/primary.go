@@ -30,6 +30,8 @@ type Primary struct {
 	stopping chan struct{} // closed by close: deliveries in flight give up
 	sending  sync.WaitGroup
 	ownTaken chan struct{}
+	parts    map[string]*partial // submits arriving in parts, by id
+	partsLen int                 // their bytes, together
 }
 
 // keepFinished bounds how many finished invocations a primary remembers,
@@ -75,6 +77,17 @@ func (p *Primary) handle(ctx context.Context, req bus.Request) ([]byte, error) {
 		rep, err = p.wait(ctx, r)
 	case opStdin:
 		err = p.stdin(ctx, r)
+	case opPart:
+		var whole []byte
+		if whole, err = p.part(ctx, r); err == nil && whole != nil {
+			var sub wireRequest
+			if sub, err = decodeRequest(whole); err == nil && (sub.Op != opSubmit || sub.ID != r.ID) {
+				err = fmt.Errorf("instance: the parts of %s do not make its submit", r.ID)
+			}
+			if err == nil {
+				rep, err = p.submit(ctx, sub, req)
+			}
+		}
 	default:
 		return nil, fmt.Errorf("instance: unknown request %d", r.Op)
 	}
@@ -82,6 +95,61 @@ func (p *Primary) handle(ctx context.Context, req bus.Request) ([]byte, error) {
 		return nil, err
 	}
 	return rep.encode(), nil
+}
+
+// partial is a submit arriving in parts on one connection (conn is its
+// handlers' ctx).
+type partial struct {
+	conn context.Context
+	b    []byte
+}
+
+// part adds a piece of a submit sent in parts; with the last one it
+// returns the whole submit. The pieces come in order on one connection;
+// those of a connection that ends before the last are dropped, and a
+// submit of the same id begun on another connection starts afresh. All
+// the submits arriving at once hold at most 4*maxSubmit bytes.
+func (p *Primary) part(ctx context.Context, r wireRequest) ([]byte, error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	drop := func(pt *partial) {
+		if p.parts[r.ID] == pt {
+			p.partsLen -= len(pt.b)
+			delete(p.parts, r.ID)
+		}
+	}
+	pt := p.parts[r.ID]
+	if pt != nil && pt.conn != ctx {
+		drop(pt)
+		pt = nil
+	}
+	if pt == nil {
+		if p.parts == nil {
+			p.parts = map[string]*partial{}
+		}
+		pt = &partial{conn: ctx}
+		p.parts[r.ID] = pt
+		id := r.ID
+		context.AfterFunc(ctx, func() {
+			p.mu.Lock()
+			defer p.mu.Unlock()
+			if p.parts[id] == pt {
+				p.partsLen -= len(pt.b)
+				delete(p.parts, id)
+			}
+		})
+	}
+	if len(pt.b)+len(r.Data) > maxSubmit || p.partsLen+len(r.Data) > 4*maxSubmit {
+		drop(pt)
+		return nil, fmt.Errorf("instance: invocation %s is larger than %d bytes (arguments, working directory and variables)", r.ID, maxSubmit)
+	}
+	pt.b = append(pt.b, r.Data...)
+	p.partsLen += len(r.Data)
+	if !r.EOF {
+		return nil, nil
+	}
+	drop(pt)
+	return pt.b, nil
 }
 
 var errNotTaken = errors.New("instance: the primary did not take the invocation in time")
@@ -99,7 +167,7 @@ func (p *Primary) submit(ctx context.Context, r wireRequest, req bus.Request) (w
 		// primary, or becomes it) rather than have it call again at once.
 		p.mu.Unlock()
 		<-ctx.Done()
-		return wireReply{}, ctx.Err()
+		return wireReply{}, errStopping
 	}
 	if !known {
 		st = newInvState(r.ID)
@@ -161,7 +229,6 @@ func (p *Primary) submit(ctx context.Context, r wireRequest, req bus.Request) (w
 		if errors.Is(err, errStopping) {
 			// Hold the caller until the server closes, as above.
 			<-ctx.Done()
-			err = ctx.Err()
 		}
 		return wireReply{}, err
 	}

@@ -184,13 +184,55 @@ func (r *runner) forward(ctx context.Context, c *bus.Client, start, deadline tim
 	cwd, _ := os.Getwd()
 	sub := wireRequest{Op: opSubmit, ID: r.o.ID, Args: r.o.Args, Cwd: []byte(cwd), Env: environ(r.o.Env), Deadline: deadline.UnixNano(), Stdin: r.o.Stdin != nil}.encode()
 	sctx, cancel := context.WithDeadline(ctx, deadline.Add(grace))
-	first, err := c.Request(sctx, sub)
+	// This launch's own request for the lock may be granted while it
+	// submits: the primary it dialed has ended, and the client waits for
+	// the next one, which is this launch. Take the lock then, unless
+	// the submit was accepted all the same.
+	granted := make(chan acquired, 1)
+	stopWatch := make(chan struct{})
+	watched := make(chan struct{})
+	if r.taken {
+		close(watched)
+	} else {
+		go func() {
+			defer close(watched)
+			select {
+			case a := <-r.got:
+				granted <- a
+				cancel()
+			case <-stopWatch:
+			}
+		}()
+	}
+	first, err := submit(sctx, c, r.o.ID, sub)
+	close(stopWatch)
+	<-watched
 	cancel()
+	select {
+	case a := <-granted:
+		r.taken = true
+		switch {
+		case a.err != nil && err != nil:
+			return Result{}, a.err
+		case a.err == nil && err != nil:
+			c.Close()
+			return r.lead(ctx, a.l)
+		case a.err == nil:
+			a.l.Release() // accepted: the invocation is that primary's
+		}
+	default:
+	}
+	if ld, ok := c.Leader(); ok {
+		pid = ld.PID // the one that took it, if the first one went
+	}
 	switch {
 	case err == nil:
 	case ctx.Err() != nil:
 		return Result{}, ctx.Err()
-	case errors.Is(err, bus.ErrLeaderChanged), errors.Is(err, bus.ErrNoLeader), errors.Is(err, bus.ErrLeaderGone), errors.Is(err, bus.ErrClosed):
+	case errors.Is(err, bus.ErrLeaderChanged), errors.Is(err, bus.ErrNoLeader), errors.Is(err, bus.ErrLeaderGone), errors.Is(err, bus.ErrClosed),
+		errors.Is(err, bus.ErrHandler) && strings.Contains(err.Error(), errStopping.Error()):
+		// Not accepted: the primary ended, or is ending and took nothing
+		// more; the next one (perhaps this launch) takes it.
 		return Result{}, errRetry
 	case errors.Is(err, bus.ErrNoHandler):
 		return Result{}, fmt.Errorf("%w: %s is held by pid %d", ErrNotInstance, r.name, pid)
@@ -241,6 +283,23 @@ func (r *runner) forward(ctx context.Context, c *bus.Client, start, deadline tim
 			return Result{Exit: rep.Exit, PID: pid}, nil
 		}
 	}
+}
+
+// submit sends the encoded submit sub, in parts if it is larger than
+// one request should be, and returns the primary's reply to it.
+func submit(ctx context.Context, c *bus.Client, id string, sub []byte) ([]byte, error) {
+	if len(sub) <= partSize {
+		return c.Request(ctx, sub)
+	}
+	for len(sub) > 0 {
+		n := min(len(sub), partSize)
+		rep, err := c.Request(ctx, wireRequest{Op: opPart, ID: id, Data: sub[:n], EOF: n == len(sub)}.encode())
+		if err != nil || n == len(sub) {
+			return rep, err
+		}
+		sub = sub[n:]
+	}
+	return nil, nil
 }
 
 // sendStdin streams Options.Stdin to the primary, a piece at a time; it
@@ -325,7 +384,11 @@ func (r *runner) lead(ctx context.Context, l *elect.Leadership) (Result, error) 
 	served := make(chan struct{})
 	go func() {
 		defer close(served)
-		srv.Serve(lctx)
+		// Not lctx: a primary whose ctx ends still answers, while it
+		// drains, the callers it accepted (their results), and holds the
+		// others until it closes, when they go to the next primary. Only
+		// the loss of the lock stops the bus at once.
+		srv.Serve(l.Context())
 	}()
 	cwd, _ := os.Getwd()
 	own := &Invocation{ID: r.o.ID, Args: r.o.Args, Cwd: cwd, PID: os.Getpid(), UID: os.Geteuid(), Local: true,

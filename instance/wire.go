@@ -14,6 +14,7 @@ import (
 //	submit  {op, id, args, cwd, env, deadline}  ->  {accepted}
 //	wait    {op, id, out, err}                  ->  {out, err, done, exit, abandoned}
 //	stdin   {op, id, data, eof}                 ->  {} once the application has read it
+//	part    {op, id, data, eof}                 ->  {}, and for the last part submit's reply
 //
 // submit returns once the primary's application has taken the invocation
 // (the first phase); wait returns as soon as there is output past the
@@ -21,6 +22,11 @@ import (
 // and is repeated until done. Both are idempotent: a repeated submit of a
 // known id never delivers it again, and a repeated wait returns the same
 // bytes from the same offsets.
+//
+// A submit larger than partSize (arguments and variables of any size, as
+// `find -exec app {} +` makes) is sent as consecutive parts of its
+// encoding, on one connection: the primary joins them and handles the
+// last part as that submit. Parts of a connection that ends are dropped.
 //
 // Request: version u8, op u8, deadline i64, out i64, err i64, then the
 // byte strings id, cwd, each arg, each env (u32 length + bytes), with a
@@ -55,6 +61,16 @@ const (
 	opSubmit    = 1
 	opWait      = 2
 	opStdin     = 3
+	opPart      = 4
+	// partSize is the largest piece of a submit sent in one request,
+	// well under the bus's 1 MiB message limit.
+	partSize = 256 << 10
+	// maxSubmit bounds the encoded size of one invocation a primary
+	// accepts in parts: arguments, working directory and forwarded
+	// variables, each with 4 bytes of length. Linux's own bound on
+	// argv and environment together is 6 MiB at most (a quarter of the
+	// stack limit, capped at three quarters of 8 MiB).
+	maxSubmit = 64 << 20
 	// maxChunk bounds the output of one wait reply, each stream, so that
 	// it stays under the bus's 1 MiB message limit.
 	maxChunk = 256 << 10

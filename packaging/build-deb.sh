@@ -1,8 +1,11 @@
 #!/usr/bin/env bash
-# Builds the leaderrun .deb into dist/: the static binary (with its VCS
-# revision stamped, for --version), the manual page, the bash, zsh and fish
-# completion scripts the binary prints, and the README, packaged by nfpm
-# (pinned in go.mod: go tool nfpm). Prints the path of the .deb.
+# Builds the leaderrun .deb and .rpm into dist/: the static binary (with its
+# VCS revision stamped, for --version), the manual page, the bash, zsh and
+# fish completion scripts the binary prints, the README, LICENSE and
+# THIRD_PARTY_NOTICES, and in the .deb Debian's copyright file (made by
+# packaging/notices.sh --copyright), packaged by nfpm (pinned in go.mod: go
+# tool nfpm). Prints the absolute path of the .deb, then of the .rpm, one a
+# line, wherever it is run from.
 #
 #   packaging/build-deb.sh            # version from git describe
 #   LEADERRUN_VERSION=1.2.3 packaging/build-deb.sh
@@ -32,5 +35,15 @@ go run . completion bash > dist/completion/leaderrun.bash
 go run . completion zsh > dist/completion/_leaderrun
 go run . completion fish > dist/completion/leaderrun.fish
 
-go tool nfpm package --config packaging/nfpm.yaml --packager deb --target dist/ >&2
-ls dist/*.deb
+packaging/notices.sh --copyright > dist/copyright
+if ! packaging/notices.sh | cmp -s - THIRD_PARTY_NOTICES; then
+  echo "packaging/build-deb.sh: THIRD_PARTY_NOTICES is not current: run packaging/notices.sh > THIRD_PARTY_NOTICES" >&2
+  exit 1
+fi
+
+for packager in deb rpm; do
+  go tool nfpm package --config packaging/nfpm.yaml --packager "$packager" --target dist/ >&2
+done
+for f in dist/*.deb dist/*.rpm; do
+  echo "$(pwd)/$f"
+done
