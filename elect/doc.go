@@ -55,7 +55,10 @@
 //     does a request poll (1ms to 100ms), and Query says so. Off Linux a
 //     waiter polls (see Platform notes). A holder uses at most the
 //     process's one inotify instance, to learn that its lock file was
-//     removed, and never the user's last one.
+//     removed, and never the user's last one, and the process's one watch
+//     of its mount table; both last as long as the process, with their
+//     goroutines oslock.readSentinel and oslock.readMounts, which a goleak
+//     test ignores by those names (goleak.IgnoreAnyFunction).
 //   - A steal deposes nobody until it is next in line (no steal ahead of
 //     it), and nobody once its stealer is gone (dead or given up) before
 //     the holder read its notice; then the holders' terms end at once (their contexts end with
