@@ -74,7 +74,10 @@ func TestChaos(t *testing.T) {
 	// for a while: stalls are counted from a warm-up on.
 	c.warm = time.Now().Add(min(3*time.Second, *chaosDuration/4)).UnixNano()
 	for time.Now().Before(end) && !t.Failed() {
-		time.Sleep(time.Duration(5+c.rng.IntN(30)) * time.Millisecond)
+		d := time.Duration(5+c.rng.IntN(30)) * time.Millisecond
+		slept := time.Now()
+		time.Sleep(d)
+		c.noteLag(slept, d)
 		c.act(minLive, maxLive)
 	}
 	c.drain()
@@ -146,13 +149,37 @@ type chaos struct {
 		joins, leaves, kills, terms, stops, steals, abdications, stealKills int
 		abandoned, rmLocks, combined, doomed                                int
 	}
-	stopped map[int]*time.Timer // suspended pids and their SIGCONT timers
-	pauses  [][2]int64          // [SIGSTOP, SIGCONT or exit] in unix ns
-	stops   map[int][]int64     // pid -> when each of its SIGSTOPs was sent (unix ns)
-	owner   map[uint64]int      // ticket -> its owner's pid
-	wg      sync.WaitGroup
-	events  []chaosEvent // what the test did and saw, for a stall's report
-	warm    int64        // stalls are counted from then on (unix ns)
+	stopped  map[int]*time.Timer // suspended pids and their SIGCONT timers
+	pauses   [][2]int64          // [SIGSTOP, SIGCONT or exit] in unix ns
+	stops    map[int][]int64     // pid -> when each of its SIGSTOPs was sent (unix ns)
+	owner    map[uint64]int      // ticket -> its owner's pid
+	wg       sync.WaitGroup
+	events   []chaosEvent // what the test did and saw, for a stall's report
+	warm     int64        // stalls are counted from then on (unix ns)
+	byQueued []uint64     // tickets in the order they were queued (lineAt)
+	starved  [][2]int64   // times the test's own sleep overran by over 100ms
+}
+
+// noteLag records when the test's own sleep of d from since overran by
+// more than 100ms: the machine was starved then (other work, or the
+// contenders all at once), and a gap in it says nothing of leaderrun.
+func (c *chaos) noteLag(since time.Time, d time.Duration) {
+	if over := time.Since(since) - d; over > 100*time.Millisecond {
+		c.mu.Lock()
+		c.starved = append(c.starved, [2]int64{since.UnixNano(), time.Now().UnixNano()})
+		c.mu.Unlock()
+	}
+}
+
+// starvedWithin reports whether the machine was seen starved between from
+// and to.
+func (c *chaos) starvedWithin(from, to int64) bool {
+	for _, st := range c.starved {
+		if st[0] <= to && st[1] >= from {
+			return true
+		}
+	}
+	return false
 }
 
 type chaosEvent struct {
@@ -526,17 +553,22 @@ var chaosStallBound = flag.Duration("chaos.stallbound", time.Second, "TestChaos 
 // the last holder could have taken it: from the later of the gap's start
 // and the moment that process last became runnable to the next term's
 // start, for the one that waited longest so. Gaps in the first seconds,
-// while the first contenders start at once, are left out; so are gaps
-// whose last holder was stopped (a stopped holder keeps the lock); so are, as the
+// while the first contenders start at once, or while the test's own
+// sleep overran (the machine was starved: nothing ran on time), are left
+// out; so are gaps whose last holder was stopped (a stopped holder keeps the lock); so are, as the
 // documented limit, gaps in which two or more contenders were stopped
 // when the holder died without releasing (see stoppedPair), or two of the
 // first three in line were stopped (headStopped). c.mu held.
-func (c *chaos) stalls() (all []time.Duration, limit int, worst string) {
+func (c *chaos) stalls() (all []time.Duration, limit, starved int, worst string) {
 	var longest time.Duration
 	for i := 1; i < len(c.terms); i++ {
 		prev, next := c.terms[i-1], c.terms[i]
 		from, to := prev.end, next.start
 		if from < c.warm {
+			continue
+		}
+		if c.starvedWithin(from, to) {
+			starved++
 			continue
 		}
 		if h := c.procs[prev.pid]; h != nil && h.stoppedWithin(from, to) {
@@ -566,7 +598,7 @@ func (c *chaos) stalls() (all []time.Duration, limit int, worst string) {
 			worst = fmt.Sprintf("from epoch %d (pid %d) to epoch %d (pid %d), pid %d runnable for all of it; first in line then: %s; around it: %s", prev.epoch, prev.pid, next.epoch, next.pid, who.pid, c.describeLine(from, to), c.eventsAround(from, to))
 		}
 	}
-	return all, limit, worst
+	return all, limit, starved, worst
 }
 
 // headStopped reports whether two or more of the first three waiters in
@@ -588,7 +620,8 @@ func (c *chaos) headStopped(from, to int64) bool {
 // describeLine says who stood first in line at from, for a stall's report.
 func (c *chaos) describeLine(from, to int64) string {
 	var s []string
-	for _, seq := range c.lineAt(from)[:min(6, len(c.lineAt(from)))] {
+	line := c.lineAt(from)
+	for _, seq := range line[:min(6, len(line))] {
 		p := c.procs[c.owner[seq]]
 		s = append(s, fmt.Sprintf("%s pid %d (stopped %v, exit %+.3fs, granted %+.3fs)", ticketLabel(seq), p.pid, p.stoppedWithin(from, to),
 			float64(p.exitNs-from)/1e9, float64(c.since[seq]-from)/1e9))
@@ -596,16 +629,22 @@ func (c *chaos) describeLine(from, to int64) string {
 	return strings.Join(s, ", ")
 }
 
-// lineAt rebuilds the line at from from what the contenders said.
+// lineAt rebuilds the line at from from what the contenders said: the
+// tickets queued in the minute before (nobody waits that long here).
 func (c *chaos) lineAt(from int64) []uint64 {
-	last := map[int]uint64{}
-	for seq, ns := range c.queued {
-		pid := c.owner[seq]
-		if ns >= from {
-			continue
+	if len(c.byQueued) != len(c.queued) {
+		c.byQueued = c.byQueued[:0]
+		for seq := range c.queued {
+			c.byQueued = append(c.byQueued, seq)
 		}
-		if cur, ok := last[pid]; !ok || c.queued[cur] < ns {
-			last[pid] = seq
+		slices.SortFunc(c.byQueued, func(a, b uint64) int { return cmp.Compare(c.queued[a], c.queued[b]) })
+	}
+	end, _ := slices.BinarySearchFunc(c.byQueued, from, func(seq uint64, ns int64) int { return cmp.Compare(c.queued[seq], ns) })
+	last := map[int]uint64{}
+	for i := end - 1; i >= 0 && c.queued[c.byQueued[i]] > from-int64(time.Minute); i-- {
+		seq := c.byQueued[i]
+		if _, ok := last[c.owner[seq]]; !ok {
+			last[c.owner[seq]] = seq // the latest before from
 		}
 	}
 	var line []uint64
@@ -963,10 +1002,10 @@ func (c *chaos) report() {
 	}
 	fig += fmt.Sprintf("; %d more with a process suspended meanwhile; longest gap between terms %v", npaused, maxGap.Round(time.Microsecond))
 	fig += fmt.Sprintf("; combined faults: %d leader kills with 1-3 contenders stopped, %d stealers SIGKILLed mid-steal", c.n.combined, c.n.doomed)
-	if st, limit, worst := c.stalls(); len(st) > 0 {
+	if st, limit, starved, worst := c.stalls(); len(st) > 0 {
 		slices.Sort(st)
-		fig += fmt.Sprintf("; stalls (name free or dead-held while a contender could run, %d gaps): p50 %v, p99 %v, max %v (bound %v); %d gaps left out as the documented limit (two of the first three in line stopped, or a holder killed while two were)",
-			len(st), st[len(st)/2].Round(time.Microsecond), st[len(st)*99/100].Round(time.Microsecond), st[len(st)-1].Round(time.Microsecond), *chaosStallBound, limit)
+		fig += fmt.Sprintf("; stalls (name free or dead-held while a contender could run, %d gaps): p50 %v, p99 %v, max %v (bound %v); %d gaps left out as the documented limit (two of the first three in line stopped, or a holder killed while two were); %d gaps while the test itself was starved (its sleep overran by over 100ms) left out",
+			len(st), st[len(st)/2].Round(time.Microsecond), st[len(st)*99/100].Round(time.Microsecond), st[len(st)-1].Round(time.Microsecond), *chaosStallBound, limit, starved)
 		if st[len(st)-1] > *chaosStallBound {
 			t.Errorf("a runnable contender waited %v with the name free or held by a dead term (the bound is %v): %s", st[len(st)-1], *chaosStallBound, worst)
 		}
