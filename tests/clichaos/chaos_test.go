@@ -107,11 +107,13 @@ func TestCLIChaos(t *testing.T) {
 // that is dead or being fenced, while a wrapper could take its turn: by
 // design 100ms, plus the fence of a killed term (its COMMAND and
 // grandchildren, some ignoring SIGTERM, get --grace, 150ms here, and then
-// SIGKILL), plus COMMAND's start and first write (a process exec'd on a
-// busy machine): 500ms, which the soak command passes; elect.StallBound's
+// SIGKILL, and the kill and reap of its process group, which takes
+// longer on a loaded machine), plus COMMAND's start and first write (a
+// process exec'd on a busy machine): 1s, which the soak command passes
+// (the 10-minute soak measured p99 140ms, max 768ms); elect.StallBound's
 // passing of stopped waiters is inside it. The short run of go test ./...
 // allows 2s, as the machine is shared by every package's tests there.
-var cliChaosStallBound = flag.Duration("clichaos.stallbound", 2*time.Second, "TestCLIChaos fails when a wrapper could run while the name was free for longer; the documented soak passes 500ms")
+var cliChaosStallBound = flag.Duration("clichaos.stallbound", 2*time.Second, "TestCLIChaos fails when a wrapper could run while the name was free for longer; the documented soak passes 1s")
 
 // stalls returns, for every gap between consecutive terms, how long the
 // name stayed free (or held by a dead term being fenced) while some
