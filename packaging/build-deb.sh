@@ -3,14 +3,15 @@
 # VCS revision stamped, for --version), the manual page, the bash, zsh and
 # fish completion scripts the binary prints, the README, LICENSE and
 # THIRD_PARTY_NOTICES, and in the .deb Debian's copyright file (made by
-# packaging/notices.sh --copyright), packaged by nfpm (pinned in go.mod: go
-# tool nfpm). Prints the absolute path of the .deb, then of the .rpm, one a
+# packaging/notices.sh --copyright), packaged by nfpm (pinned in tools.env,
+# run with go run). Prints the absolute path of the .deb, then of the .rpm, one a
 # line, wherever it is run from.
 #
 #   packaging/build-deb.sh            # version from git describe
 #   LEADERRUN_VERSION=1.2.3 packaging/build-deb.sh
 set -euo pipefail
 cd "$(dirname "$0")/.."
+. ./tools.env
 
 rm -rf dist && mkdir -p dist/completion
 export LEADERRUN_ARCH="${LEADERRUN_ARCH:-$(go env GOARCH)}"
@@ -42,7 +43,7 @@ if ! packaging/notices.sh | cmp -s - THIRD_PARTY_NOTICES; then
 fi
 
 for packager in deb rpm; do
-  go tool nfpm package --config packaging/nfpm.yaml --packager "$packager" --target dist/ >&2
+  go run "$NFPM" package --config packaging/nfpm.yaml --packager "$packager" --target dist/ >&2
 done
 for f in dist/*.deb dist/*.rpm; do
   echo "$(pwd)/$f"
