@@ -71,7 +71,12 @@ func (l *Locker) session(ctx context.Context) (*session, error) {
 	// stopped or whose host died or was cut off is ended, and its
 	// advisory lock, which its waiters sleep on, is let go.
 	conn, err := l.connect(ctx, "session", map[string]string{
-		"idle_session_timeout":                ms(l.ttl),
+		"idle_session_timeout": ms(l.ttl),
+		// A renewal or grant acknowledged must survive a crash of the
+		// server: with synchronous_commit off (a server's default may
+		// say so), a crash loses the last commits, and a lease would
+		// expire earlier than its holder was told.
+		"synchronous_commit":                  "on",
 		"idle_in_transaction_session_timeout": ms(l.ttl),
 		"statement_timeout":                   ms(max(time.Second, (l.ttl-l.margin)/3)),
 		"lock_timeout":                        ms(max(time.Second, (l.ttl-l.margin)/3)),

@@ -265,12 +265,45 @@ func (s *Server) PID() int {
 	return s.cmd.Process.Pid
 }
 
-// Signal sends sig to the postmaster and every backend (its process
-// group), such as SIGSTOP and SIGCONT to freeze the whole server.
+// Signal sends sig to the postmaster and every process it forked (each
+// backend is a process group of its own: postgres calls setsid in every
+// child), such as SIGSTOP and SIGCONT to freeze the whole server.
 func (s *Server) Signal(sig syscall.Signal) {
-	if pid := s.PID(); pid != 0 {
-		syscall.Kill(-pid, sig)
+	pid := s.PID()
+	if pid == 0 {
+		return
 	}
+	if sig != syscall.SIGCONT {
+		syscall.Kill(pid, sig) // first, so that it forks nothing more
+	}
+	for _, c := range children(pid) {
+		syscall.Kill(c, sig)
+	}
+	if sig == syscall.SIGCONT {
+		syscall.Kill(pid, sig)
+	}
+}
+
+// children lists the processes whose parent is pid, from /proc.
+func children(pid int) []int {
+	ents, _ := os.ReadDir("/proc")
+	var out []int
+	for _, e := range ents {
+		c, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		b, err := os.ReadFile("/proc/" + e.Name() + "/stat")
+		if err != nil {
+			continue
+		}
+		// pid (comm) state ppid ...: comm may hold spaces and parentheses.
+		f := strings.Fields(string(b[strings.LastIndexByte(string(b), ')')+1:]))
+		if len(f) > 1 && f[1] == strconv.Itoa(pid) {
+			out = append(out, c)
+		}
+	}
+	return out
 }
 
 // Kill ends the server at once with SIGKILL of its whole process group
@@ -284,8 +317,15 @@ func (s *Server) Kill() {
 	if cmd == nil {
 		return
 	}
-	syscall.Kill(-cmd.Process.Pid, syscall.SIGCONT)
-	syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+	kids := children(cmd.Process.Pid)
+	for _, c := range kids {
+		syscall.Kill(c, syscall.SIGCONT)
+	}
+	syscall.Kill(cmd.Process.Pid, syscall.SIGCONT)
+	syscall.Kill(cmd.Process.Pid, syscall.SIGKILL)
+	for _, c := range kids {
+		syscall.Kill(c, syscall.SIGKILL) // a backend is a process group of its own
+	}
 	<-exit
 }
 
@@ -299,12 +339,15 @@ func (s *Server) Stop() {
 	if cmd == nil {
 		return
 	}
-	syscall.Kill(-cmd.Process.Pid, syscall.SIGCONT)
+	for _, c := range children(cmd.Process.Pid) {
+		syscall.Kill(c, syscall.SIGCONT)
+	}
+	syscall.Kill(cmd.Process.Pid, syscall.SIGCONT)
 	cmd.Process.Signal(syscall.SIGQUIT)
 	select {
 	case <-exit:
 	case <-time.After(20 * time.Second):
-		syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+		syscall.Kill(cmd.Process.Pid, syscall.SIGKILL)
 		<-exit
 	}
 }
