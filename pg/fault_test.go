@@ -73,7 +73,8 @@ func endedAt(t *testing.T, lead *elect.Leadership, within time.Duration) time.Ti
 	case <-lead.Done():
 		return time.Now()
 	case <-time.After(within):
-		dl, _, _ := lead.Deadline(); t.Logf("deadline in %v", time.Until(dl))
+		dl, _, _ := lead.Deadline()
+		t.Logf("deadline in %v", time.Until(dl))
 		t.Fatalf("term of %s did not end within %v", lead.Name(), within)
 	}
 	return time.Time{}
