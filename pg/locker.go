@@ -366,3 +366,13 @@ func (l *Locker) TryAcquire(ctx context.Context, name string, mode elect.Mode) (
 }
 
 var _ elect.Backend = (*Locker)(nil)
+
+// Ping connects, creates the schema if it is missing, and reads it: the
+// first round trip, which tells a wrong address, a refused login, a TLS
+// failure or missing privileges at once.
+func (l *Locker) Ping(ctx context.Context) error {
+	return l.withAdmin(ctx, func(c *pgx.Conn) error {
+		_, err := c.Exec(ctx, "SELECT count(*) FROM "+l.q+".sessions")
+		return err
+	})
+}
