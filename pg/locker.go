@@ -78,9 +78,7 @@ type Locker struct {
 	schemaMu sync.Mutex
 	schemaOK bool
 
-	lisOnce sync.Once
-	lis     *listener
-	lisErr  error
+	lis *listener
 
 	adminMu sync.Mutex
 	admin   *pgx.Conn // for Query and ends of sessions, opened on use

@@ -35,6 +35,7 @@ import (
 	"math"
 	"net"
 	"os"
+	"slices"
 	"strings"
 	"time"
 
@@ -145,6 +146,23 @@ func (s settings) connConfig() (*pgx.ConnConfig, error) {
 	return cc, nil
 }
 
+// connMsg is a connection error in one line: pgx reports each address
+// and TLS attempt on a line of its own after a common prefix; repeated
+// ones are said once.
+func connMsg(err error) string {
+	var ce *pgconn.ConnectError
+	if !errors.As(err, &ce) {
+		return oneLine(err)
+	}
+	var parts []string
+	for _, ln := range strings.Split(ce.Unwrap().Error(), "\n") {
+		if ln = strings.Join(strings.Fields(ln), " "); ln != "" && !slices.Contains(parts, ln) {
+			parts = append(parts, ln)
+		}
+	}
+	return strings.Join(parts, "; ")
+}
+
 func oneLine(err error) string {
 	return strings.Join(strings.Fields(err.Error()), " ")
 }
@@ -168,14 +186,16 @@ func refused(cc *pgx.ConnConfig, schema string, err error) error {
 		switch {
 		case pe.Code == "28P01" || pe.Code == "28000":
 			return cmd.Exitf(cmd.ExitNoPerm, "leaderrun: PostgreSQL at %s refused leaderrun: %s; check the user and password (--pg-url, PGUSER, PGPASSWORD or ~/.pgpass) and pg_hba.conf", srv, pe.Message)
+		case pe.Code == "42501" && strings.Contains(pe.Message, "for database"):
+			return cmd.Exitf(cmd.ExitNoPerm, "leaderrun: PostgreSQL role %s may not create schema %s: %s; have the database's owner run GRANT CREATE ON DATABASE %s TO %s once, or create the schema for it (see pg/README.md)", cc.User, schema, pe.Message, cc.Database, cc.User)
 		case pe.Code == "42501":
-			return cmd.Exitf(cmd.ExitNoPerm, "leaderrun: PostgreSQL role %s may not use schema %s: %s; have its owner run GRANT CREATE ON DATABASE %s TO %s once, or create the schema for it (see pg/README.md)", cc.User, schema, pe.Message, cc.Database, cc.User)
+			return cmd.Exitf(cmd.ExitNoPerm, "leaderrun: PostgreSQL role %s may not use schema %s: %s; have the schema's owner grant it the rights pg/README.md lists", cc.User, schema, pe.Message)
 		case pe.Code == "3D000":
 			return cmd.Exitf(cmd.ExitUnavailable, "leaderrun: PostgreSQL at %s has no such database: %s; name an existing one in --pg-url (or PGDATABASE)", srv, pe.Message)
 		}
 	}
-	msg := oneLine(err)
-	if strings.Contains(msg, "tls") || strings.Contains(msg, "x509") || strings.Contains(msg, "SSL") {
+	msg := connMsg(err)
+	if strings.Contains(msg, "x509: ") || strings.Contains(msg, "tls: ") {
 		return cmd.Exitf(cmd.ExitUnavailable, "leaderrun: PostgreSQL at %s: TLS failed: %s; check sslmode, sslrootcert (PGSSLMODE, PGSSLROOTCERT) and the server's certificate", srv, msg)
 	}
 	return cmd.Exitf(cmd.ExitUnavailable, "leaderrun: PostgreSQL at %s cannot be reached: %s; check --pg-url (or LEADERRUN_PG_URL and PGHOST) and that the server runs", srv, msg)
