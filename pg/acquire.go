@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/leaderrun/leaderrun/elect"
 )
@@ -164,6 +165,12 @@ func (a *acquirer) run(ctx context.Context) (*elect.Leadership, error) {
 			os.Getpid(), a.l.host, os.Getuid(), a.req.Command, labels).
 			Scan(&a.ticket, &v.state, &v.epoch, &v.granted, &v.blocker, &v.blockerLive, &v.waitS, &deposed, &a.since)
 	})
+	var pe *pgconn.PgError
+	if err == nil && v.state == "nosession" || errors.As(err, &pe) && pe.Code == "23503" {
+		a.ticket = 0
+		a.s.end(fmt.Errorf("%w: session %d was ended by someone else or expired", elect.ErrSessionLost, a.s.id), true)
+		return nil, errSessionGone
+	}
 	if err != nil {
 		if a.s.ctx.Err() != nil {
 			return nil, errSessionGone // its row, if made, went with the connection

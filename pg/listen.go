@@ -4,6 +4,7 @@ import (
 	"context"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -24,6 +25,8 @@ type listener struct {
 
 	mu   sync.Mutex
 	subs map[string]chan string
+
+	received atomic.Int64 // notifications, for tests
 }
 
 const resync = "resync"
@@ -82,6 +85,7 @@ func (lis *listener) run(c *pgx.Conn) {
 				break
 			}
 			fails = 0
+			lis.received.Add(1)
 			key, kind, _ := strings.Cut(n.Payload, " ")
 			lis.send(key, kind)
 		}

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/leaderrun/leaderrun/internal/proctest"
 	"github.com/leaderrun/leaderrun/pg/internal/pgtest"
 )
 
@@ -16,9 +17,7 @@ import (
 // (see role_test.go), and otherwise the tests, with one shared server
 // started on first use.
 func TestMain(m *testing.M) {
-	if r := os.Getenv("LEADERRUN_PG_ROLE"); r != "" {
-		os.Exit(runRole(r))
-	}
+	proctest.Main(map[string]func() int{"contender": runContender})
 	code := m.Run()
 	if shared != nil {
 		shared.Close()

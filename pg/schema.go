@@ -237,6 +237,9 @@ BEGIN
 	PERFORM @S.lock_name(p_name);
 	since := clock_timestamp();
 	deposed := false;
+	IF NOT EXISTS (SELECT 1 FROM @S.sessions WHERE id = p_sid AND expires_at > clock_timestamp()) THEN
+		ticket := 0; state := 'nosession'; RETURN; -- ended by someone else, or expired
+	END IF;
 	INSERT INTO @S.requests (name, session_id, exclusive, steal, chan, key, pid, host, uid, command, labels, since)
 		VALUES (p_name, p_sid, p_exclusive, p_steal, p_chan, p_key, p_pid, p_host, p_uid, p_command, p_labels, since)
 		RETURNING requests.ticket INTO ticket;
