@@ -48,7 +48,7 @@ func acquireAsync(ctx context.Context, l *Locker, name string, req elect.Request
 	return ch
 }
 
-func waitQueued(t *testing.T, l *Locker, name string, n int) elect.Snapshot {
+func waitQueued(t testing.TB, l *Locker, name string, n int) elect.Snapshot {
 	t.Helper()
 	deadline := time.Now().Add(20 * time.Second)
 	for {

@@ -300,6 +300,11 @@ func (l *Locker) Session(lead *elect.Leadership) (int64, error) {
 // a process that knows the holder is gone (leaderrun's watchdog), and for
 // a steal's KillAfter.
 func (l *Locker) EndSession(ctx context.Context, id int64) error {
+	// The session exists, so does the schema: no check on the way (a
+	// watchdog's Locker makes this its only call, on a new connection).
+	l.schemaMu.Lock()
+	l.schemaOK = true
+	l.schemaMu.Unlock()
 	return l.withAdmin(ctx, func(c *pgx.Conn) error {
 		_, err := c.Exec(ctx, "SELECT "+l.q+".end_session($1)", id)
 		return err

@@ -1,0 +1,206 @@
+//go:build linux
+
+package pgcmd_test
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/leaderrun/leaderrun/pg"
+	"github.com/leaderrun/leaderrun/pg/internal/pgtest"
+)
+
+// BenchmarkCLIFailover measures, over one PostgreSQL on loopback, the time
+// from a SIGKILL of the leading wrapper on host A to the start of the
+// waiting wrapper's COMMAND on host B (two lock directories and --host
+// names), and whether A's COMMAND still ran then ("overlaps"), trial by
+// trial interleaved:
+//
+//   - leaderrun-pg: A's watchdog kills A's COMMAND and ends the term's
+//     session at once (a live host).
+//   - psql-advisory-lock: the usual recipe, `psql -c 'SELECT
+//     pg_advisory_lock(K)' -c '\! COMMAND'`: the server frees the lock
+//     when the killed psql's connection closes, and nothing stops A's
+//     COMMAND.
+//
+// Each COMMAND writes one line to a FIFO that the benchmark reads, so both
+// sides pay the same sh start. p50-ms of each, their ratio and the
+// overlaps of each are reported.
+func BenchmarkCLIFailover(b *testing.B) {
+	pgtest.Require(b)
+	if _, err := exec.LookPath("psql"); err != nil {
+		b.Skip("psql not installed (Debian: postgresql-client)")
+	}
+	srv := pgtest.StartT(b)
+	bin := cliBinary(b)
+	url := srv.URL()
+	lk, err := pg.Open(pg.Config{URL: url, Schema: "bench"})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer lk.Close()
+	admin, err := pgx.Connect(context.Background(), url)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer admin.Close(context.Background())
+	wrappers := map[string]func(host, dir, name, cmdline string) *exec.Cmd{
+		"leaderrun-pg": func(host, dir, name, cmdline string) *exec.Cmd {
+			return exec.Command(bin, "--pg-url", url, "--pg-schema", "bench", "--ttl", "15s", "--grace", "0s",
+				"--dir", dir, "--host", host, "--name", name, "--", "sh", "-c", cmdline)
+		},
+		"psql-advisory-lock": func(host, dir, name, cmdline string) *exec.Cmd {
+			return exec.Command("psql", url, "-X", "-q", "-c", "SELECT pg_advisory_lock(hashtext('"+name+"'))", "-c", `\! sh -c '`+cmdline+`'`)
+		},
+	}
+	names := []string{"leaderrun-pg", "psql-advisory-lock"}
+	gaps := map[string][]time.Duration{}
+	overlaps := map[string]int{}
+	for i := 0; b.Loop(); i++ {
+		for _, n := range names {
+			gap, overlap := failoverOnce(b, lk, admin, wrappers[n], n != "leaderrun-pg", fmt.Sprintf("fo%d", i))
+			gaps[n] = append(gaps[n], gap)
+			if overlap {
+				overlaps[n]++
+			}
+		}
+	}
+	p50 := map[string]float64{}
+	for _, n := range names {
+		ds := gaps[n]
+		slices.Sort(ds)
+		p50[n] = float64(ds[len(ds)/2].Microseconds()) / 1000
+		b.ReportMetric(p50[n], n+"-p50-ms")
+		b.ReportMetric(float64(overlaps[n]), n+"-overlaps")
+	}
+	b.ReportMetric(p50["leaderrun-pg"]/p50["psql-advisory-lock"], "ratio")
+}
+
+// cliBinary is $LEADERRUN_PG_CLI, else leaderrun-pg built from this
+// module.
+func cliBinary(tb testing.TB) string {
+	bin := os.Getenv("LEADERRUN_PG_CLI")
+	if bin == "" {
+		bin = filepath.Join(tb.TempDir(), "leaderrun-pg")
+		if out, err := exec.Command("go", "build", "-o", bin, "../cmd/leaderrun-pg").CombinedOutput(); err != nil {
+			tb.Fatalf("go build: %v: %s", err, out)
+		}
+	}
+	return bin
+}
+
+// failoverOnce runs one leader on host A and one waiter on host B, kills
+// the leader's wrapper, and returns the time until B's COMMAND started and
+// whether A's COMMAND still ran then.
+func failoverOnce(b testing.TB, lk *pg.Locker, admin *pgx.Conn, start func(host, dir, name, cmdline string) *exec.Cmd, peer bool, name string) (time.Duration, bool) {
+	tmp := b.TempDir()
+	fifo := filepath.Join(tmp, "fifo")
+	if err := syscall.Mkfifo(fifo, 0o600); err != nil {
+		b.Fatal(err)
+	}
+	f, err := os.OpenFile(fifo, os.O_RDWR, 0)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer f.Close()
+	lines := make(chan string, 4)
+	go func() {
+		sc := bufio.NewScanner(f)
+		for sc.Scan() {
+			lines <- sc.Text()
+		}
+	}()
+	dirs := [2]string{filepath.Join(tmp, "A"), filepath.Join(tmp, "B")}
+	for _, d := range dirs {
+		os.Mkdir(d, 0o700)
+	}
+	a := start("A", dirs[0], name, "echo A $$ > "+fifo+"; exec sleep 100")
+	a.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if err := a.Start(); err != nil {
+		b.Fatal(err)
+	}
+	defer reap(a)
+	var aCommand int
+	select {
+	case l := <-lines:
+		aCommand, _ = strconv.Atoi(strings.TrimPrefix(l, "A "))
+	case <-time.After(20 * time.Second):
+		b.Fatal("A's COMMAND did not start within 20s")
+	}
+	bw := start("B", dirs[1], name, "echo B > "+fifo)
+	bw.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if err := bw.Start(); err != nil {
+		b.Fatal(err)
+	}
+	defer reap(bw)
+	waitQueued(b, lk, admin, peer, name)
+	t0 := time.Now()
+	syscall.Kill(a.Process.Pid, syscall.SIGKILL)
+	var gap time.Duration
+	select {
+	case l := <-lines:
+		gap = time.Since(t0)
+		if l != "B" {
+			b.Fatalf("%q started after the failover, want B", l)
+		}
+	case <-time.After(30 * time.Second):
+		b.Fatal("B's COMMAND did not start within 30s")
+	}
+	overlap := alive(aCommand)
+	if aCommand > 1 {
+		syscall.Kill(aCommand, syscall.SIGKILL) // psql's orphan
+	}
+	return gap, overlap
+}
+
+// waitQueued waits until B waits: in leaderrun's queue, or blocked on the
+// advisory lock.
+func waitQueued(b testing.TB, lk *pg.Locker, admin *pgx.Conn, peer bool, name string) {
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	for ctx.Err() == nil {
+		if peer {
+			var n int
+			if admin.QueryRow(ctx, "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND NOT granted").Scan(&n) == nil && n == 1 {
+				return
+			}
+		} else if s, err := lk.Query(ctx, name); err == nil && len(s.Pending) == 1 {
+			return
+		}
+		time.Sleep(2 * time.Millisecond)
+	}
+	b.Fatal("the waiter did not queue within 20s")
+}
+
+// alive reports whether pid runs: not gone, not a zombie.
+func alive(pid int) bool {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return false
+	}
+	s := string(b)
+	i := strings.LastIndexByte(s, ')')
+	return i > 0 && i+2 < len(s) && s[i+2] != 'Z' && s[i+2] != 'X'
+}
+
+// reap ends what a wrapper left: its process group, then the wrapper.
+func reap(c *exec.Cmd) {
+	if c.Process == nil || c.Process.Pid < 2 {
+		return
+	}
+	syscall.Kill(-c.Process.Pid, syscall.SIGKILL)
+	c.Process.Kill()
+	c.Wait()
+}
