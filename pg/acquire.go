@@ -5,8 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"strconv"
-	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -194,13 +192,8 @@ func (a *acquirer) run(ctx context.Context) (*elect.Leadership, error) {
 		case "lost":
 			return nil, fmt.Errorf("%w: request %d of %s was removed while it waited (its session ended, or someone removed it)", elect.ErrSessionLost, a.ticket, a.name)
 		}
-		msg, err := a.wait(ctx, v)
-		if err != nil {
+		if err := a.wait(ctx, v); err != nil {
 			return nil, err
-		}
-		if g, ok := grantedBy(msg); ok {
-			v = g // granted by the one who let go: no round trip
-			continue
 		}
 		if v, err = a.evaluate(); err != nil {
 			return nil, err
@@ -224,12 +217,11 @@ func (a *acquirer) evaluate() (verdict, error) {
 	return v, nil
 }
 
-// wait sleeps until something may have changed for a waiting request,
-// and returns the notification if one woke it: a notification addressed
-// to it, the end of its blocker's connection, the
+// wait sleeps until something may have changed for a waiting request: a
+// notification addressed to it, the end of its blocker's connection, the
 // expiry of its blocker's lease once that connection is gone, or a
 // steal's KillAfter. It polls nothing: each of these is one wake-up.
-func (a *acquirer) wait(ctx context.Context, v verdict) (string, error) {
+func (a *acquirer) wait(ctx context.Context, v verdict) error {
 	var gone <-chan struct{}
 	var timer <-chan time.Time
 	blocker := int64(0)
@@ -257,44 +249,26 @@ func (a *acquirer) wait(ctx context.Context, v verdict) (string, error) {
 			kill := t.C
 			select {
 			case <-ctx.Done():
-				return "", context.Cause(ctx)
-			case m := <-a.msgs:
-				return m, nil
+				return context.Cause(ctx)
+			case <-a.msgs:
 			case <-gone:
 			case <-timer:
 			case <-kill:
 				a.kill(blocker)
 			}
-			return "", nil
+			return nil
 		}
 		a.kill(blocker)
-		return "", nil
+		return nil
 	}
 	select {
 	case <-ctx.Done():
-		return "", context.Cause(ctx)
-	case m := <-a.msgs:
-		return m, nil
+		return context.Cause(ctx)
+	case <-a.msgs:
 	case <-gone:
 	case <-timer:
 	}
-	return "", nil
-}
-
-// grantedBy parses the notification of a grant made by whoever let go
-// ("granted EPOCH MICROS", see wake in schema.go).
-func grantedBy(msg string) (verdict, bool) {
-	f := strings.Fields(msg)
-	if len(f) != 3 || f[0] != "granted" {
-		return verdict{}, false
-	}
-	e, err1 := strconv.ParseInt(f[1], 10, 64)
-	us, err2 := strconv.ParseInt(f[2], 10, 64)
-	if err1 != nil || err2 != nil {
-		return verdict{}, false
-	}
-	at := time.UnixMicro(us)
-	return verdict{state: "granted", epoch: &e, granted: &at}, true
+	return nil
 }
 
 // kill ends the session of a holder that did not let go within the

@@ -109,28 +109,7 @@ CREATE OR REPLACE FUNCTION @S.renew(p_sid bigint) RETURNS float8 LANGUAGE sql AS
 	RETURNING extract(epoch FROM ttl)::float8
 $$;
 
--- wake notifies one waiting request that it may move. If its connection
--- lives, it is first evaluated here, in the remover's transaction: when it
--- can be granted now, it is, and told so with its epoch and grant time
--- (' granted EPOCH MICROS'), so that a hand-over costs the successor no
--- round trip. A request whose connection is gone is only told; the
--- request behind it, which sleeps on that connection, passes it.
-CREATE OR REPLACE FUNCTION @S.wake(p_ticket bigint) RETURNS void LANGUAGE plpgsql AS $$
-DECLARE r @S.requests; ev record;
-BEGIN
-	SELECT * INTO r FROM @S.requests WHERE ticket = p_ticket AND epoch IS NULL;
-	IF NOT FOUND THEN RETURN; END IF;
-	IF NOT @S.conn_gone(r.session_id) THEN
-		SELECT * INTO ev FROM @S.evaluate(r.ticket, r.session_id);
-		IF ev.state = 'granted' THEN
-			PERFORM pg_notify(r.chan, r.key || ' granted ' || ev.epoch || ' ' || (extract(epoch FROM ev.granted) * 1000000)::bigint);
-			RETURN;
-		END IF;
-	END IF;
-	PERFORM pg_notify(r.chan, r.key || ' wake');
-END $$;
-
--- wake_after wakes the waiters that may move now that the request
+-- wake_after notifies the waiters that may move now that the request
 -- p_ticket (in the steal lane or not, held or not) of p_name is gone: the
 -- waiting requests after it in its lane up to and including the first
 -- exclusive one; with a holder gone, the first waiting steal; with the
@@ -139,20 +118,20 @@ END $$;
 CREATE OR REPLACE FUNCTION @S.wake_after(p_name text, p_ticket bigint, p_steal boolean, p_held boolean) RETURNS void LANGUAGE plpgsql AS $$
 DECLARE r record;
 BEGIN
-	FOR r IN SELECT ticket, exclusive FROM @S.requests
+	FOR r IN SELECT chan, key, exclusive FROM @S.requests
 		WHERE name = p_name AND steal = p_steal AND ticket > p_ticket AND epoch IS NULL ORDER BY ticket LOOP
-		PERFORM @S.wake(r.ticket);
+		PERFORM pg_notify(r.chan, r.key || ' wake');
 		EXIT WHEN r.exclusive;
 	END LOOP;
 	IF p_held THEN
-		FOR r IN SELECT ticket FROM @S.requests WHERE name = p_name AND steal AND epoch IS NULL ORDER BY ticket LIMIT 1 LOOP
-			PERFORM @S.wake(r.ticket);
+		FOR r IN SELECT chan, key FROM @S.requests WHERE name = p_name AND steal AND epoch IS NULL ORDER BY ticket LIMIT 1 LOOP
+			PERFORM pg_notify(r.chan, r.key || ' wake');
 		END LOOP;
 	END IF;
 	IF p_steal AND NOT EXISTS (SELECT 1 FROM @S.requests WHERE name = p_name AND steal) THEN
-		FOR r IN SELECT ticket, exclusive FROM @S.requests
+		FOR r IN SELECT chan, key, exclusive FROM @S.requests
 			WHERE name = p_name AND NOT steal AND epoch IS NULL ORDER BY ticket LOOP
-			PERFORM @S.wake(r.ticket);
+			PERFORM pg_notify(r.chan, r.key || ' wake');
 			EXIT WHEN r.exclusive;
 		END LOOP;
 	END IF;
