@@ -86,6 +86,13 @@ CREATE OR REPLACE FUNCTION @S.conn_gone(sid bigint) RETURNS boolean LANGUAGE sql
 	SELECT pg_try_advisory_xact_lock_shared(hashtext('@N'), (sid % 2147483647)::int)
 $$;
 
+-- watch_chan is the channel that every change of name p_name is told on
+-- (Locker.Watch): one notification per transaction at most, whoever
+-- listens.
+CREATE OR REPLACE FUNCTION @S.watch_chan(p_name text) RETURNS text LANGUAGE sql IMMUTABLE AS $$
+	SELECT 'lrw_' || md5('@N/' || p_name)
+$$;
+
 -- open_session makes a session with a lease of p_ttl and takes its
 -- advisory lock for the life of this connection. Sessions whose lease
 -- has expired are removed: nothing of theirs can be granted or hold.
@@ -142,6 +149,7 @@ END $$;
 CREATE OR REPLACE FUNCTION @S.drop_request(r @S.requests, p_own boolean) RETURNS void LANGUAGE plpgsql AS $$
 BEGIN
 	DELETE FROM @S.requests WHERE ticket = r.ticket;
+	PERFORM pg_notify(@S.watch_chan(r.name), '');
 	IF NOT p_own THEN
 		PERFORM pg_notify(r.chan, r.key || ' gone');
 	END IF;
@@ -220,6 +228,7 @@ BEGIN
 		WHERE e.name = me.name RETURNING e.epoch INTO epoch;
 	granted := clock_timestamp();
 	UPDATE @S.requests SET epoch = evaluate.epoch, granted = evaluate.granted WHERE ticket = me.ticket;
+	PERFORM pg_notify(@S.watch_chan(me.name), '');
 	state := 'granted';
 END $$;
 
@@ -243,6 +252,7 @@ BEGIN
 	INSERT INTO @S.requests (name, session_id, exclusive, steal, chan, key, pid, host, uid, command, labels, since)
 		VALUES (p_name, p_sid, p_exclusive, p_steal, p_chan, p_key, p_pid, p_host, p_uid, p_command, p_labels, since)
 		RETURNING requests.ticket INTO ticket;
+	PERFORM pg_notify(@S.watch_chan(p_name), '');
 	IF p_steal AND NOT EXISTS (SELECT 1 FROM @S.requests q WHERE q.name = p_name AND q.steal AND q.ticket < enqueue.ticket) THEN
 		FOR r IN SELECT chan, key FROM @S.requests q WHERE q.name = p_name AND q.epoch IS NOT NULL AND NOT q.steal LOOP
 			PERFORM pg_notify(r.chan, r.key || ' stolen');
