@@ -295,3 +295,25 @@ var (
 	_ cmd.TermEnder   = (*backend)(nil)
 	_ cmd.HolderEnder = (*backend)(nil)
 )
+
+// ListenBus serves NAME's bus over PostgreSQL (pg.Locker.ListenBus), so
+// that members on every host hear the leader.
+func (b *backend) ListenBus(lead *elect.Leadership) (cmd.BusServer, error) {
+	s, err := b.Locker.ListenBus(lead)
+	if err != nil {
+		return nil, err
+	}
+	return s, nil
+}
+
+// DialBus makes a member of NAME's bus over PostgreSQL
+// (pg.Locker.DialBus).
+func (b *backend) DialBus(ctx context.Context, name string, o cmd.BusOptions) (cmd.BusClient, error) {
+	c, err := b.Locker.DialBus(ctx, name, pg.BusDial{WaitForLeader: o.WaitForLeader, PublishOnly: o.PublishOnly})
+	if err != nil {
+		return nil, err
+	}
+	return c, nil
+}
+
+var _ cmd.BusBackend = (*backend)(nil)

@@ -83,6 +83,14 @@ func TestScripts(t *testing.T) {
 	testscript.Run(t, scriptParams(s, "testdata/scripts"))
 }
 
+// TestBusScripts runs testdata/bus/*.txtar: publish, subscribe, --fanout
+// and who --json across simulated hosts, over the bus in PostgreSQL
+// (pg/bus.go).
+func TestBusScripts(t *testing.T) {
+	s := sharedServer(t)
+	testscript.Run(t, scriptParams(s, "testdata/bus"))
+}
+
 func scriptParams(s *pgtest.Server, dir string) testscript.Params {
 	tlsURL := func(ca string) string {
 		return fmt.Sprintf("postgres://%s:%s@localhost:%d/%s?sslmode=verify-full&sslrootcert=%s", pgtest.User, pgtest.Password, s.Port, pgtest.Database, ca)
