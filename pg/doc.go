@@ -39,6 +39,19 @@
 // connection is gone, until that request's lease expires by the server's
 // clock (one timer). Nothing polls.
 //
+// # Bus
+//
+// A name's bus (who leads, ordered fan-out within a term, members'
+// publications sequenced by the leader) runs over LISTEN/NOTIFY on one
+// channel per name: [Locker.ListenBus] serves it, [Locker.DialBus] joins
+// it. Every message is notified with its term's epoch and sequence in a
+// statement that notifies only while the term's request row exists, so
+// nothing published to a term that has ended lands in it; one connection
+// sends all of a term's messages, so they arrive in order, and a term's
+// EventLost comes after them. There is no history: a member hears what is
+// published after it joined (Gap on the first message of a term it joined
+// late). Data is at most MaxBusMessage bytes (a NOTIFY payload is 8000).
+//
 // # Guarantees
 //
 //   - At most one exclusive holder per name and schema, or any number of
