@@ -102,10 +102,11 @@ type BusServer struct {
 	lead *elect.Leadership
 	ch   string
 
-	mu   sync.Mutex
-	conn *pgx.Conn // publishes, one at a time, in order
-	seq  uint64
-	seen map[string]uint64 // members' publications, by id: a repeat is not sequenced twice
+	mu     sync.Mutex
+	conn   *pgx.Conn // publishes, one at a time, in order; opened on use
+	closed bool
+	seq    uint64
+	seen   map[string]uint64 // members' publications, by id: a repeat is not sequenced twice
 }
 
 // ListenBus serves the bus of lead's name for as long as the term lasts;
@@ -121,13 +122,9 @@ func (l *Locker) ListenBus(lead *elect.Leadership) (*BusServer, error) {
 	if lead.Mode() != elect.Exclusive {
 		return nil, fmt.Errorf("pg: only an exclusive leadership serves a bus, not a %v one", lead.Mode())
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	c, err := l.connect(ctx, "bus", map[string]string{"statement_timeout": "5000", "synchronous_commit": "on"})
-	if err != nil {
-		return nil, err
-	}
-	return &BusServer{l: l, t: t, lead: lead, ch: l.busChan(lead.Name()), conn: c, seen: map[string]uint64{}}, nil
+	// The publishing connection is opened by the first message, not
+	// here: the term's COMMAND starts without waiting for it.
+	return &BusServer{l: l, t: t, lead: lead, ch: l.busChan(lead.Name()), seen: map[string]uint64{}}, nil
 }
 
 func (s *BusServer) leaderMsg(k string) busMsg {
@@ -170,8 +167,18 @@ func (s *BusServer) send(m busMsg) error {
 	if err != nil {
 		return err
 	}
+	if s.closed {
+		return bus.ErrClosed
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
+	if s.conn == nil {
+		c, err := s.l.connect(ctx, "bus", map[string]string{"statement_timeout": "5000", "synchronous_commit": "on"})
+		if err != nil {
+			return err
+		}
+		s.conn = c
+	}
 	tag, err := s.conn.Exec(ctx, "SELECT pg_notify($1, $2) FROM "+s.l.q+".requests WHERE ticket = $3 AND session_id = $4 AND epoch = $5",
 		s.ch, string(p), s.t.ticket, s.t.s.id, int64(s.lead.Epoch()))
 	if err != nil {
@@ -224,17 +231,23 @@ func (s *BusServer) Serve(ctx context.Context) error {
 func (s *BusServer) close(reason string) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.conn == nil {
+	if s.closed {
 		return
 	}
+	s.closed = true
 	m := s.leaderMsg("lost")
 	m.Reason = reason
 	p, _ := json.Marshal(m)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()
-	s.conn.Exec(ctx, "SELECT pg_notify($1, $2)", s.ch, string(p))
-	s.conn.Close(context.Background())
-	s.conn = nil
+	s.l.withAdmin(ctx, func(c *pgx.Conn) error {
+		_, err := c.Exec(ctx, "SELECT pg_notify($1, $2)", s.ch, string(p))
+		return err
+	})
+	if s.conn != nil {
+		s.conn.Close(context.Background())
+		s.conn = nil
+	}
 }
 
 // BusDial are a member's choices.

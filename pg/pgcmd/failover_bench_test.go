@@ -30,6 +30,11 @@ import (
 //
 //   - leaderrun-pg: A's watchdog kills A's COMMAND and ends the term's
 //     session at once (a live host).
+//   - leaderrun-pg-local-waiter: A's wrapper and its watchdog are both
+//     SIGKILLed, COMMAND left running; another wrapper waits on host A,
+//     behind B. It learns of the death from the kernel (a pidfd of the
+//     leader, whose term marker is in its lock directory), fences A's
+//     COMMAND and ends the term's session.
 //   - psql-advisory-lock: the usual recipe, `psql -c 'SELECT
 //     pg_advisory_lock(K)' -c '\! COMMAND'`: the server frees the lock
 //     when the killed psql's connection closes, and nothing stops A's
@@ -65,12 +70,14 @@ func BenchmarkCLIFailover(b *testing.B) {
 			return exec.Command("psql", url, "-X", "-q", "-c", "SELECT pg_advisory_lock(hashtext('"+name+"'))", "-c", `\! sh -c '`+cmdline+`'`)
 		},
 	}
-	names := []string{"leaderrun-pg", "psql-advisory-lock"}
+	names := []string{"leaderrun-pg", "leaderrun-pg-local-waiter", "psql-advisory-lock"}
+	wrappers["leaderrun-pg-local-waiter"] = wrappers["leaderrun-pg"]
+	kills := map[string]victims{"leaderrun-pg-local-waiter": wrapperAndWatchdog}
 	gaps := map[string][]time.Duration{}
 	overlaps := map[string]int{}
 	for i := 0; b.Loop(); i++ {
 		for _, n := range names {
-			gap, overlap := failoverOnce(b, lk, admin, wrappers[n], n != "leaderrun-pg", fmt.Sprintf("fo%d", i))
+			gap, overlap := failoverOnce(b, lk, admin, wrappers[n], n == "psql-advisory-lock", kills[n], fmt.Sprintf("fo%d-%s", i, n))
 			gaps[n] = append(gaps[n], gap)
 			if overlap {
 				overlaps[n]++
@@ -83,6 +90,7 @@ func BenchmarkCLIFailover(b *testing.B) {
 		slices.Sort(ds)
 		p50[n] = float64(ds[len(ds)/2].Microseconds()) / 1000
 		b.ReportMetric(p50[n], n+"-p50-ms")
+		b.ReportMetric(float64(ds[len(ds)-1].Microseconds())/1000, n+"-max-ms")
 		b.ReportMetric(float64(overlaps[n]), n+"-overlaps")
 	}
 	b.ReportMetric(p50["leaderrun-pg"]/p50["psql-advisory-lock"], "ratio")
@@ -101,10 +109,19 @@ func cliBinary(tb testing.TB) string {
 	return bin
 }
 
+// victims says what of host A's leader a failover kills.
+type victims int
+
+const (
+	wrapperOnly        victims = iota
+	wrapperAndWatchdog         // with a second wrapper waiting on host A
+)
+
 // failoverOnce runs one leader on host A and one waiter on host B, kills
-// the leader's wrapper, and returns the time until B's COMMAND started and
+// the leader's wrapper (and its watchdog, with a second waiter on host A,
+// as kill says), and returns the time until B's COMMAND started and
 // whether A's COMMAND still ran then.
-func failoverOnce(b testing.TB, lk *pg.Locker, admin *pgx.Conn, start func(host, dir, name, cmdline string) *exec.Cmd, peer bool, name string) (time.Duration, bool) {
+func failoverOnce(b testing.TB, lk *pg.Locker, admin *pgx.Conn, start func(host, dir, name, cmdline string) *exec.Cmd, peer bool, kill victims, name string) (time.Duration, bool) {
 	tmp := b.TempDir()
 	fifo := filepath.Join(tmp, "fifo")
 	if err := syscall.Mkfifo(fifo, 0o600); err != nil {
@@ -145,9 +162,35 @@ func failoverOnce(b testing.TB, lk *pg.Locker, admin *pgx.Conn, start func(host,
 		b.Fatal(err)
 	}
 	defer reap(bw)
-	waitQueued(b, lk, admin, peer, name)
+	waitQueued(b, lk, admin, peer, name, 1)
+	pids := []int{a.Process.Pid}
+	if kill == wrapperAndWatchdog {
+		a2 := start("A", dirs[0], name, "echo A2 > "+fifo)
+		a2.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+		if err := a2.Start(); err != nil {
+			b.Fatal(err)
+		}
+		defer reap(a2)
+		waitQueued(b, lk, admin, peer, name, 2)
+		// The waiter on A follows the leader through the bus; the kill
+		// must come after it has looked at the leader (cmd's
+		// watchLocalHolder passes over a leader whose wrapper is already
+		// gone when it looks): its Watch's connection is the last step.
+		waitConn(b, admin, fmt.Sprintf("leaderrun watch A pid %d", a2.Process.Pid))
+		kids := childrenOf(a.Process.Pid) // the watchdog and COMMAND
+		if len(kids) < 2 {
+			b.Fatalf("found %d children of the wrapper, want its watchdog and COMMAND", len(kids))
+		}
+		for _, k := range kids {
+			if k != aCommand {
+				pids = append(pids, k)
+			}
+		}
+	}
 	t0 := time.Now()
-	syscall.Kill(a.Process.Pid, syscall.SIGKILL)
+	for _, pid := range pids {
+		syscall.Kill(pid, syscall.SIGKILL)
+	}
 	var gap time.Duration
 	select {
 	case l := <-lines:
@@ -167,21 +210,51 @@ func failoverOnce(b testing.TB, lk *pg.Locker, admin *pgx.Conn, start func(host,
 
 // waitQueued waits until B waits: in leaderrun's queue, or blocked on the
 // advisory lock.
-func waitQueued(b testing.TB, lk *pg.Locker, admin *pgx.Conn, peer bool, name string) {
+func waitQueued(b testing.TB, lk *pg.Locker, admin *pgx.Conn, peer bool, name string, n int) {
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 	for ctx.Err() == nil {
 		if peer {
-			var n int
-			if admin.QueryRow(ctx, "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND NOT granted").Scan(&n) == nil && n == 1 {
+			var got int
+			if admin.QueryRow(ctx, "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND NOT granted").Scan(&got) == nil && got == n {
 				return
 			}
-		} else if s, err := lk.Query(ctx, name); err == nil && len(s.Pending) == 1 {
+		} else if s, err := lk.Query(ctx, name); err == nil && len(s.Pending) == n {
 			return
 		}
 		time.Sleep(2 * time.Millisecond)
 	}
 	b.Fatal("the waiter did not queue within 20s")
+}
+
+// waitConn waits until a connection of application_name app is open.
+func waitConn(b testing.TB, admin *pgx.Conn, app string) {
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	for ctx.Err() == nil {
+		var n int
+		if admin.QueryRow(ctx, "SELECT count(*) FROM pg_stat_activity WHERE application_name = $1", app).Scan(&n) == nil && n > 0 {
+			return
+		}
+		time.Sleep(2 * time.Millisecond)
+	}
+	b.Fatalf("no connection %q within 20s", app)
+}
+
+// childrenOf lists the children of pid (its watchdog and COMMAND), which
+// any of its threads may have started.
+func childrenOf(pid int) []int {
+	tasks, _ := filepath.Glob("/proc/" + strconv.Itoa(pid) + "/task/*/children")
+	var out []int
+	for _, t := range tasks {
+		b, _ := os.ReadFile(t)
+		for _, f := range strings.Fields(string(b)) {
+			if n, err := strconv.Atoi(f); err == nil && n > 1 {
+				out = append(out, n)
+			}
+		}
+	}
+	return out
 }
 
 // alive reports whether pid runs: not gone, not a zombie.
