@@ -127,7 +127,8 @@ func TestKillAfterAcrossSessions(t *testing.T) {
 
 // TestNotifyBounded: a hand-off wakes one waiter, however many wait: the
 // notifications the waiting Lockers receive for one release do not grow
-// with the queue.
+// with the queue (4, 24 and 200 waiters; the 200 share 20 Lockers, ten
+// each, to stay within the test server's connections).
 func TestNotifyBounded(t *testing.T) {
 	srv := sharedServer(t)
 	schema := testSchema(t)
@@ -137,13 +138,14 @@ func TestNotifyBounded(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, n := range []int{4, 24} {
+	for _, tc := range []struct{ waiters, lockers int }{{4, 4}, {24, 24}, {200, 20}} {
 		var ws []*Locker
+		for range tc.lockers {
+			ws = append(ws, open(t, srv, schema, Config{}))
+		}
 		var gs []<-chan grant
-		for i := range n {
-			w := open(t, srv, schema, Config{})
-			ws = append(ws, w)
-			gs = append(gs, acquireAsync(ctx, w, "nb", elect.Request{}))
+		for i := range tc.waiters {
+			gs = append(gs, acquireAsync(ctx, ws[i%tc.lockers], "nb", elect.Request{}))
 			waitQueued(t, h, "nb", i+1)
 		}
 		count := func() int64 {
@@ -161,9 +163,9 @@ func TestNotifyBounded(t *testing.T) {
 		}
 		time.Sleep(100 * time.Millisecond) // any stray notification arrives
 		got := count() - before
-		t.Logf("%d waiters: %d notifications for one hand-off", n, got)
+		t.Logf("%d waiters: %d notifications for one hand-off", tc.waiters, got)
 		if got > 2 {
-			t.Fatalf("%d waiters: one hand-off sent %d notifications", n, got)
+			t.Fatalf("%d waiters: one hand-off sent %d notifications", tc.waiters, got)
 		}
 		lead = r.lead
 		// Let the rest through, in order.
@@ -174,6 +176,11 @@ func TestNotifyBounded(t *testing.T) {
 				t.Fatal(r.err)
 			}
 			lead = r.lead
+		}
+		total := count() - before
+		t.Logf("%d waiters: %d notifications for all %d hand-offs", tc.waiters, total, tc.waiters)
+		if total > 2*int64(tc.waiters) {
+			t.Fatalf("%d hand-offs sent %d notifications", tc.waiters, total)
 		}
 	}
 	lead.Release()
