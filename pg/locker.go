@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -91,6 +92,8 @@ type Locker struct {
 
 	watchMu  sync.Mutex
 	watchers map[int64]*deathWatch
+
+	roundTrips atomic.Int64 // statements on session connections, for the benchmarks
 }
 
 // Open checks cfg and returns a Locker. It does not contact the server:

@@ -152,6 +152,7 @@ func (s *session) do(f func(ctx context.Context, c *pgx.Conn) error) error {
 	ctx, cancel := context.WithTimeout(context.Background(), s.opTimeout())
 	defer cancel()
 	s.cmu.Lock()
+	s.l.roundTrips.Add(1)
 	err := f(ctx, s.conn)
 	closed := s.conn.IsClosed()
 	s.cmu.Unlock()
