@@ -298,3 +298,45 @@ func TestServerRestart(t *testing.T) {
 	}
 	g.lead.Release()
 }
+
+// TestOtherBackendRefused: only the session's own connection may act for
+// it. Another backend's call of enqueue, evaluate, leave or renew for the
+// session, as a transaction-mode pooler would make, is refused with
+// ErrPooler (renew finds nothing to renew), and changes nothing.
+func TestOtherBackendRefused(t *testing.T) {
+	srv := sharedServer(t)
+	schema := testSchema(t)
+	l := open(t, srv, schema, Config{})
+	ctx := t.Context()
+	lead, err := l.Acquire(ctx, "ob", elect.Request{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer lead.Release()
+	sid, err := l.Session(lead)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ticket int64
+	c := srv.Super(t)
+	if err := c.QueryRow(ctx, "SELECT ticket FROM "+schema+".requests WHERE session_id = $1", sid).Scan(&ticket); err != nil {
+		t.Fatal(err)
+	}
+	for _, q := range []string{
+		"SELECT " + schema + ".evaluate($1, $2)",
+		"SELECT " + schema + ".leave($1, $2)",
+		"SELECT " + schema + ".enqueue($2, 'ob2', true, false, false, 'c', 'k', 1, 'h', 0, '{}', '{}') WHERE $1 > 0",
+	} {
+		_, err := c.Exec(ctx, q, ticket, sid)
+		if err := l.pgErr("test", err); !errors.Is(err, ErrPooler) {
+			t.Errorf("%s from another backend: %v, want ErrPooler", q, err)
+		}
+	}
+	var secs *float64
+	if err := c.QueryRow(ctx, "SELECT "+schema+".renew($1)", sid).Scan(&secs); err != nil || secs != nil {
+		t.Errorf("renew from another backend: %v %v, want no renewal", secs, err)
+	}
+	if s, _ := l.Query(ctx, "ob"); len(s.Held) != 1 || lead.Err() != nil {
+		t.Fatalf("after the refused calls: %+v, %v", s, lead.Err())
+	}
+}

@@ -376,9 +376,26 @@ var _ elect.Backend = (*Locker)(nil)
 // Ping connects, creates the schema if it is missing, and reads it: the
 // first round trip, which tells a wrong address, a refused login, a TLS
 // failure or missing privileges at once.
+//
+// It also looks for a transaction-mode pooler: a connection whose
+// successive transactions run on different server backends. (A pooler
+// that happens to keep one backend passes here; the session's own checks
+// refuse it once it moves one, see ErrPooler.)
 func (l *Locker) Ping(ctx context.Context) error {
 	return l.withAdmin(ctx, func(c *pgx.Conn) error {
-		_, err := c.Exec(ctx, "SELECT count(*) FROM "+l.q+".sessions")
-		return err
+		if _, err := c.Exec(ctx, "SELECT count(*) FROM "+l.q+".sessions"); err != nil {
+			return err
+		}
+		var a, b uint32
+		if err := c.QueryRow(ctx, "SELECT pg_backend_pid()").Scan(&a); err != nil {
+			return err
+		}
+		if err := c.QueryRow(ctx, "SELECT pg_backend_pid()").Scan(&b); err != nil {
+			return err
+		}
+		if a != b {
+			return fmt.Errorf("%w (backends %d then %d)", ErrPooler, a, b)
+		}
+		return nil
 	})
 }

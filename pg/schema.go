@@ -86,6 +86,18 @@ CREATE OR REPLACE FUNCTION @S.conn_gone(sid bigint) RETURNS boolean LANGUAGE sql
 	SELECT pg_try_advisory_xact_lock_shared(hashtext('@N'), (sid % 2147483647)::int)
 $$;
 
+-- own_backend raises unless session p_sid was opened on this very
+-- backend: only the session's connection, which holds its advisory lock,
+-- may act for it. A transaction-mode pooler, which runs each transaction
+-- on whichever server connection is free, is refused here.
+CREATE OR REPLACE FUNCTION @S.own_backend(p_sid bigint) RETURNS void LANGUAGE plpgsql AS $$
+BEGIN
+	IF EXISTS (SELECT 1 FROM @S.sessions WHERE id = p_sid AND backend_pid <> pg_backend_pid()) THEN
+		RAISE EXCEPTION 'leaderrun: session % was opened on backend %, not this one (%): a transaction-mode pooler is in front',
+			p_sid, (SELECT backend_pid FROM @S.sessions WHERE id = p_sid), pg_backend_pid() USING ERRCODE = 'LR001';
+	END IF;
+END $$;
+
 -- watch_chan is the channel that every change of name p_name is told on
 -- (Locker.Watch): one notification per transaction at most, whoever
 -- listens.
@@ -112,7 +124,7 @@ END $$;
 -- server's clock; NULL when the lease has expired or the session is gone.
 CREATE OR REPLACE FUNCTION @S.renew(p_sid bigint) RETURNS float8 LANGUAGE sql AS $$
 	UPDATE @S.sessions SET expires_at = clock_timestamp() + ttl
-	WHERE id = p_sid AND expires_at > clock_timestamp()
+	WHERE id = p_sid AND expires_at > clock_timestamp() AND backend_pid = pg_backend_pid()
 	RETURNING extract(epoch FROM ttl)::float8
 $$;
 
@@ -176,6 +188,7 @@ DECLARE
 	n int := 0;
 	nm text;
 BEGIN
+	PERFORM @S.own_backend(p_sid);
 	SELECT name INTO nm FROM @S.requests WHERE ticket = p_ticket AND session_id = p_sid;
 	IF NOT FOUND THEN state := 'lost'; RETURN; END IF;
 	PERFORM @S.lock_name(nm);
@@ -243,6 +256,7 @@ CREATE OR REPLACE FUNCTION @S.enqueue(p_sid bigint, p_name text, p_exclusive boo
 LANGUAGE plpgsql AS $$
 DECLARE r record; ev record;
 BEGIN
+	PERFORM @S.own_backend(p_sid);
 	PERFORM @S.lock_name(p_name);
 	since := clock_timestamp();
 	deposed := false;
@@ -273,6 +287,7 @@ END $$;
 CREATE OR REPLACE FUNCTION @S.leave(p_ticket bigint, p_sid bigint) RETURNS boolean LANGUAGE plpgsql AS $$
 DECLARE me @S.requests; nm text;
 BEGIN
+	PERFORM @S.own_backend(p_sid);
 	SELECT name INTO nm FROM @S.requests WHERE ticket = p_ticket AND session_id = p_sid;
 	IF NOT FOUND THEN RETURN false; END IF;
 	PERFORM @S.lock_name(nm);

@@ -94,6 +94,12 @@ func (l *Locker) session(ctx context.Context) (*session, error) {
 		conn.Close(context.Background())
 		return nil, l.pgErr("opening a session", err)
 	}
+	// A second transaction must reach the same backend, which holds the
+	// session's advisory lock: not so behind a transaction-mode pooler.
+	if _, err := conn.Exec(ctx, "SELECT "+l.q+".own_backend($1)", id); err != nil {
+		conn.Close(context.Background())
+		return nil, l.pgErr("opening a session", err)
+	}
 	s = &session{l: l, id: id, ttl: l.ttl, conn: conn, stopped: make(chan struct{}), dl: sent.Add(l.ttl - l.margin), moved: make(chan struct{})}
 	s.ctx, s.cancel = context.WithCancelCause(context.Background())
 	s.done = s.ctx.Done()

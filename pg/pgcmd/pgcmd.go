@@ -181,6 +181,9 @@ func server(cc *pgx.ConnConfig) string {
 // reached or spoke no TLS that we trust.
 func refused(cc *pgx.ConnConfig, schema string, err error) error {
 	srv := server(cc)
+	if errors.Is(err, pg.ErrPooler) {
+		return cmd.Exitf(cmd.ExitUnavailable, "leaderrun: PostgreSQL at %s: %v", srv, oneLine(err))
+	}
 	var pe *pgconn.PgError
 	if errors.As(err, &pe) {
 		switch {
