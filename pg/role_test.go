@@ -12,8 +12,8 @@ import (
 
 // runContender is the test binary re-executed as a contender on another
 // "host": it opens a Locker on LR_URL and LR_SCHEMA, prints "queued" once
-// its request is made, then "leader EPOCH" when granted and "lost CAUSE"
-// when the term ends. Stdin closing ends it.
+// its request is made, then "leader EPOCH" when granted and "lost
+// UNIXNANO CAUSE" when the term ends, with the time by its clock. Stdin closing ends it.
 func runContender() int {
 	ttl, _ := time.ParseDuration(os.Getenv("LR_TTL"))
 	l, err := Open(Config{URL: os.Getenv("LR_URL"), Schema: os.Getenv("LR_SCHEMA"), TTL: ttl, Host: "role"})
@@ -49,7 +49,7 @@ func runContender() int {
 	}
 	fmt.Println("leader", lead.Epoch())
 	<-lead.Done()
-	fmt.Println("lost", lead.Err())
+	fmt.Println("lost", time.Now().UnixNano(), lead.Err())
 	lead.Release()
 	select {}
 }

@@ -79,8 +79,9 @@ type Server struct {
 	Port   int
 	TLS    *TLSFiles
 
-	bin  string
-	cred *syscall.Credential
+	bin    string
+	listen string // listen_addresses
+	cred   *syscall.Credential
 	mu   sync.Mutex
 	cmd  *exec.Cmd
 	exit chan struct{}
@@ -92,7 +93,7 @@ func Start() (*Server, error) {
 	if bin == "" {
 		return nil, errors.New("pgtest: PostgreSQL not found")
 	}
-	s := &Server{bin: bin}
+	s := &Server{bin: bin, listen: "127.0.0.1"}
 	if os.Getuid() == 0 {
 		name := os.Getenv("LEADERRUN_PG_USER")
 		if name == "" {
@@ -208,7 +209,7 @@ func (s *Server) Start() error {
 		return errors.New("pgtest: already running")
 	}
 	args := []string{"-D", s.Data, "-k", s.Socket, "-p", strconv.Itoa(s.Port),
-		"-c", "listen_addresses=127.0.0.1", "-c", "fsync=off", "-c", "synchronous_commit=off", "-c", "full_page_writes=off",
+		"-c", "listen_addresses=" + s.listen, "-c", "fsync=off", "-c", "synchronous_commit=off", "-c", "full_page_writes=off",
 		"-c", "max_connections=300", "-c", "shared_buffers=16MB", "-c", "logging_collector=off", "-c", "log_min_messages=fatal",
 		"-c", "ssl=on", "-c", "ssl_cert_file=" + s.TLS.ServerCert, "-c", "ssl_key_file=" + s.TLS.ServerKey}
 	cmd := exec.Command(filepath.Join(s.bin, "postgres"), args...)
@@ -364,6 +365,28 @@ func (s *Server) Close() {
 	if s.Dir != "" {
 		os.RemoveAll(s.Dir)
 	}
+}
+
+// ListenOn makes the server listen on addr too and accept the test roles,
+// with their passwords, from cidr (such as a veth pair to a network
+// namespace), and restarts it.
+func (s *Server) ListenOn(addr, cidr string) error {
+	f, err := os.OpenFile(filepath.Join(s.Data, "pg_hba.conf"), os.O_APPEND|os.O_WRONLY, 0)
+	if err != nil {
+		return err
+	}
+	_, err = fmt.Fprintf(f, "host all all %s scram-sha-256\n", cidr)
+	f.Close()
+	if err != nil {
+		return err
+	}
+	s.listen = "127.0.0.1," + addr
+	return s.Restart()
+}
+
+// URLAt is the test role's URL to the test database at addr.
+func (s *Server) URLAt(addr string) string {
+	return fmt.Sprintf("postgres://%s:%s@%s:%d/%s?sslmode=disable", User, Password, addr, s.Port, Database)
 }
 
 // SocketURL is a connection string over the Unix socket (trust auth).
