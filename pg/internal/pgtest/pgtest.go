@@ -82,9 +82,9 @@ type Server struct {
 	bin    string
 	listen string // listen_addresses
 	cred   *syscall.Credential
-	mu   sync.Mutex
-	cmd  *exec.Cmd
-	exit chan struct{}
+	mu     sync.Mutex
+	cmd    *exec.Cmd
+	exit   chan struct{}
 }
 
 // Start makes a cluster and starts its server.
