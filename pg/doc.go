@@ -116,7 +116,9 @@
 // A transaction-mode pooler (PgBouncer's pool_mode=transaction) cannot
 // carry a session: its advisory lock, its LISTEN and its connection's
 // life are what the design rests on. Connect to the server, or to a
-// session-mode pool.
+// session-mode pool. The server enforces it: only the backend that opened
+// a session may grant, release or renew for it (ErrPooler otherwise), so
+// a pooler that moves a session's statements is refused, not obeyed.
 //
 // After a holder's host dies or is cut off, the name passes when its
 // lease expires, TTL after the last renewal: the server ends the idle

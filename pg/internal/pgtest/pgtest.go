@@ -415,3 +415,43 @@ func (s *Server) Super(tb testing.TB) *pgx.Conn {
 	tb.Cleanup(func() { c.Close(context.Background()) })
 	return c
 }
+
+// Standby makes a streaming standby of s (pg_basebackup -R over the
+// socket, asynchronous) in a directory of its own, on a free port, and
+// starts it. Promote it with SELECT pg_promote().
+func (s *Server) Standby() (*Server, error) {
+	st := &Server{bin: s.bin, listen: "127.0.0.1", cred: s.cred, TLS: s.TLS}
+	dir, err := os.MkdirTemp("", "leaderrun-pgtest-standby-")
+	if err != nil {
+		return nil, err
+	}
+	st.Dir, st.Data, st.Socket = dir, filepath.Join(dir, "data"), filepath.Join(dir, "sock")
+	ok := false
+	defer func() {
+		if !ok {
+			st.Close()
+		}
+	}()
+	if err := os.Mkdir(st.Socket, 0o700); err != nil {
+		return nil, err
+	}
+	if err := st.chown(dir, st.Socket); err != nil {
+		return nil, err
+	}
+	bb := exec.Command(filepath.Join(s.bin, "pg_basebackup"), "-D", st.Data, "-h", s.Socket, "-p", strconv.Itoa(s.Port), "-U", Superuser, "-R", "-X", "stream", "--no-sync", "--checkpoint=fast")
+	bb.SysProcAttr = &syscall.SysProcAttr{Credential: s.cred}
+	if out, err := bb.CombinedOutput(); err != nil {
+		return nil, fmt.Errorf("pgtest: pg_basebackup: %v\n%s", err, out)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return nil, err
+	}
+	st.Port = ln.Addr().(*net.TCPAddr).Port
+	ln.Close()
+	if err := st.Start(); err != nil {
+		return nil, err
+	}
+	ok = true
+	return st, nil
+}
