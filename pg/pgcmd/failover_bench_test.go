@@ -163,7 +163,7 @@ func failoverOnce(b testing.TB, lk *pg.Locker, admin *pgx.Conn, start func(host,
 	}
 	defer reap(bw)
 	waitQueued(b, lk, admin, peer, name, 1)
-	pids := []int{a.Process.Pid}
+	var pids []int
 	if kill == wrapperAndWatchdog {
 		a2 := start("A", dirs[0], name, "echo A2 > "+fifo)
 		a2.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
@@ -173,10 +173,10 @@ func failoverOnce(b testing.TB, lk *pg.Locker, admin *pgx.Conn, start func(host,
 		defer reap(a2)
 		waitQueued(b, lk, admin, peer, name, 2)
 		// The waiter on A follows the leader through the bus; the kill
-		// must come after it has looked at the leader (cmd's
+		// must come after it sleeps on the leader's pidfd (cmd's
 		// watchLocalHolder passes over a leader whose wrapper is already
-		// gone when it looks): its Watch's connection is the last step.
-		waitConn(b, admin, fmt.Sprintf("leaderrun watch A pid %d", a2.Process.Pid))
+		// gone when it looks).
+		waitPidfd(b, a2.Process.Pid, a.Process.Pid)
 		kids := childrenOf(a.Process.Pid) // the watchdog and COMMAND
 		if len(kids) < 2 {
 			b.Fatalf("found %d children of the wrapper, want its watchdog and COMMAND", len(kids))
@@ -187,6 +187,10 @@ func failoverOnce(b testing.TB, lk *pg.Locker, admin *pgx.Conn, start func(host,
 			}
 		}
 	}
+	// The wrapper last: a watchdog that saw it die first would begin its
+	// work (it removes the term's marker, then ends the term) and be
+	// killed half-way, which leaves the term to its lease.
+	pids = append(pids, a.Process.Pid)
 	t0 := time.Now()
 	for _, pid := range pids {
 		syscall.Kill(pid, syscall.SIGKILL)
@@ -227,18 +231,24 @@ func waitQueued(b testing.TB, lk *pg.Locker, admin *pgx.Conn, peer bool, name st
 	b.Fatal("the waiter did not queue within 20s")
 }
 
-// waitConn waits until a connection of application_name app is open.
-func waitConn(b testing.TB, admin *pgx.Conn, app string) {
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-	defer cancel()
-	for ctx.Err() == nil {
-		var n int
-		if admin.QueryRow(ctx, "SELECT count(*) FROM pg_stat_activity WHERE application_name = $1", app).Scan(&n) == nil && n > 0 {
-			return
+// waitPidfd waits until process pid holds a pidfd of target.
+func waitPidfd(b testing.TB, pid, target int) {
+	deadline := time.Now().Add(20 * time.Second)
+	dir := "/proc/" + strconv.Itoa(pid)
+	want := "Pid:\t" + strconv.Itoa(target) + "\n"
+	for time.Now().Before(deadline) {
+		fds, _ := os.ReadDir(dir + "/fd")
+		for _, fd := range fds {
+			if l, _ := os.Readlink(dir + "/fd/" + fd.Name()); l != "anon_inode:[pidfd]" {
+				continue
+			}
+			if info, _ := os.ReadFile(dir + "/fdinfo/" + fd.Name()); strings.Contains(string(info), want) {
+				return
+			}
 		}
 		time.Sleep(2 * time.Millisecond)
 	}
-	b.Fatalf("no connection %q within 20s", app)
+	b.Fatalf("process %d holds no pidfd of %d within 20s", pid, target)
 }
 
 // childrenOf lists the children of pid (its watchdog and COMMAND), which
