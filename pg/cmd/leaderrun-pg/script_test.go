@@ -73,7 +73,8 @@ func sharedServer(t *testing.T) *pgtest.Server {
 //   - for the bad-input scripts: $PG_BADPW_URL (a wrong password),
 //     $PG_NOPRIV_URL (a role that may create nothing), $PG_TLS_URL
 //     (verify-full against the server's CA), $PG_TLS_BAD_URL (against
-//     another CA) and $PG_PORT;
+//     another CA) and $PG_PORT; $PG_SUPER_URL, the superuser over the
+//     socket, for psql to inject faults;
 //   - three simulated hosts: the lock directories $HA, $HB and $HC
 //     ($WORK/hostA, hostB, hostC, mode 0700), which a command names with
 //     --dir $HA --host A (and so on); $LEADERRUN_DIR=$HA and
@@ -116,6 +117,7 @@ func scriptParams(s *pgtest.Server, dir string) testscript.Params {
 			env.Setenv("PG_TLS_URL", tlsURL(s.TLS.CA))
 			env.Setenv("PG_TLS_BAD_URL", tlsURL(s.TLS.OtherCA))
 			env.Setenv("PG_PORT", fmt.Sprint(s.Port))
+			env.Setenv("PG_SUPER_URL", s.SocketURL(pgtest.Superuser, pgtest.Database))
 			return nil
 		},
 		Cmds: scriptCmds(),
