@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -92,6 +93,27 @@ func TestBusScripts(t *testing.T) {
 	testscript.Run(t, scriptParams(s, "testdata/bus"))
 }
 
+// TestFaultScripts runs testdata/faults/*.txtar, which restart or stop
+// the server (pgserver), one at a time and apart from the other scripts.
+func TestFaultScripts(t *testing.T) {
+	s := sharedServer(t)
+	p := scriptParams(s, "testdata/faults")
+	p.Setup = serialSetup(p.Setup)
+	testscript.Run(t, p)
+}
+
+var faultMu sync.Mutex
+
+// serialSetup makes the scripts of a run take turns: each holds faultMu
+// from its setup to its end.
+func serialSetup(setup func(*testscript.Env) error) func(*testscript.Env) error {
+	return func(env *testscript.Env) error {
+		faultMu.Lock()
+		env.Defer(faultMu.Unlock)
+		return setup(env)
+	}
+}
+
 func scriptParams(s *pgtest.Server, dir string) testscript.Params {
 	tlsURL := func(ca string) string {
 		return fmt.Sprintf("postgres://%s:%s@localhost:%d/%s?sslmode=verify-full&sslrootcert=%s", pgtest.User, pgtest.Password, s.Port, pgtest.Database, ca)
@@ -128,7 +150,27 @@ func scriptParams(s *pgtest.Server, dir string) testscript.Params {
 func scriptCmds() map[string]scriptcmd.Cmd {
 	cmds := scriptcmd.Commands(leaderrun, hardTimeout)
 	cmds["buildbins"] = cmdBuildbins
+	cmds["pgserver"] = cmdPgserver
 	return cmds
+}
+
+// pgserver restart|stop|cont: an immediate restart of the scripts' server
+// (every session ends), or SIGSTOP/SIGCONT of all its processes. A script
+// that uses it must run alone: TestFaultScripts runs those.
+func cmdPgserver(ts *testscript.TestScript, neg bool, args []string) {
+	if neg || len(args) != 1 {
+		ts.Fatalf("usage: pgserver restart|stop|cont")
+	}
+	switch args[0] {
+	case "restart":
+		ts.Check(server.Restart())
+	case "stop":
+		server.Signal(syscall.SIGSTOP)
+	case "cont":
+		server.Signal(syscall.SIGCONT)
+	default:
+		ts.Fatalf("usage: pgserver restart|stop|cont")
+	}
 }
 
 // hardTimeout bounds every wait of the custom commands; -t overrides it.
