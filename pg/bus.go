@@ -292,13 +292,9 @@ func (l *Locker) DialBus(ctx context.Context, name string, o BusDial) (*BusClien
 	c := &BusClient{l: l, name: name, ch: l.busChan(name), o: o, out: make(chan bus.Event, 256), done: make(chan struct{}),
 		changed: make(chan struct{}), pending: map[string]chan error{}}
 	c.ctx, c.cancel = context.WithCancel(l.closing)
-	conn, err := l.listenOn(ctx, "member", c.ch)
-	if err != nil {
-		c.cancel()
-		return nil, err
-	}
-	in := notifications(c.ctx, conn)
-	snaps, err := l.Watch(c.ctx, name)
+	// One connection LISTENs on the bus channel and the name's watch.
+	in := make(chan busMsg, 64)
+	snaps, err := l.watchAlso(c.ctx, name, c.ch, in)
 	if err != nil {
 		c.cancel()
 		return nil, err

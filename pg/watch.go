@@ -2,6 +2,7 @@ package pg
 
 import (
 	"context"
+	"encoding/json"
 	"reflect"
 	"time"
 
@@ -21,6 +22,13 @@ import (
 // connection ends without a word (its process or host died), the end of
 // that connection and then the expiry of its lease, as a waiter does.
 func (l *Locker) Watch(ctx context.Context, name string) (<-chan elect.Snapshot, error) {
+	return l.watchAlso(ctx, name, "", nil)
+}
+
+// watchAlso is Watch, with the notifications of channel also (a bus's),
+// read on the same connection, decoded into bus: a bus member needs one
+// connection for both.
+func (l *Locker) watchAlso(ctx context.Context, name, also string, bus chan<- busMsg) (<-chan elect.Snapshot, error) {
 	if err := elect.ValidateName(name); err != nil {
 		return nil, err
 	}
@@ -29,13 +37,16 @@ func (l *Locker) Watch(ctx context.Context, name string) (<-chan elect.Snapshot,
 		return nil, err
 	}
 	c, err := l.connect(ctx, "watch", map[string]string{"statement_timeout": "10000"})
+	var wch string
 	if err == nil {
 		err = l.schemaReady(ctx, c)
 		if err == nil {
-			var ch string
-			if err = c.QueryRow(ctx, "SELECT "+l.q+".watch_chan($1)", name).Scan(&ch); err == nil {
-				_, err = c.Exec(ctx, "LISTEN "+pgx.Identifier{ch}.Sanitize())
+			if err = c.QueryRow(ctx, "SELECT "+l.q+".watch_chan($1)", name).Scan(&wch); err == nil {
+				_, err = c.Exec(ctx, "LISTEN "+pgx.Identifier{wch}.Sanitize())
 			}
+		}
+		if err == nil && also != "" {
+			_, err = c.Exec(ctx, "LISTEN "+pgx.Identifier{also}.Sanitize())
 		}
 		if err != nil {
 			c.Close(context.Background())
@@ -54,11 +65,11 @@ func (l *Locker) Watch(ctx context.Context, name string) (<-chan elect.Snapshot,
 	}
 	out := make(chan elect.Snapshot, 1)
 	out <- first
-	go l.watch(ctx, end, c, name, first, out)
+	go l.watch(ctx, end, c, wch, bus, name, first, out)
 	return out, nil
 }
 
-func (l *Locker) watch(ctx context.Context, end func(), c *pgx.Conn, name string, last elect.Snapshot, out chan elect.Snapshot) {
+func (l *Locker) watch(ctx context.Context, end func(), c *pgx.Conn, wch string, bus chan<- busMsg, name string, last elect.Snapshot, out chan elect.Snapshot) {
 	defer end()
 	defer close(out)
 	notes := make(chan struct{}, 1)
@@ -67,8 +78,21 @@ func (l *Locker) watch(ctx context.Context, end func(), c *pgx.Conn, name string
 		defer close(lost)
 		defer c.Close(context.Background())
 		for {
-			if _, err := c.WaitForNotification(ctx); err != nil {
+			n, err := c.WaitForNotification(ctx)
+			if err != nil {
 				return
+			}
+			if n.Channel != wch {
+				var m busMsg
+				if bus == nil || json.Unmarshal([]byte(n.Payload), &m) != nil {
+					continue
+				}
+				select {
+				case bus <- m:
+				case <-ctx.Done():
+					return
+				}
+				continue
 			}
 			select {
 			case notes <- struct{}{}:
