@@ -58,7 +58,7 @@ func BenchmarkHandover(b *testing.B) {
 		waitQueued(b, holder, "ho", 1)
 		t0 := time.Now()
 		lead.Release()
-		r := <-g
+		r := recvGrant(b, g)
 		if r.err != nil {
 			b.Fatal(r.err)
 		}

@@ -97,8 +97,12 @@ func TestBus(t *testing.T) {
 	if ev := nextEvent(t, mc, "end of term"); ev.Kind != bus.EventLost || ev.Leader.Epoch != la.Epoch() {
 		t.Fatalf("after the release: %+v, want EventLost of epoch %d", ev, la.Epoch())
 	}
-	<-served
-	r := <-g
+	select {
+	case <-served:
+	case <-time.After(20 * time.Second):
+		t.Fatal("Serve did not return within 20s of the term's end")
+	}
+	r := recvGrant(t, g)
 	if r.err != nil {
 		t.Fatal(r.err)
 	}

@@ -48,6 +48,18 @@ func acquireAsync(ctx context.Context, l *Locker, name string, req elect.Request
 	return ch
 }
 
+// recvGrant takes the result of acquireAsync, within 30s.
+func recvGrant(t testing.TB, ch <-chan grant) grant {
+	t.Helper()
+	select {
+	case g := <-ch:
+		return g
+	case <-time.After(30 * time.Second):
+		t.Fatal("no grant within 30s")
+	}
+	return grant{}
+}
+
 func waitQueued(t testing.TB, l *Locker, name string, n int) elect.Snapshot {
 	t.Helper()
 	deadline := time.Now().Add(20 * time.Second)
@@ -99,7 +111,7 @@ func TestTwoSessionsHandover(t *testing.T) {
 	case <-time.After(100 * time.Millisecond):
 	}
 	la.Release()
-	g := <-wb
+	g := recvGrant(t, wb)
 	if g.err != nil {
 		t.Fatal(g.err)
 	}
@@ -125,6 +137,9 @@ func TestTerminateHolder(t *testing.T) {
 	}
 	wb := acquireAsync(ctx, b, "th", elect.Request{})
 	waitQueued(t, a, "th", 1)
+	// The holder's own deadline bounds when anyone else may be granted:
+	// the waiter must not be before it, whatever tells the holder sooner.
+	dl, _, _ := la.Deadline()
 	terminate(t, srv, backendPID(t, a))
 	end := endedAt(t, la, a.TTL())
 	if !errors.Is(la.Err(), elect.ErrSessionLost) {
@@ -139,8 +154,8 @@ func TestTerminateHolder(t *testing.T) {
 	if g.err != nil {
 		t.Fatal(g.err)
 	}
-	if g.at.Before(end) {
-		t.Fatalf("two holders: the waiter was granted %v before the holder's term ended", end.Sub(g.at))
+	if g.at.Before(end) || g.at.Before(dl) {
+		t.Fatalf("two holders: the waiter was granted %v before the holder's term ended and %v before its deadline", end.Sub(g.at), dl.Sub(g.at))
 	}
 	la.Release()
 	g.lead.Release()
@@ -190,7 +205,7 @@ func TestTerminateWaiter(t *testing.T) {
 	}
 	released := time.Now()
 	la.Release()
-	g := <-wc
+	g := recvGrant(t, wc)
 	if g.err != nil {
 		t.Fatal(g.err)
 	}
@@ -276,11 +291,11 @@ func TestServerRestart(t *testing.T) {
 		}
 	}()
 	waitQueued(t, a, "rs", 1)
+	dl, _, _ := la.Deadline()
 	if err := srv.Restart(); err != nil {
 		t.Fatal(err)
 	}
 	end := endedAt(t, la, a.TTL())
-	la.Release()
 	var g grant
 	select {
 	case g = <-granted:
@@ -290,9 +305,12 @@ func TestServerRestart(t *testing.T) {
 	if g.err != nil {
 		t.Fatal(g.err)
 	}
-	if g.at.Before(end) {
-		t.Fatalf("two holders: granted %v before the first term ended", end.Sub(g.at))
+	// Not released: the lease, which the restart kept, is what the
+	// waiter must wait for, beyond the holder's own deadline.
+	if g.at.Before(end) || g.at.Before(dl) {
+		t.Fatalf("two holders: granted %v before the first term ended and %v before its deadline", end.Sub(g.at), dl.Sub(g.at))
 	}
+	la.Release()
 	if g.lead.Epoch() <= la.Epoch() {
 		t.Fatalf("epoch %d after %d", g.lead.Epoch(), la.Epoch())
 	}

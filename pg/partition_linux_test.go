@@ -95,7 +95,7 @@ func TestPartitionedHolder(t *testing.T) {
 	if d := lost.Sub(cut); d > ttl {
 		t.Fatalf("the cut-off holder's term ended %v after the cut, beyond the TTL %v", d, ttl)
 	}
-	r := <-g
+	r := recvGrant(t, g)
 	if r.err != nil {
 		t.Fatal(r.err)
 	}

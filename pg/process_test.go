@@ -68,7 +68,7 @@ func TestDeadHolderExpires(t *testing.T) {
 	waitQueued(t, w, "dh", 1)
 	killed := time.Now()
 	h.Kill()
-	r := <-g
+	r := recvGrant(t, g)
 	if r.err != nil {
 		t.Fatal(r.err)
 	}
@@ -102,7 +102,7 @@ func TestKillAfterAcrossSessions(t *testing.T) {
 	if la.Err() != elect.ErrStolen {
 		t.Fatalf("holder's term ended with %v, want ErrStolen", la.Err())
 	}
-	r := <-g
+	r := recvGrant(t, g)
 	if r.err != nil {
 		t.Fatal(r.err)
 	}
@@ -157,7 +157,7 @@ func TestNotifyBounded(t *testing.T) {
 		}
 		before := count()
 		lead.Release()
-		r := <-gs[0]
+		r := recvGrant(t, gs[0])
 		if r.err != nil {
 			t.Fatal(r.err)
 		}
@@ -171,7 +171,7 @@ func TestNotifyBounded(t *testing.T) {
 		// Let the rest through, in order.
 		for _, g := range gs[1:] {
 			lead.Release()
-			r := <-g
+			r := recvGrant(t, g)
 			if r.err != nil {
 				t.Fatal(r.err)
 			}

@@ -49,6 +49,7 @@ func TestStandbyPromoted(t *testing.T) {
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
+	dl, _, _ := lh.Deadline()
 	killed := time.Now()
 	primary.Kill()
 	if _, err := sc.Exec(ctx, "SELECT pg_promote()"); err != nil {
@@ -67,6 +68,9 @@ func TestStandbyPromoted(t *testing.T) {
 	case <-lh.Done():
 	default:
 		t.Fatalf("two holders: granted on the new primary %v after the kill while the old holder's term runs", granted.Sub(killed))
+	}
+	if granted.Before(dl) {
+		t.Fatalf("two holders: granted on the new primary %v before the old holder's deadline", dl.Sub(granted))
 	}
 	if lw.Epoch() <= lh.Epoch() {
 		t.Fatalf("epoch %d on the new primary after %d", lw.Epoch(), lh.Epoch())

@@ -48,7 +48,7 @@ func TestWatch(t *testing.T) {
 	g := acquireAsync(ctx, b, "wt", elect.Request{})
 	nextSnap(t, ch, "queued", func(s elect.Snapshot) bool { return len(s.Pending) == 1 })
 	la.Release()
-	r := <-g
+	r := recvGrant(t, g)
 	if r.err != nil {
 		t.Fatal(r.err)
 	}
