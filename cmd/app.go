@@ -134,7 +134,7 @@ leaderrun send APP [--] [ARG...]`,
 	}
 	backendFlags := a.cliFlags()
 	if len(a.flags) == 0 {
-		backendFlags = []cli.Flag{handoverFlagDef()} // handover.go
+		backendFlags = handoverFlagDefs() // handover.go
 	}
 	app.Flags = append(app.Flags, backendFlags...)
 	for _, c := range app.Commands {

@@ -12,70 +12,82 @@ import (
 )
 
 // leaderrun over etcd is a program of its own, leaderrun-etcd, so that
-// this binary never links the etcd client and gRPC. The plain leaderrun
-// hands a command line that names --etcd-endpoints over to it, as git
-// does with git-NAME: the same flags, subcommands, exit codes and output,
-// over the cluster. The environment variable LEADERRUN_ETCD_ENDPOINTS
-// alone does not switch: a cron job and a login shell, whose environments
-// differ, would then elect over two different backends and both run.
-const (
-	handoverFlag    = "etcd-endpoints"
-	handoverProgram = "leaderrun-etcd"
-)
-
-func handoverFlagDef() cli.Flag {
-	return &cli.StringFlag{
-		Name:  handoverFlag,
-		Usage: "elect over the etcd cluster at `URLS` (comma-separated), across hosts: hands the whole command line to " + handoverProgram + " (next to leaderrun, else on PATH), which adds --etcd-prefix, --ttl, --host and etcdctl's TLS flags",
-	}
+// this binary never links the etcd client and gRPC; over PostgreSQL,
+// leaderrun-pg, so that it never links pgx. The plain leaderrun hands a
+// command line that names --etcd-endpoints (or --pg-url) over to it, as
+// git does with git-NAME: the same flags, subcommands, exit codes and
+// output, over the cluster. The environment variables
+// LEADERRUN_ETCD_ENDPOINTS and LEADERRUN_PG_URL alone do not switch: a
+// cron job and a login shell, whose environments differ, would then
+// elect over two different backends and both run.
+type handover struct {
+	flag, program, usage string
 }
 
-// handOver replaces this process with leaderrun-etcd when args name
-// --etcd-endpoints before any `--`; it returns only when they do not. When
-// leaderrun-etcd cannot be found or run, it exits 69 and says how to
-// install it.
+var handovers = []handover{
+	{"etcd-endpoints", "leaderrun-etcd", "elect over the etcd cluster at `URLS` (comma-separated), across hosts: hands the whole command line to leaderrun-etcd (next to leaderrun, else on PATH), which adds --etcd-prefix, --ttl, --host and etcdctl's TLS flags"},
+	{"pg-url", "leaderrun-pg", "elect over the PostgreSQL server at `URL` (a libpq connection string; \"\" for the PG* variables alone), across hosts: hands the whole command line to leaderrun-pg (next to leaderrun, else on PATH), which adds --pg-schema, --ttl and --host"},
+}
+
+func handoverFlagDefs() []cli.Flag {
+	var out []cli.Flag
+	for _, h := range handovers {
+		out = append(out, &cli.StringFlag{Name: h.flag, Usage: h.usage})
+	}
+	return out
+}
+
+// handOver replaces this process with leaderrun-etcd (or leaderrun-pg)
+// when args name --etcd-endpoints (or --pg-url) before any `--`; it
+// returns only when they do not. When the program cannot be found or run,
+// it exits 69 and says how to install it.
 func handOver(args []string) {
-	if !namesHandover(args) {
+	h, ok := namesHandover(args)
+	if !ok {
 		return
 	}
-	path, err := findHandover()
+	path, err := findHandover(h.program)
 	if err == nil {
-		argv := append([]string{handoverProgram}, args[1:]...)
+		argv := append([]string{h.program}, args[1:]...)
 		err = syscall.Exec(path, argv, os.Environ())
 	}
-	printErr(exitf(ExitUnavailable, "leaderrun: --%s needs %s, which %v; build it from leaderrun's source (cd etcd && go install ./cmd/%s), or drop --%s to elect on this host only",
-		handoverFlag, handoverProgram, err, handoverProgram, handoverFlag))
+	module := strings.TrimPrefix(h.program, "leaderrun-")
+	printErr(exitf(ExitUnavailable, "leaderrun: --%s needs %s, which %v; build it from leaderrun's source (cd %s && go install ./cmd/%s), or drop --%s to elect on this host only",
+		h.flag, h.program, err, module, h.program, h.flag))
 	os.Exit(ExitUnavailable)
 }
 
-// namesHandover reports whether --etcd-endpoints is among leaderrun's own
-// flags or a subcommand's: before a `--`, and not the value of another
+// namesHandover reports which handover flag, if any, is among leaderrun's
+// own flags or a subcommand's: before a `--`, and not the value of another
 // flag.
-func namesHandover(args []string) bool {
+func namesHandover(args []string) (handover, bool) {
 	takesValue := takesValueOf(append(runFlags(), singleFlags()...))
 	for i := 1; i < len(args); i++ {
 		a := args[i]
 		if a == "--" {
-			return false
+			return handover{}, false
 		}
 		name, _, hasValue := strings.Cut(strings.TrimLeft(a, "-"), "=")
 		if !strings.HasPrefix(a, "--") && strings.HasPrefix(a, "-") && len(name) > 1 {
 			name = name[len(name)-1:] // a short group: its last flag may take a value
 		}
-		switch {
-		case !strings.HasPrefix(a, "-"):
-		case name == handoverFlag:
-			return true
-		case takesValue[name] && !hasValue:
+		if !strings.HasPrefix(a, "-") {
+			continue
+		}
+		for _, h := range handovers {
+			if name == h.flag {
+				return h, true
+			}
+		}
+		if takesValue[name] && !hasValue {
 			i++
 		}
 	}
-	return false
+	return handover{}, false
 }
 
-// findHandover looks for leaderrun-etcd next to this executable, then on
-// PATH.
-func findHandover() (string, error) {
+// findHandover looks for program next to this executable, then on PATH.
+func findHandover(handoverProgram string) (string, error) {
 	if self, err := os.Executable(); err == nil {
 		p := filepath.Join(filepath.Dir(self), handoverProgram)
 		if st, err := os.Stat(p); err == nil && !st.IsDir() && st.Mode()&0o111 != 0 {

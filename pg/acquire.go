@@ -1,0 +1,303 @@
+package pg
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/leaderrun/leaderrun/elect"
+)
+
+// Acquire asks for the lock name as req says and returns the leadership
+// once it is granted. Requests are granted strictly in ticket order
+// (steals first), following the Web Locks rule for modes. When ctx ends
+// first, the request is removed and Acquire returns the context's cause.
+// With req.IfAvailable it never waits and returns elect.ErrBusy instead.
+// When the session is lost, or the request is removed by someone else
+// while it waits, it returns an error matching elect.ErrSessionLost and is
+// never granted; when the server cannot be reached, one matching
+// elect.ErrUnavailable. Either way the request holds no place in line any
+// more. After Close it returns elect.ErrClosed.
+func (l *Locker) Acquire(ctx context.Context, name string, req elect.Request) (*elect.Leadership, error) {
+	if err := elect.ValidateName(name); err != nil {
+		return nil, err
+	}
+	if err := validate(req); err != nil {
+		return nil, err
+	}
+	if req.Command == nil {
+		req.Command = os.Args
+	}
+	ctx, done, err := l.begin(ctx)
+	if err != nil {
+		return nil, err
+	}
+	defer done()
+	for try := 0; ; try++ {
+		s, err := l.session(ctx)
+		if err != nil {
+			if ctx.Err() != nil {
+				return nil, context.Cause(ctx)
+			}
+			return nil, unavailable(err)
+		}
+		lead, err := l.acquire(ctx, s, name, req)
+		if errors.Is(err, errSessionGone) && try < 2 {
+			continue // the session ended before the request was made: a new one
+		}
+		return lead, err
+	}
+}
+
+// errSessionGone: the session ended before the request could be made.
+var errSessionGone = errors.New("pg: the session ended before the request was made")
+
+// unavailable marks a failure to reach the server with
+// elect.ErrUnavailable: the request holds no place in line.
+func unavailable(err error) error {
+	if err == nil || errors.Is(err, elect.ErrUnavailable) || errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+		return err
+	}
+	if isConnErr(err) {
+		return fmt.Errorf("%w: %w", elect.ErrUnavailable, err)
+	}
+	return err
+}
+
+// validate is elect's check of a Request. StealStopped is accepted and
+// has nothing to do here: a stopped holder cannot renew its lease, so its
+// term ends within the TTL anyway.
+func validate(r elect.Request) error {
+	switch {
+	case r.Mode != elect.Exclusive && r.Mode != elect.Shared:
+		return fmt.Errorf("%w: unknown mode %d", elect.ErrInvalidRequest, r.Mode)
+	case r.Steal && r.IfAvailable:
+		return fmt.Errorf("%w: steal cannot be combined with if-available (try-only)", elect.ErrInvalidRequest)
+	case r.Steal && r.Mode == elect.Shared:
+		return fmt.Errorf("%w: steal cannot be combined with shared mode", elect.ErrInvalidRequest)
+	case r.StealStopped < 0:
+		return fmt.Errorf("%w: negative StealStopped", elect.ErrInvalidRequest)
+	case r.StealStopped > 0 && r.IfAvailable:
+		return fmt.Errorf("%w: StealStopped cannot be combined with if-available (try-only)", elect.ErrInvalidRequest)
+	case r.KillAfter < 0:
+		return fmt.Errorf("%w: negative KillAfter", elect.ErrInvalidRequest)
+	case r.KillAfter > 0 && !r.Steal:
+		return fmt.Errorf("%w: KillAfter needs Steal", elect.ErrInvalidRequest)
+	case len(r.Labels) > 16:
+		return fmt.Errorf("%w: %d labels, at most 16", elect.ErrInvalidRequest, len(r.Labels))
+	}
+	for _, lb := range r.Labels {
+		if len(lb) > 64 {
+			return fmt.Errorf("%w: label of %d bytes, at most 64", elect.ErrInvalidRequest, len(lb))
+		}
+	}
+	return nil
+}
+
+// verdict is what enqueue or evaluate said of a request.
+type verdict struct {
+	state       string
+	epoch       *int64
+	granted     *time.Time
+	blocker     *int64
+	blockerLive *bool
+	waitS       *float64
+}
+
+// acquirer is one request on its way to the lock.
+type acquirer struct {
+	l    *Locker
+	s    *session
+	name string
+	req  elect.Request
+	key  string
+
+	ticket  int64 // once made
+	since   time.Time
+	deposed bool
+	killAt  time.Time
+	killed  map[int64]bool
+
+	msgs  <-chan string
+	unsub func()
+}
+
+func (l *Locker) acquire(ctx context.Context, s *session, name string, req elect.Request) (*elect.Leadership, error) {
+	sctx, unbind := s.bind(ctx)
+	defer unbind()
+	a := &acquirer{l: l, s: s, name: name, req: req, key: l.nextKey()}
+	lis, err := l.listener(ctx)
+	if err != nil {
+		return nil, unavailable(err)
+	}
+	a.msgs, a.unsub = lis.sub(a.key)
+	lead, err := a.run(sctx)
+	if err != nil {
+		a.unsub()
+		a.cleanup()
+		if sctx.Err() != nil {
+			err = context.Cause(sctx)
+		}
+		if a.deposed && !errors.Is(err, elect.ErrBusy) {
+			err = fmt.Errorf("%w: %w", elect.ErrStealAbandoned, err)
+		}
+		return nil, err
+	}
+	return lead, nil
+}
+
+func (a *acquirer) run(ctx context.Context) (*elect.Leadership, error) {
+	labels := a.req.Labels
+	if labels == nil {
+		labels = []string{}
+	}
+	var v verdict
+	var deposed bool
+	err := a.s.do(func(c context.Context, conn *pgx.Conn) error {
+		return conn.QueryRow(c, "SELECT ticket, state, epoch, granted, blocker, blocker_live, wait_s, deposed, since FROM "+a.l.q+
+			".enqueue($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)",
+			a.s.id, a.name, a.req.Mode == elect.Exclusive, a.req.Steal, a.req.IfAvailable, a.l.chname, a.key,
+			os.Getpid(), a.l.host, os.Getuid(), a.req.Command, labels).
+			Scan(&a.ticket, &v.state, &v.epoch, &v.granted, &v.blocker, &v.blockerLive, &v.waitS, &deposed, &a.since)
+	})
+	var pe *pgconn.PgError
+	if err == nil && v.state == "nosession" || errors.As(err, &pe) && pe.Code == "23503" {
+		a.ticket = 0
+		a.s.end(fmt.Errorf("%w: session %d was ended by someone else or expired", elect.ErrSessionLost, a.s.id), true)
+		return nil, errSessionGone
+	}
+	if err != nil {
+		if a.s.ctx.Err() != nil {
+			return nil, errSessionGone // its row, if made, went with the connection
+		}
+		return nil, unavailable(a.l.pgErr("queueing", err))
+	}
+	if v.state == "busy" {
+		a.ticket = 0
+		return nil, elect.ErrBusy
+	}
+	a.deposed = deposed
+	if a.req.Steal && a.req.KillAfter > 0 {
+		a.killAt = time.Now().Add(a.req.KillAfter)
+	}
+	for {
+		switch v.state {
+		case "granted":
+			return a.hold(v)
+		case "lost":
+			return nil, fmt.Errorf("%w: request %d of %s was removed while it waited (its session ended, or someone removed it)", elect.ErrSessionLost, a.ticket, a.name)
+		}
+		if err := a.wait(ctx, v); err != nil {
+			return nil, err
+		}
+		if v, err = a.evaluate(); err != nil {
+			return nil, err
+		}
+	}
+}
+
+// evaluate asks the server again whether the request can be granted.
+func (a *acquirer) evaluate() (verdict, error) {
+	var v verdict
+	err := a.s.do(func(c context.Context, conn *pgx.Conn) error {
+		return conn.QueryRow(c, "SELECT state, epoch, granted, blocker, blocker_live, wait_s FROM "+a.l.q+".evaluate($1, $2)", a.ticket, a.s.id).
+			Scan(&v.state, &v.epoch, &v.granted, &v.blocker, &v.blockerLive, &v.waitS)
+	})
+	if err != nil {
+		if a.s.ctx.Err() != nil {
+			return v, context.Cause(a.s.ctx)
+		}
+		return v, unavailable(a.l.pgErr("waiting", err))
+	}
+	return v, nil
+}
+
+// wait sleeps until something may have changed for a waiting request: a
+// notification addressed to it, the end of its blocker's connection, the
+// expiry of its blocker's lease once that connection is gone, or a
+// steal's KillAfter. It polls nothing: each of these is one wake-up.
+func (a *acquirer) wait(ctx context.Context, v verdict) error {
+	var gone <-chan struct{}
+	var timer <-chan time.Time
+	blocker := int64(0)
+	if v.blocker != nil {
+		blocker = *v.blocker
+	}
+	if blocker != 0 && blocker != a.s.id {
+		if v.blockerLive != nil && *v.blockerLive {
+			g, unwatch := a.l.watchDeath(blocker)
+			defer unwatch()
+			gone = g
+		} else if v.waitS != nil {
+			// Its connection is gone: the lease expires by the server's
+			// clock in this long. A little later, so that the server
+			// agrees it has.
+			t := time.NewTimer(time.Duration(*v.waitS*float64(time.Second)) + 5*time.Millisecond)
+			defer t.Stop()
+			timer = t.C
+		}
+	}
+	if !a.killAt.IsZero() && blocker != 0 && blocker != a.s.id && !a.killed[blocker] {
+		if d := time.Until(a.killAt); d > 0 {
+			t := time.NewTimer(d)
+			defer t.Stop()
+			kill := t.C
+			select {
+			case <-ctx.Done():
+				return context.Cause(ctx)
+			case <-a.msgs:
+			case <-gone:
+			case <-timer:
+			case <-kill:
+				a.kill(blocker)
+			}
+			return nil
+		}
+		a.kill(blocker)
+		return nil
+	}
+	select {
+	case <-ctx.Done():
+		return context.Cause(ctx)
+	case <-a.msgs:
+	case <-gone:
+	case <-timer:
+	}
+	return nil
+}
+
+// kill ends the session of a holder that did not let go within the
+// steal's KillAfter: its process, on another host perhaps, is not
+// signalled; its terms end as their rows go.
+func (a *acquirer) kill(sid int64) {
+	if a.killed == nil {
+		a.killed = map[int64]bool{}
+	}
+	a.killed[sid] = true
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	a.l.EndSession(ctx, sid)
+}
+
+// cleanup removes the request, on the session's connection. If that
+// fails, the connection is gone, and a waiting request of a session whose
+// connection is gone is passed by everyone at once.
+func (a *acquirer) cleanup() {
+	if a.ticket == 0 {
+		return
+	}
+	err := a.s.do(func(c context.Context, conn *pgx.Conn) error {
+		_, err := conn.Exec(c, "SELECT "+a.l.q+".leave($1, $2)", a.ticket, a.s.id)
+		return err
+	})
+	if err != nil {
+		// The row may stay while the connection lives: give the session
+		// up, so that it goes now or with the lease.
+		a.s.end(fmt.Errorf("%w: could not remove request %d: %w", elect.ErrSessionLost, a.ticket, err), true)
+	}
+}

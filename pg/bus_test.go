@@ -1,0 +1,151 @@
+package pg
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/leaderrun/leaderrun/bus"
+	"github.com/leaderrun/leaderrun/elect"
+)
+
+func nextEvent(t *testing.T, c *BusClient, what string) bus.Event {
+	t.Helper()
+	select {
+	case ev, ok := <-c.Events():
+		if !ok {
+			t.Fatalf("%s: events closed", what)
+		}
+		return ev
+	case <-time.After(20 * time.Second):
+		t.Fatalf("%s: no event within 20s", what)
+	}
+	return bus.Event{}
+}
+
+// TestBus: a member on another session hears the leader, its messages in
+// order with sequence numbers from 1, another member's publication with
+// that member's pid, and the term's end after its last message; a
+// message of an ended term is refused; a new leader is heard; too large a
+// message and a bus nobody leads are refused.
+func TestBus(t *testing.T) {
+	srv := sharedServer(t)
+	schema := testSchema(t)
+	a, b, m, p := open(t, srv, schema, Config{}), open(t, srv, schema, Config{}), open(t, srv, schema, Config{}), open(t, srv, schema, Config{})
+	ctx := t.Context()
+	if _, err := m.DialBus(ctx, "bs", BusDial{}); !errors.Is(err, bus.ErrNoLeader) {
+		t.Fatalf("dial with nobody leading: %v, want ErrNoLeader", err)
+	}
+	la, err := a.Acquire(ctx, "bs", elect.Request{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sa, err := a.ListenBus(la)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sctx, stop := context.WithCancel(ctx)
+	served := make(chan error, 1)
+	go func() { served <- sa.Serve(sctx) }()
+	defer stop()
+	mc, err := m.DialBus(ctx, "bs", BusDial{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer mc.Close()
+	if ev := nextEvent(t, mc, "join"); ev.Kind != bus.EventLeader || ev.Leader.Epoch != la.Epoch() || ev.Leader.Host == "" {
+		t.Fatalf("first event %+v, want the leader of epoch %d with its host", ev, la.Epoch())
+	}
+	pc, err := p.DialBus(ctx, "bs", BusDial{PublishOnly: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pc.Close()
+	for i := 1; i <= 3; i++ {
+		if seq, err := sa.Publish([]byte{byte('0' + i)}); err != nil || seq != uint64(i) {
+			t.Fatalf("leader's publish %d: seq %d, %v", i, seq, err)
+		}
+	}
+	if err := pc.Publish(ctx, []byte("from p")); err != nil {
+		t.Fatalf("member's publish: %v", err)
+	}
+	for i := 1; i <= 4; i++ {
+		ev := nextEvent(t, mc, "message")
+		if ev.Kind != bus.EventMessage || ev.Message.Seq != uint64(i) || ev.Message.Epoch != la.Epoch() || ev.Gap {
+			t.Fatalf("event %d: %+v", i, ev)
+		}
+		if i == 4 && string(ev.Message.Data) != "from p" {
+			t.Fatalf("the member's message reads %q", ev.Message.Data)
+		}
+	}
+	if err := pc.Publish(ctx, []byte(strings.Repeat("x", MaxBusMessage+1))); !errors.Is(err, bus.ErrTooLarge) {
+		t.Fatalf("a message over the limit: %v, want ErrTooLarge", err)
+	}
+	if _, err := sa.Publish([]byte(strings.Repeat("x", MaxBusMessage+1))); !errors.Is(err, bus.ErrTooLarge) {
+		t.Fatalf("the leader's message over the limit: %v, want ErrTooLarge", err)
+	}
+	// The term ends: the member hears it after the last message, and
+	// nothing lands in the ended term.
+	g := acquireAsync(ctx, b, "bs", elect.Request{})
+	waitQueued(t, a, "bs", 1)
+	la.Release()
+	if _, err := sa.Publish([]byte("late")); err == nil {
+		t.Fatal("a message was published in a term that had ended")
+	}
+	if ev := nextEvent(t, mc, "end of term"); ev.Kind != bus.EventLost || ev.Leader.Epoch != la.Epoch() {
+		t.Fatalf("after the release: %+v, want EventLost of epoch %d", ev, la.Epoch())
+	}
+	select {
+	case <-served:
+	case <-time.After(20 * time.Second):
+		t.Fatal("Serve did not return within 20s of the term's end")
+	}
+	r := recvGrant(t, g)
+	if r.err != nil {
+		t.Fatal(r.err)
+	}
+	defer r.lead.Release()
+	sb, err := b.ListenBus(r.lead)
+	if err != nil {
+		t.Fatal(err)
+	}
+	go sb.Serve(sctx)
+	if ev := nextEvent(t, mc, "new leader"); ev.Kind != bus.EventLeader || ev.Leader.Epoch != r.lead.Epoch() {
+		t.Fatalf("%+v, want the new leader of epoch %d", ev, r.lead.Epoch())
+	}
+	if err := pc.Publish(ctx, []byte("to b")); err != nil {
+		t.Fatal(err)
+	}
+	if ev := nextEvent(t, mc, "new term's message"); ev.Kind != bus.EventMessage || ev.Message.Seq != 1 || ev.Message.Epoch != r.lead.Epoch() {
+		t.Fatalf("%+v", ev)
+	}
+}
+
+// TestBusLeaderDies: a leading process is SIGKILLed; a member hears the
+// term end once the holder's lease has expired, with no word from it.
+func TestBusLeaderDies(t *testing.T) {
+	srv := sharedServer(t)
+	schema := testSchema(t)
+	const ttl = 3 * time.Second
+	m := open(t, srv, schema, Config{TTL: ttl})
+	h := contender(t, srv, schema, "bd", ttl)
+	h.Expect("leader ")
+	mc, err := m.DialBus(t.Context(), "bd", BusDial{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer mc.Close()
+	if ev := nextEvent(t, mc, "join"); ev.Kind != bus.EventLeader {
+		t.Fatalf("%+v", ev)
+	}
+	killed := time.Now()
+	h.Kill()
+	if ev := nextEvent(t, mc, "death"); ev.Kind != bus.EventLost {
+		t.Fatalf("%+v, want EventLost", ev)
+	}
+	if d := time.Since(killed); d > ttl+2*time.Second {
+		t.Fatalf("the member heard of the death %v after it (TTL %v)", d, ttl)
+	}
+}

@@ -1,0 +1,74 @@
+package pg
+
+import (
+	"context"
+	"time"
+)
+
+// deathWatch sleeps, on a connection of its own, on the advisory lock that
+// another session's connection holds for its life, and closes gone when
+// that connection has ended (the process died, the server ended the
+// backend for idleness, pg_terminate_backend, a restart). That is only a
+// wake-up: a granted request of that session still holds until its lease
+// expires by the server's clock, since its holder may not know yet.
+type deathWatch struct {
+	refs   int
+	gone   chan struct{}
+	cancel context.CancelFunc
+}
+
+func (w *deathWatch) stop() { w.cancel() }
+
+// watchDeath returns a channel closed when session sid's connection is
+// gone, and a function to call when that is no longer of interest.
+// Waiters of one Locker blocked by one session share one watch.
+func (l *Locker) watchDeath(sid int64) (<-chan struct{}, func()) {
+	l.watchMu.Lock()
+	defer l.watchMu.Unlock()
+	w := l.watchers[sid]
+	if w == nil {
+		ctx, cancel := context.WithCancel(l.closing)
+		w = &deathWatch{gone: make(chan struct{}), cancel: cancel}
+		l.watchers[sid] = w
+		go l.sleepOn(ctx, sid, w)
+	}
+	w.refs++
+	return w.gone, func() {
+		l.watchMu.Lock()
+		defer l.watchMu.Unlock()
+		w.refs--
+		if w.refs == 0 {
+			w.cancel()
+			if l.watchers[sid] == w {
+				delete(l.watchers, sid)
+			}
+		}
+	}
+}
+
+func (l *Locker) sleepOn(ctx context.Context, sid int64, w *deathWatch) {
+	defer func() {
+		l.watchMu.Lock()
+		if l.watchers[sid] == w {
+			delete(l.watchers, sid)
+		}
+		l.watchMu.Unlock()
+		close(w.gone)
+	}()
+	c, err := l.connect(ctx, "watch", map[string]string{"statement_timeout": "0", "lock_timeout": "0", "idle_session_timeout": "0"})
+	if err == nil {
+		// Held by the statement only: the implicit transaction ends with it.
+		_, err = c.Exec(ctx, "SELECT pg_advisory_xact_lock_shared(hashtext($1), ($2::bigint % 2147483647)::int)", l.schema, sid)
+		c.Close(context.Background())
+	}
+	if err != nil && ctx.Err() == nil {
+		// Could not watch (the server is restarting, no connection slot
+		// left): the waiter looks again after a pause rather than at once.
+		t := time.NewTimer(200 * time.Millisecond)
+		defer t.Stop()
+		select {
+		case <-ctx.Done():
+		case <-t.C:
+		}
+	}
+}

@@ -1,0 +1,292 @@
+//go:build linux
+
+package chaos
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/leaderrun/leaderrun/internal/proctest"
+	"github.com/leaderrun/leaderrun/pg/internal/pgtest"
+)
+
+// duration is how long faults are injected: $LEADERRUN_PG_CHAOS_DURATION,
+// default 15s (CI); 10m for the soak.
+func duration() time.Duration {
+	if d, err := time.ParseDuration(os.Getenv("LEADERRUN_PG_CHAOS_DURATION")); err == nil && d > 0 {
+		return d
+	}
+	return 15 * time.Second
+}
+
+// command is each COMMAND: it takes a flock of its own on $RUN/running
+// with flock(1), non-blocking, held by its shell and the sleep it starts
+// until both are gone, and writes V when another COMMAND still held it;
+// it logs its start and end with its epoch.
+const command = `exec 9>"$RUN/running"
+if ! flock -n 9; then echo "V $LEADERRUN_EPOCH $$" >> "$RUN/log"; fi
+echo "S $LEADERRUN_EPOCH $$ $(date +%s%N)" >> "$RUN/log"
+sleep 0.2
+echo "E $LEADERRUN_EPOCH $$ $(date +%s%N)" >> "$RUN/log"
+`
+
+// TestPgChaos runs two leaderrun-pg wrappers on each of three simulated
+// hosts (a lock directory and a --host name each) for one name, each
+// started again when it exits, while faults are drawn every 100-500ms:
+// SIGKILL of a wrapper (its watchdog must stop COMMAND and end the
+// session), SIGSTOP of a wrapper for 0.5-5s (its watchdog must stop
+// COMMAND by the term's deadline), pg_terminate_backend of a random
+// leaderrun session, and, rarely, an immediate restart of the server or a
+// SIGSTOP of the whole server for 1-4s (past the 3s TTL). Afterwards it
+// checks: no V line (two COMMANDs at once: 0 overlaps), epochs strictly
+// growing from one COMMAND's start to the next, a COMMAND runs within
+// 20s once the faults stop (no stall), and no process of the run is left.
+// Exits are reported by code.
+func TestPgChaos(t *testing.T) {
+	if overlaps := runChaos(t, duration(), false); overlaps != 0 {
+		t.Errorf("%d overlaps", overlaps)
+	}
+}
+
+// TestPgChaosDetects checks the detector itself: the same run without
+// faults, but with each host in a schema of its own (three elections
+// instead of one, as a misconfigured fleet would have), must find
+// COMMANDs that ran at once.
+func TestPgChaosDetects(t *testing.T) {
+	if overlaps := runChaos(t, 3*time.Second, true); overlaps == 0 {
+		t.Fatal("three elections at once over one resource, and the detector found no overlap")
+	}
+}
+
+// runChaos runs the wrappers for d, with faults unless split (each host
+// then elects in a schema of its own), and returns the overlaps found.
+// Violations other than overlaps fail t.
+func runChaos(t *testing.T, d time.Duration, split bool) int {
+	if testing.Short() {
+		t.Skip("multi-process chaos over PostgreSQL; skipped with -short")
+	}
+	if _, err := exec.LookPath("flock"); err != nil {
+		t.Skip("flock(1) not installed (util-linux)")
+	}
+	srv := pgtest.StartT(t)
+	run := t.TempDir()
+	bin := filepath.Join(run, "leaderrun-pg")
+	if out, err := exec.Command("go", "build", "-o", bin, "../../cmd/leaderrun-pg").CombinedOutput(); err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+	if err := os.WriteFile(filepath.Join(run, "cmd.sh"), []byte(command), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	marker := fmt.Sprintf("LR_PG_CHAOS=%d-%d", os.Getpid(), time.Now().UnixNano())
+	seed := uint64(time.Now().UnixNano())
+	t.Logf("seed %d, faults for %v", seed, d)
+	rng := rand.New(rand.NewPCG(seed, 1))
+
+	type wrapper struct {
+		host string
+		mu   sync.Mutex
+		cmd  *exec.Cmd
+	}
+	var ws []*wrapper
+	for _, h := range []string{"A", "B", "C"} {
+		if err := os.Mkdir(filepath.Join(run, h), 0o700); err != nil {
+			t.Fatal(err)
+		}
+		ws = append(ws, &wrapper{host: h}, &wrapper{host: h})
+	}
+	ctx, stop := context.WithCancel(t.Context())
+	var wg sync.WaitGroup
+	var exitsMu sync.Mutex
+	exits := map[string]int{}
+	for _, w := range ws {
+		wg.Go(func() {
+			for ctx.Err() == nil {
+				schema := "chaos"
+				if split {
+					schema += strings.ToLower(w.host)
+				}
+				c := exec.Command(bin, "--pg-url", srv.URL(), "--pg-schema", schema, "--ttl", "3s", "--grace", "500ms",
+					"--dir", filepath.Join(run, w.host), "--host", w.host, "--name", "chaos", "--", "sh", filepath.Join(run, "cmd.sh"))
+				c.Env = append(os.Environ(), "RUN="+run, marker)
+				c.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+				if err := c.Start(); err != nil {
+					t.Error(err)
+					return
+				}
+				w.mu.Lock()
+				w.cmd = c
+				w.mu.Unlock()
+				c.Wait()
+				code := strconv.Itoa(c.ProcessState.ExitCode())
+				if ws, ok := c.ProcessState.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
+					code = "signal " + ws.Signal().String()
+				}
+				exitsMu.Lock()
+				exits[code]++
+				exitsMu.Unlock()
+				if code == "69" {
+					// The server is away (a restart): start again soon,
+					// not in a hot loop.
+					time.Sleep(100 * time.Millisecond)
+				}
+				w.mu.Lock()
+				w.cmd = nil
+				w.mu.Unlock()
+			}
+		})
+	}
+	admin := func() *pgx.Conn {
+		c, err := pgx.Connect(context.Background(), srv.SocketURL(pgtest.Superuser, pgtest.Database))
+		if err != nil {
+			return nil
+		}
+		return c
+	}
+	faults := map[string]int{}
+	end := time.Now().Add(d)
+	for time.Now().Before(end) {
+		time.Sleep(time.Duration(100+rng.IntN(400)) * time.Millisecond)
+		if split {
+			continue
+		}
+		w := ws[rng.IntN(len(ws))]
+		w.mu.Lock()
+		c := w.cmd
+		w.mu.Unlock()
+		switch f := rng.IntN(100); {
+		case f < 35 && c != nil:
+			c.Process.Signal(syscall.SIGKILL)
+			faults["sigkill wrapper"]++
+		case f < 60 && c != nil:
+			c.Process.Signal(syscall.SIGSTOP)
+			faults["sigstop wrapper"]++
+			d := time.Duration(500+rng.IntN(4500)) * time.Millisecond
+			time.AfterFunc(d, func() { c.Process.Signal(syscall.SIGCONT) })
+		case f < 90:
+			if a := admin(); a != nil {
+				a.Exec(context.Background(), "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name LIKE 'leaderrun session%' ORDER BY random() LIMIT 1")
+				a.Close(context.Background())
+				faults["pg_terminate_backend"]++
+			}
+		case f < 95:
+			if err := srv.Restart(); err != nil {
+				t.Fatal(err)
+			}
+			faults["server restart"]++
+		default:
+			srv.Signal(syscall.SIGSTOP)
+			time.Sleep(time.Duration(1000+rng.IntN(3000)) * time.Millisecond)
+			srv.Signal(syscall.SIGCONT)
+			faults["server stopped"]++
+		}
+	}
+	// Every stopped wrapper runs again; then a COMMAND must start soon.
+	for _, w := range ws {
+		w.mu.Lock()
+		if w.cmd != nil {
+			w.cmd.Process.Signal(syscall.SIGCONT)
+		}
+		w.mu.Unlock()
+	}
+	calm := time.Now()
+	before := starts(t, run)
+	deadline := time.Now().Add(20 * time.Second)
+	for starts(t, run) == before {
+		if time.Now().After(deadline) {
+			t.Errorf("no COMMAND started within 20s after the faults stopped (stall)")
+			break
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	liveness := time.Since(calm)
+	stop()
+	for _, w := range ws {
+		w.mu.Lock()
+		if w.cmd != nil {
+			w.cmd.Process.Signal(syscall.SIGCONT)
+			w.cmd.Process.Signal(syscall.SIGTERM)
+		}
+		w.mu.Unlock()
+	}
+	wg.Wait()
+	proctest.ReapOrphans()
+	// Nothing of the run is left: no COMMAND, no watchdog.
+	gone := time.Now().Add(10 * time.Second)
+	for {
+		left := proctest.WithEnv(marker)
+		if len(left) == 0 {
+			break
+		}
+		if time.Now().After(gone) {
+			t.Errorf("left running after the run: %s", proctest.Describe(left, func(proctest.Leftover) string { return "" }))
+			for _, p := range left {
+				syscall.Kill(p.PID, syscall.SIGKILL)
+			}
+			break
+		}
+		time.Sleep(50 * time.Millisecond)
+		proctest.ReapOrphans()
+	}
+
+	b, err := os.ReadFile(filepath.Join(run, "log"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var overlaps, commands int
+	var last uint64
+	for _, ln := range strings.Split(strings.TrimSpace(string(b)), "\n") {
+		f := strings.Fields(ln)
+		if len(f) < 2 {
+			continue
+		}
+		e, _ := strconv.ParseUint(f[1], 10, 64)
+		switch f[0] {
+		case "V":
+			overlaps++
+			if !split {
+				t.Errorf("two COMMANDs at once: %s", ln)
+			}
+		case "S":
+			commands++
+			if e <= last && !split {
+				t.Errorf("epoch %d started after epoch %d", e, last)
+			}
+			last = e
+		}
+	}
+	var codes []string
+	for c, n := range exits {
+		codes = append(codes, fmt.Sprintf("%s: %d", c, n))
+	}
+	slices.Sort(codes)
+	var fs []string
+	for f, n := range faults {
+		fs = append(fs, fmt.Sprintf("%s: %d", f, n))
+	}
+	slices.Sort(fs)
+	t.Logf("%d COMMANDs, %d overlaps; faults %s; exits %s; a COMMAND started %v after the faults stopped",
+		commands, overlaps, strings.Join(fs, ", "), strings.Join(codes, ", "), liveness.Round(time.Millisecond))
+	if commands == 0 {
+		t.Error("no COMMAND ran at all")
+	}
+	return overlaps
+}
+
+// starts counts the COMMAND starts logged so far.
+func starts(t *testing.T, run string) int {
+	b, _ := os.ReadFile(filepath.Join(run, "log"))
+	return strings.Count(string(b), "\nS ") + map[bool]int{true: 1}[strings.HasPrefix(string(b), "S ")]
+}

@@ -1,0 +1,197 @@
+package pg
+
+import (
+	"context"
+	"encoding/json"
+	"reflect"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/leaderrun/leaderrun/elect"
+)
+
+// Watch is Query made event-driven: it sends a snapshot of name's holders
+// and queue at once, then a new one after every change, until ctx ends;
+// the channel is then closed. A reader that falls behind gets the latest
+// snapshot, never a backlog. Closing the Locker ends it too.
+//
+// It wakes on the server's word, not by polling: a NOTIFY on the name's
+// channel, which every request, grant and removal of the name sends (on a
+// connection of the watch's own, LISTENing), and, for a holder whose
+// connection ends without a word (its process or host died), the end of
+// that connection and then the expiry of its lease, as a waiter does.
+func (l *Locker) Watch(ctx context.Context, name string) (<-chan elect.Snapshot, error) {
+	return l.watchAlso(ctx, name, "", nil)
+}
+
+// watchAlso is Watch, with the notifications of channel also (a bus's),
+// read on the same connection, decoded into bus: a bus member needs one
+// connection for both.
+func (l *Locker) watchAlso(ctx context.Context, name, also string, bus chan<- busMsg) (<-chan elect.Snapshot, error) {
+	if err := elect.ValidateName(name); err != nil {
+		return nil, err
+	}
+	ctx, end, err := l.begin(ctx)
+	if err != nil {
+		return nil, err
+	}
+	c, err := l.connect(ctx, "watch", map[string]string{"statement_timeout": "10000"})
+	var wch string
+	if err == nil {
+		err = l.schemaReady(ctx, c)
+		if err == nil {
+			if err = c.QueryRow(ctx, "SELECT "+l.q+".watch_chan($1)", name).Scan(&wch); err == nil {
+				_, err = c.Exec(ctx, "LISTEN "+pgx.Identifier{wch}.Sanitize())
+			}
+		}
+		if err == nil && also != "" {
+			_, err = c.Exec(ctx, "LISTEN "+pgx.Identifier{also}.Sanitize())
+		}
+		if err != nil {
+			c.Close(context.Background())
+		}
+	}
+	if err != nil {
+		end()
+		return nil, l.pgErr("watching "+name, err)
+	}
+	// Listening before the first snapshot: a change in between is told.
+	first, err := l.Query(ctx, name)
+	if err != nil {
+		c.Close(context.Background())
+		end()
+		return nil, err
+	}
+	out := make(chan elect.Snapshot, 1)
+	out <- first
+	go l.watch(ctx, end, c, wch, bus, name, first, out)
+	return out, nil
+}
+
+func (l *Locker) watch(ctx context.Context, end func(), c *pgx.Conn, wch string, bus chan<- busMsg, name string, last elect.Snapshot, out chan elect.Snapshot) {
+	defer end()
+	defer close(out)
+	notes := make(chan struct{}, 1)
+	lost := make(chan struct{})
+	go func() {
+		defer close(lost)
+		defer c.Close(context.Background())
+		for {
+			n, err := c.WaitForNotification(ctx)
+			if err != nil {
+				return
+			}
+			if n.Channel != wch {
+				var m busMsg
+				if bus == nil || json.Unmarshal([]byte(n.Payload), &m) != nil {
+					continue
+				}
+				select {
+				case bus <- m:
+				case <-ctx.Done():
+					return
+				}
+				continue
+			}
+			select {
+			case notes <- struct{}{}:
+			default:
+			}
+		}
+	}()
+	for {
+		// The holders' connections, and for those already gone the
+		// expiry of their leases: their end is no row's change.
+		var unwatch []func()
+		var gone []<-chan struct{}
+		var next time.Duration = -1
+		for _, h := range last.Held {
+			sid, live, left, err := l.holderSession(ctx, name, h.Epoch)
+			switch {
+			case err != nil || sid == 0:
+			case live:
+				g, stop := l.watchDeath(sid)
+				gone, unwatch = append(gone, g), append(unwatch, stop)
+			case next < 0 || left < next:
+				next = left
+			}
+		}
+		var timer <-chan time.Time
+		if next >= 0 {
+			t := time.NewTimer(next + 5*time.Millisecond)
+			timer = t.C
+			unwatch = append(unwatch, func() { t.Stop() })
+		}
+		woke := make(chan struct{}, 1)
+		for _, g := range gone {
+			go func() {
+				select {
+				case <-g:
+					select {
+					case woke <- struct{}{}:
+					default:
+					}
+				case <-ctx.Done():
+				}
+			}()
+		}
+		select {
+		case <-ctx.Done():
+		case <-lost:
+		case <-notes:
+		case <-woke:
+		case <-timer:
+		}
+		for _, u := range unwatch {
+			u()
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-lost:
+			return // the server went: the watch ends, as the Locker's requests do
+		default:
+		}
+		snap, err := l.Query(ctx, name)
+		if err != nil {
+			continue
+		}
+		if !reflect.DeepEqual(snap, last) {
+			last = snap
+			latest(out, snap)
+		}
+	}
+}
+
+// holderSession is the session of name's holder of epoch: its id, whether
+// its connection lives, and how long its lease has left by the server's
+// clock.
+func (l *Locker) holderSession(ctx context.Context, name string, epoch uint64) (int64, bool, time.Duration, error) {
+	var sid int64
+	var gone bool
+	var left float64
+	err := l.withAdmin(ctx, func(c *pgx.Conn) error {
+		return c.QueryRow(ctx, "SELECT r.session_id, "+l.q+".conn_gone(r.session_id), extract(epoch FROM s.expires_at - clock_timestamp())::float8 FROM "+
+			l.q+".requests r JOIN "+l.q+".sessions s ON s.id = r.session_id WHERE r.name = $1 AND r.epoch = $2", name, int64(epoch)).Scan(&sid, &gone, &left)
+	})
+	if err == pgx.ErrNoRows {
+		return 0, false, 0, nil
+	}
+	return sid, !gone, max(0, time.Duration(left*float64(time.Second))), err
+}
+
+// latest puts snap in ch, replacing a snapshot the reader has not taken.
+func latest(ch chan elect.Snapshot, snap elect.Snapshot) {
+	for {
+		select {
+		case ch <- snap:
+			return
+		default:
+		}
+		select {
+		case <-ch:
+		default:
+		}
+	}
+}
