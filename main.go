@@ -2,7 +2,7 @@
 // machine, elected over flock(2); see `leaderrun --help`.
 package main
 
-//go:generate go run ./internal/man/mangen -o docs/leaderrun.1 -readme README.md
+//go:generate go run ./internal/man/mangen -o docs/leaderrun.1 -readme docs/command.md
 
 import (
 	"os"

@@ -275,18 +275,19 @@ func leaderrun(ts *testscript.TestScript, args ...string) ([]byte, error) {
 	return cmd.Output()
 }
 
-// TestReadmeRecipes fails when a code block of the README's Recipes
-// section is not, byte for byte, a recipe* file of a testscript in
-// testscripts/recipes/, which runs it.
+// TestReadmeRecipes fails when a code block of the Recipes section of
+// docs/command.md (where the README sends readers for them) is not, byte
+// for byte, a recipe* file of a testscript in testscripts/recipes/, which
+// runs it.
 func TestReadmeRecipes(t *testing.T) {
-	b, err := os.ReadFile("README.md")
+	b, err := os.ReadFile("docs/command.md")
 	if err != nil {
 		t.Fatal(err)
 	}
 	s := string(b)
-	start := strings.Index(s, "\n### Recipes\n")
+	start := strings.Index(s, "\n## Recipes\n")
 	if start < 0 {
-		t.Fatal("README.md has no Recipes section")
+		t.Fatal("docs/command.md has no Recipes section")
 	}
 	s = s[start+1:]
 	if end := strings.Index(s, "\n## "); end >= 0 {
@@ -321,7 +322,7 @@ func TestReadmeRecipes(t *testing.T) {
 		s = body[end+3:]
 		blocks++
 		if _, ok := recipes[block]; !ok {
-			t.Errorf("README recipe has no testscript in testscripts/recipes/ that runs it as written:\n%s", block)
+			t.Errorf("docs/command.md recipe has no testscript in testscripts/recipes/ that runs it as written:\n%s", block)
 		}
 	}
 	if blocks < 8 {

@@ -3,7 +3,7 @@
 // and completion commands. main.go exits with Main(), which runs
 // New().RunContext and maps its error with ExitCode; the exit codes are
 // the constants and the ExitCodes table in exitcode.go, from which --help,
-// the manual (internal/man) and the README's table are made.
+// the manual (internal/man) and docs/command.md's table are made.
 //
 // # Layout
 //

@@ -35,7 +35,7 @@ const (
 )
 
 // ExitCodes is the one table of exit statuses: `leaderrun --help`, the
-// manual (docs/leaderrun.1) and the README's "Exit status" section are
+// manual (docs/leaderrun.1) and docs/command.md's "Exit status" section are
 // made from it, and a test checks that every row is exercised.
 var ExitCodes = []ExitCodeRow{
 	{"N", "COMMAND's own exit status, passed through"},

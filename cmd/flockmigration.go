@@ -4,7 +4,7 @@ package cmd
 type FlockRow struct{ Flock, Leaderrun string }
 
 // FlockMigration is the one table of differences from flock(1): the
-// manual's FLOCK(1) MIGRATION section and the README's table (between its
+// manual's FLOCK(1) MIGRATION section and docs/command.md's table (between its
 // flock-migration markers) are made from it by go generate. A conflict
 // exits 75, not flock's 1, on purpose: 1 is the commonest failure status
 // of a COMMAND, and a script that tests for "skipped" must not take a

@@ -231,20 +231,20 @@ func esc(s string) string {
 	return s
 }
 
-// README markers around the exit status table that ExitTableMarkdown
+// docs/command.md markers around the exit status table that ExitTableMarkdown
 // makes; mangen -readme rewrites what is between them.
 const (
 	ExitTableBegin = "<!-- exit-codes: generated from cmd.ExitCodes by go generate; do not edit -->\n"
 	ExitTableEnd   = "<!-- end exit-codes -->\n"
 )
 
-// README markers around the flock(1) migration table (FlockTableMarkdown).
+// docs/command.md markers around the flock(1) migration table (FlockTableMarkdown).
 const (
 	FlockTableBegin = "<!-- flock-migration: generated from cmd.FlockMigration by go generate; do not edit -->\n"
 	FlockTableEnd   = "<!-- end flock-migration -->\n"
 )
 
-// ExitTableMarkdown is cmd.ExitCodes as the README's Markdown table.
+// ExitTableMarkdown is cmd.ExitCodes as docs/command.md's Markdown table.
 func ExitTableMarkdown() string {
 	var b strings.Builder
 	b.WriteString("| Code | Meaning |\n|---|---|\n")
@@ -254,7 +254,7 @@ func ExitTableMarkdown() string {
 	return b.String()
 }
 
-// FlockTableMarkdown is cmd.FlockMigration as the README's Markdown table.
+// FlockTableMarkdown is cmd.FlockMigration as docs/command.md's Markdown table.
 func FlockTableMarkdown() string {
 	var b strings.Builder
 	b.WriteString("| flock(1) | leaderrun |\n|---|---|\n")

@@ -26,19 +26,19 @@ func TestManUpToDate(t *testing.T) {
 	}
 }
 
-// TestReadmeExitTable fails when the README's exit status table is not
+// TestReadmeExitTable fails when docs/command.md's exit status table is not
 // cmd.ExitCodes: run go generate ./... from the repository root.
 func TestReadmeExitTable(t *testing.T) {
-	b, err := os.ReadFile("../../README.md")
+	b, err := os.ReadFile("../../docs/command.md")
 	if err != nil {
 		t.Fatal(err)
 	}
 	s, ok := SpliceReadme(string(b))
 	if !ok {
-		t.Fatal("README.md lacks the exit-codes or flock-migration markers")
+		t.Fatal("docs/command.md lacks the exit-codes or flock-migration markers")
 	}
 	if s != string(b) {
-		t.Fatal("README.md's generated tables are out of date; run go generate ./... from the repository root and commit it")
+		t.Fatal("docs/command.md's generated tables are out of date; run go generate ./... from the repository root and commit it")
 	}
 }
 

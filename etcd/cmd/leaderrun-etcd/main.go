@@ -1,7 +1,7 @@
 // Command leaderrun-etcd is leaderrun over an etcd cluster: the same flags,
 // subcommands, exit codes and output, with contenders on many hosts. The
 // plain leaderrun hands a command line with --etcd-endpoints over to it.
-// See `leaderrun-etcd --help` and the README's "Many hosts".
+// See `leaderrun-etcd --help` and docs/etcd.md.
 package main
 
 import (

@@ -2,9 +2,9 @@
 // definitions (package cmd) to docs/leaderrun.1, or to the file -o names:
 //
 //	go generate ./...     # from the repository root (see main.go)
-//	go run ./internal/man/mangen -o docs/leaderrun.1 -readme README.md
+//	go run ./internal/man/mangen -o docs/leaderrun.1 -readme docs/command.md
 //
-// With -readme it also rewrites the README's exit status and flock(1)
+// With -readme it also rewrites the exit status and flock(1)
 // migration tables.
 package main
 
@@ -20,7 +20,7 @@ import (
 
 func main() {
 	out := flag.String("o", "docs/leaderrun.1", "output `FILE`")
-	readme := flag.String("readme", "", "also rewrite the generated tables (exit status, flock(1) migration) of the README `FILE`")
+	readme := flag.String("readme", "", "also rewrite the generated tables (exit status, flock(1) migration) of the Markdown `FILE` (docs/command.md)")
 	flag.Parse()
 	if *readme != "" {
 		b, err := os.ReadFile(*readme)
