@@ -1,7 +1,7 @@
 // Package cmd is the leaderrun command line: running COMMAND under a lock
 // (the default action), and the status, who, publish, subscribe, lockfile
 // and completion commands. main.go exits with Main(), which runs
-// New().RunContext and maps its error with ExitCode; the exit codes are
+// New().Run and maps its error with ExitCode; the exit codes are
 // the constants and the ExitCodes table in exitcode.go, from which --help,
 // the manual (internal/man) and the README's table are made.
 //

@@ -82,22 +82,23 @@ func FuzzDeriveName(f *testing.F) {
 }
 
 // FuzzArgs: the rewriting of os.Args before urfave/cli parses them only
-// ever doubles a --, the one that ends leaderrun's flags (protectDashDash) and
-// moves a subcommand's own flags in front of its arguments (hoistFlags):
-// it loses, adds or reorders nothing else, and nothing after a -- that
-// ends the flags moves.
+// ever doubles a --, the one that ends leaderrun's flags (protectDashDash),
+// and renames a final --generate-bash-completion (completionArgs); and the
+// parse of any command line ends in an action or an error, never a
+// panic, with COMMAND after that -- handed to the default action as it
+// was given.
 func FuzzArgs(f *testing.F) {
-	for _, s := range []string{"--name\x00x\x00--\x00who", "-nE\x003\x00--\x00who", "who\x00a\x00--json", "status\x00a\x00--dir\x00/x\x00--json", "publish\x00a\x00-5\x00--\x00--json", "-w\x00--\x00--", "--dir=--\x00--", "who\x00--dir", ""} {
+	for _, s := range []string{"--name\x00x\x00--\x00who", "-nE\x003\x00--\x00who", "who\x00a\x00--json", "status\x00a\x00--dir\x00/x\x00--json", "publish\x00a\x00-5\x00--\x00--json", "-w\x00--\x00--", "--dir=--\x00--", "who\x00--dir", "", "who\x00--j\x00--generate-bash-completion", "help\x00x", "-n\x00sleep\x00-n"} {
 		f.Add(s)
 	}
-	app := New()
+	flags := New().root.Flags
 	f.Fuzz(func(t *testing.T, s string) {
 		args := append([]string{"leaderrun"}, strings.Split(s, "\x00")...)
-		p := protectDashDash(slices.Clone(args), app.Flags)
+		p := protectDashDash(slices.Clone(args), flags)
+		j := 0 // where the inserted --, if any, is
 		if !slices.Equal(p, args) {
 			// The inserted -- follows a -- (not always the first: -w --
 			// gives -w the value --).
-			j := 0
 			for j < len(args) && p[j] == args[j] {
 				j++
 			}
@@ -105,22 +106,17 @@ func FuzzArgs(f *testing.F) {
 				t.Fatalf("protectDashDash(%q) = %q: not one -- doubled", args, p)
 			}
 		}
-		h := hoistFlags(slices.Clone(args), app.Flags, app.Commands)
-		if !slices.Equal(slices.Sorted(slices.Values(h)), slices.Sorted(slices.Values(args))) {
-			t.Fatalf("hoistFlags(%q) = %q: not a permutation", args, h)
+		if c := completionArgs(slices.Clone(args)); len(c) != len(args) || !slices.Equal(c[:len(c)-1], args[:len(args)-1]) ||
+			c[len(c)-1] != args[len(args)-1] && !(args[len(args)-1] == "--generate-bash-completion" && len(args) > 1) {
+			t.Fatalf("completionArgs(%q) = %q", args, c)
 		}
-		if len(args) >= 2 && !slices.Equal(h[:2], args[:2]) {
-			t.Fatalf("hoistFlags(%q) = %q: moved the program or the subcommand", args, h)
+		if slices.Contains(args, "--generate-bash-completion") || slices.Contains(args, "--generate-shell-completion") || slices.Contains(args, "completion") {
+			return // completes, reading os.Args and the default directory
 		}
-		// A -- right after a flag may be that flag's value (--dir --, as
-		// the flag package reads it); after anything else it ends the
-		// flags.
-		// (With the app's own flags first, as in --dir D who, the
-		// subcommand comes later and the rule below does not apply.)
-		if i := slices.Index(args[min(2, len(args)):], "--"); i >= 0 && (i == 0 || !strings.HasPrefix(args[2+i-1], "-")) && !strings.HasPrefix(args[1], "-") {
-			tail := args[2+i:]
-			if !slices.Equal(h[len(h)-len(tail):], tail) {
-				t.Fatalf("hoistFlags(%q) = %q: moved what follows --", args, h)
+		got, _ := parse(t, args)
+		if j > 0 && got.cmd == "leaderrun" && !slices.Contains(args[:j], "--help") && !slices.Contains(args[:j], "-h") && !slices.Contains(args[:j], "--version") {
+			if tail := args[j:]; len(got.args) != len(tail)+1 || got.args[0] != "--" || !slices.Equal(got.args[1:], tail) {
+				t.Fatalf("%q: the default action got %q, want -- then %q", args, got.args, tail)
 			}
 		}
 	})
