@@ -6,8 +6,11 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"slices"
 	"strings"
 	"syscall"
+	"unicode"
+	"unicode/utf8"
 
 	"github.com/leaderrun/leaderrun/elect"
 	"github.com/urfave/cli/v3"
@@ -263,11 +266,62 @@ func (a *App) Run(ctx context.Context, args []string) error {
 // run parses args and runs the command they name: Run without the
 // completion of flag values, the poller and the printing of the error.
 func (a *App) run(ctx context.Context, args []string) error {
-	err := a.root.Run(ctx, protectDashDash(completionArgs(args), a.root.Flags))
+	err := a.root.Run(ctx, passThrough(protectDashDash(completionArgs(args), a.root.Flags), a.root))
 	if a.helpErr != nil {
 		return a.helpErr
 	}
 	return err
+}
+
+// passThrough puts a -- in front of the first word after send's NAME or
+// publish's NAME that looks like a flag the command does not have, so that
+// it and what follows are ARGs (MESSAGE words), as before urfave/cli v3,
+// which refuses such a word: `leaderrun send app --new-window` hands
+// --new-window to the primary. The command's own flags (--forward-stdin)
+// are still its own anywhere before that word or a --.
+func passThrough(args []string, root *cli.Command) []string {
+	at := 1 // the subcommand: after the app's flags and their values
+	appValue := takesValueOf(root.Flags)
+	for at < len(args) && strings.HasPrefix(args[at], "-") && args[at] != "-" && args[at] != "--" {
+		name, _, hasValue := strings.Cut(strings.TrimLeft(args[at], "-"), "=")
+		if appValue[name] && !hasValue {
+			at++
+		}
+		at++
+	}
+	if at >= len(args) || args[at] != "send" && args[at] != "publish" {
+		return args
+	}
+	takesValue := takesValueOf(root.Command(args[at]).Flags)
+	takesValue["help"], takesValue["h"] = false, false
+	named := false
+	for i := at + 1; i < len(args); i++ {
+		a := args[i]
+		if a == "--" {
+			return args
+		}
+		if !isFlagWord(a) {
+			named = true
+			continue
+		}
+		name, _, hasValue := strings.Cut(strings.TrimLeft(a, "-"), "=")
+		value, known := takesValue[name]
+		if !known && named {
+			out := append(slices.Clone(args[:i]), "--")
+			return append(out, args[i:]...)
+		}
+		if value && !hasValue {
+			i++
+		}
+	}
+	return args
+}
+
+// isFlagWord reports whether urfave/cli takes a for a flag: a dash, or
+// two, then a letter.
+func isFlagWord(a string) bool {
+	r, _ := utf8.DecodeRuneInString(strings.TrimPrefix(strings.TrimPrefix(a, "-"), "-"))
+	return strings.HasPrefix(a, "-") && unicode.IsLetter(r)
 }
 
 // protectDashDash doubles the `--` that ends leaderrun's own flags, so that

@@ -64,6 +64,13 @@ func TestFlagsAfterArgs(t *testing.T) {
 		{[]string{"lr", "-n", "sleep", "-n", "5"}, parsed{"leaderrun", []string{"sleep", "-n", "5"}, []string{"nonblock=true"}}},
 		{[]string{"lr", "-nE", "3", "--", "who"}, parsed{"leaderrun", []string{"--", "who"}, []string{"nonblock=true", "conflict-exit-code=3"}}},
 		{[]string{"lr", "send", "app", "--forward-stdin", "--", "--x"}, parsed{"send", []string{"app", "--x"}, []string{"forward-stdin=true"}}},
+		// send's ARGs and publish's MESSAGE keep words that look like
+		// flags the command does not have (passThrough).
+		{[]string{"lr", "send", "app", "--new-window", "x", "--forward-stdin"}, parsed{"send", []string{"app", "--new-window", "x", "--forward-stdin"}, nil}},
+		{[]string{"lr", "send", "app", "--forward-stdin", "-x"}, parsed{"send", []string{"app", "-x"}, []string{"forward-stdin=true"}}},
+		{[]string{"lr", "send", "app", "--", "--", "x"}, parsed{"send", []string{"app", "--", "x"}, nil}},
+		{[]string{"lr", "-v", "publish", "a", "-hello", "--dir", "/x"}, parsed{"publish", []string{"a", "-hello", "--dir", "/x"}, []string{"verbose=true"}}},
+		{[]string{"lr", "publish", "a", "--dir", "/x", "hi"}, parsed{"publish", []string{"a", "hi"}, []string{"dir=/x"}}},
 	} {
 		got, err := parse(t, tc.in)
 		if err != nil || !reflect.DeepEqual(got, tc.want) {

@@ -38,10 +38,7 @@ func sendAction(ctx context.Context, c *cli.Command) error {
 	if len(argv) == 0 {
 		return usageErrorf("leaderrun send: no NAME given; write leaderrun send NAME -- ARG...")
 	}
-	name, rest := argv[0], argv[1:]
-	if len(rest) > 0 && rest[0] == "--" {
-		rest = rest[1:]
-	}
+	name, rest := argv[0], argv[1:] // the parser took the -- that ends the flags
 	if err := elect.ValidateName(name); err != nil {
 		return usageErrorf("leaderrun send: %v", err)
 	}
