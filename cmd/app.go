@@ -266,7 +266,13 @@ func (a *App) Run(ctx context.Context, args []string) error {
 // run parses args and runs the command they name: Run without the
 // completion of flag values, the poller and the printing of the error.
 func (a *App) run(ctx context.Context, args []string) error {
-	err := a.root.Run(ctx, passThrough(protectDashDash(completionArgs(args), a.root.Flags), a.root))
+	args = passThrough(protectDashDash(completionArgs(args), a.root.Flags), a.root)
+	if runsCommand(args, a.root) {
+		// urfave/cli sets up every subcommand before it parses (their
+		// help, their flags): not for a line that runs COMMAND.
+		a.root.Commands = nil
+	}
+	err := a.root.Run(ctx, args)
 	if a.helpErr != nil {
 		return a.helpErr
 	}
@@ -280,15 +286,7 @@ func (a *App) run(ctx context.Context, args []string) error {
 // --new-window to the primary. The command's own flags (--forward-stdin)
 // are still its own anywhere before that word or a --.
 func passThrough(args []string, root *cli.Command) []string {
-	at := 1 // the subcommand: after the app's flags and their values
-	appValue := takesValueOf(root.Flags)
-	for at < len(args) && strings.HasPrefix(args[at], "-") && args[at] != "-" && args[at] != "--" {
-		name, _, hasValue := strings.Cut(strings.TrimLeft(args[at], "-"), "=")
-		if appValue[name] && !hasValue {
-			at++
-		}
-		at++
-	}
+	at := subcommandAt(args, root.Flags)
 	if at >= len(args) || args[at] != "send" && args[at] != "publish" {
 		return args
 	}
@@ -315,6 +313,42 @@ func passThrough(args []string, root *cli.Command) []string {
 		}
 	}
 	return args
+}
+
+// subcommandAt is the index in args of the first word after the app's
+// own flags (`leaderrun --dir D who NAME --json`): the subcommand, if
+// any, or COMMAND, or a --.
+func subcommandAt(args []string, appFlags []cli.Flag) int {
+	at := 1
+	appValue := takesValueOf(appFlags)
+	for at < len(args) && strings.HasPrefix(args[at], "-") && args[at] != "-" && args[at] != "--" {
+		name, _, hasValue := strings.Cut(strings.TrimLeft(args[at], "-"), "=")
+		if appValue[name] && !hasValue {
+			at++
+		}
+		at++
+	}
+	return at
+}
+
+// runsCommand reports whether args is a line of the default action that
+// asks for no help, version or completion: the app's flags, then COMMAND
+// or a -- (or nothing, for the usage error).
+func runsCommand(args []string, root *cli.Command) bool {
+	if n := len(args); n > 1 && args[n-1] == "--generate-shell-completion" {
+		return false
+	}
+	at := subcommandAt(args, root.Flags)
+	for _, w := range args[1:min(at, len(args))] {
+		if !strings.HasPrefix(w, "-") {
+			continue // a flag's value
+		}
+		name, _, _ := strings.Cut(strings.TrimLeft(w, "-"), "=")
+		if name == "help" || name == "h" || name == "version" || !strings.HasPrefix(w, "--") && strings.Contains(name, "h") {
+			return false // -h, or a group with it (-nh)
+		}
+	}
+	return at >= len(args) || args[at] == "--" || args[at] != "help" && args[at] != "h" && root.Command(args[at]) == nil
 }
 
 // isFlagWord reports whether urfave/cli takes a for a flag: a dash, or

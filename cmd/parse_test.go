@@ -129,3 +129,31 @@ func TestDeriveName(t *testing.T) {
 		t.Errorf("deriveName(...) = %q", got)
 	}
 }
+
+// TestRunsCommand: the subcommands are left out only for a line that runs
+// COMMAND, never for one that asks for help, the version, completion or a
+// subcommand.
+func TestRunsCommand(t *testing.T) {
+	root := New().root
+	for _, tc := range []struct {
+		in   []string
+		want bool
+	}{
+		{[]string{"lr", "-n", "sleep", "--help"}, true},
+		{[]string{"lr", "--dir", "who", "x"}, true},
+		{[]string{"lr", "--", "who"}, true},
+		{[]string{"lr"}, true},
+		{[]string{"lr", "who", "x"}, false},
+		{[]string{"lr", "-n", "status"}, false},
+		{[]string{"lr", "help"}, false},
+		{[]string{"lr", "h", "who"}, false},
+		{[]string{"lr", "--help"}, false},
+		{[]string{"lr", "-nh", "--", "x"}, false},
+		{[]string{"lr", "--version"}, false},
+		{[]string{"lr", "--na", "--generate-shell-completion"}, false},
+	} {
+		if got := runsCommand(tc.in, root); got != tc.want {
+			t.Errorf("runsCommand(%q) = %v, want %v", tc.in, got, tc.want)
+		}
+	}
+}
