@@ -247,7 +247,8 @@ func (a *App) noHelpTopic(_ context.Context, _ *cli.Command, topic string) {
 // Run runs the command line in args (os.Args) and prints the error, if
 // any, once. Map the error to an exit status with ExitCode.
 func (a *App) Run(ctx context.Context, args []string) error {
-	if a.completeFlagValue(args) { // completion.go
+	args = completionArgs(args) // completion.go
+	if a.completeFlagValue(args) {
 		return nil
 	}
 	err := startPoller()

@@ -105,14 +105,14 @@ var flagValues = map[string][]string{
 }
 
 // completeFlagValue completes the value of the flag that args ends with
-// (`leaderrun --restart --generate-bash-completion`): the modes of
+// (`leaderrun --restart --generate-shell-completion`, after completionArgs): the modes of
 // --restart and --notify-ready, the names of the lock directory for
 // --name. It reports false when args asks something else; for a flag
 // whose value is a file or a number it prints nothing, so that the
 // shell completes file names (complete -o default).
 func (a *App) completeFlagValue(args []string) bool {
 	n := len(args)
-	if n < 3 || args[n-1] != "--generate-bash-completion" || !strings.HasPrefix(args[n-2], "-") || strings.Contains(args[n-2], "=") {
+	if n < 3 || args[n-1] != "--generate-shell-completion" || !strings.HasPrefix(args[n-2], "-") || strings.Contains(args[n-2], "=") {
 		return false
 	}
 	name := strings.TrimLeft(args[n-2], "-")

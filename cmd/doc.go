@@ -8,7 +8,7 @@
 // # Layout
 //
 // The subcommands are listed once, in commands (app.go); the flag-arity
-// map that the argument rewriting (protectDashDash, hoistFlags) needs is
+// map that the argument rewriting (protectDashDash, passThrough) needs is
 // takesValueOf; who, status, publish, subscribe and lockfile start with
 // the one prologue begin (prologue.go); the name rules are elect's
 // (ValidateName, NameByte). New(WithBackend(open)) builds the command line
