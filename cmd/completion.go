@@ -73,6 +73,16 @@ func completeFlags(_ context.Context, c *cli.Command) bool {
 	return true
 }
 
+// fishScript is the fish completion script of root, once it has run:
+// urfave/cli's, which completes flags and subcommands, and fishNames.
+// urfave/cli adds a hidden completion command of its own (with pwsh)
+// behind ours as it runs; the script would offer its shells too.
+func fishScript(root *cli.Command) (string, error) {
+	root.Commands = slices.DeleteFunc(root.Commands, func(sub *cli.Command) bool { return sub.Hidden && sub.Name == "completion" })
+	script, err := root.ToFishCompletion()
+	return script + fishNames(root.Commands), err
+}
+
 // fishNames adds the names of the lock directory to urfave/cli's fish
 // script, which completes flags and subcommands, after every command of
 // cmds that completes names (completeNames).
@@ -195,11 +205,11 @@ EXAMPLES:
 			case "zsh":
 				fmt.Print(zshCompletion)
 			case "fish":
-				script, err := c.Root().ToFishCompletion()
+				script, err := fishScript(c.Root())
 				if err != nil {
 					return exitf(ExitSoftware, "leaderrun completion fish: %v", err)
 				}
-				fmt.Print(script + fishNames(c.Root().Commands))
+				fmt.Print(script)
 			default:
 				return usageErrorf("leaderrun completion: name a shell: bash, zsh or fish")
 			}

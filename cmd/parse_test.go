@@ -6,6 +6,7 @@ import (
 	"io"
 	"reflect"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/urfave/cli/v3"
@@ -155,5 +156,19 @@ func TestRunsCommand(t *testing.T) {
 		if got := runsCommand(tc.in, root); got != tc.want {
 			t.Errorf("runsCommand(%q) = %v, want %v", tc.in, got, tc.want)
 		}
+	}
+}
+
+// TestFishScript: the fish script offers the shells of leaderrun's
+// completion command only, not those of urfave/cli's own (pwsh).
+func TestFishScript(t *testing.T) {
+	a := New()
+	a.root.Writer = io.Discard
+	if err := a.run(context.Background(), []string{"leaderrun", "completion", "--help"}); err != nil {
+		t.Fatal(err)
+	}
+	script, err := fishScript(a.root)
+	if err != nil || strings.Contains(script, "pwsh") || !strings.Contains(script, "-a 'bash zsh fish'") {
+		t.Fatalf("fish script (%v):\n%s", err, script)
 	}
 }
