@@ -169,6 +169,7 @@ leaderrun send APP [--] [ARG...]`,
 			}
 		}
 	}
+	root.Commands = append(root.Commands, helpCommand())
 	// urfave/cli flags apply to the subcommands too unless local: the
 	// app's flags are its own (status has no -n), each subcommand has its
 	// own --dir and backend flags.
@@ -178,6 +179,28 @@ leaderrun send APP [--] [ARG...]`,
 	}
 	a.root = root
 	return a
+}
+
+// helpCommand is the app's help command, as urfave/cli's own (which it
+// adds when there is none), but a bad line is a usage error (64), not
+// urfave/cli's plain error (70), and `leaderrun help <TAB>` completes the
+// commands.
+func helpCommand() *cli.Command {
+	return &cli.Command{
+		Name:         "help",
+		Aliases:      []string{"h"},
+		Usage:        cli.UsageCommandHelp,
+		ArgsUsage:    cli.ArgsUsageCommandHelp,
+		HideHelp:     true,
+		OnUsageError: onUsageError,
+		Action: func(ctx context.Context, c *cli.Command) error {
+			if topic := c.Args().First(); topic != "" {
+				return cli.ShowCommandHelp(ctx, c.Root(), topic) // noHelpTopic when there is none
+			}
+			return cli.ShowRootCommandHelp(c.Root())
+		},
+		ShellComplete: func(ctx context.Context, c *cli.Command) { completeCommands(ctx, c.Root()) },
+	}
 }
 
 // localFlags marks every flag of c and its subcommands local.
@@ -226,7 +249,7 @@ func Main(opts ...Option) int {
 
 func onUsageError(_ context.Context, c *cli.Command, err error, isSubcommand bool) error {
 	help := "leaderrun --help"
-	if isSubcommand {
+	if isSubcommand && c.Name != "help" { // help has no --help
 		help = "leaderrun " + c.Name + " --help"
 	}
 	return usageErrorf("leaderrun: %v; see %s", err, help)

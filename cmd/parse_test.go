@@ -39,7 +39,9 @@ func parse(t testing.TB, args []string) (parsed, error) {
 	}
 	a.root.Action = record
 	for _, c := range a.root.Commands {
-		c.Action = record
+		if c.Name != "help" { // it prints, to Writer
+			c.Action = record
+		}
 	}
 	err := a.run(context.Background(), args)
 	return got, err
@@ -170,5 +172,15 @@ func TestFishScript(t *testing.T) {
 	script, err := fishScript(a.root)
 	if err != nil || strings.Contains(script, "pwsh") || !strings.Contains(script, "-a 'bash zsh fish'") {
 		t.Fatalf("fish script (%v):\n%s", err, script)
+	}
+}
+
+// TestHelpUsageErrors: a bad line for help is a usage error (64), as for
+// every other command, not urfave/cli's plain error (70).
+func TestHelpUsageErrors(t *testing.T) {
+	for _, in := range [][]string{{"lr", "help", "--nosuch"}, {"lr", "h", "-n"}, {"lr", "help", "nosuch"}, {"lr", "--help", "sleep"}} {
+		if got, err := parse(t, in); ExitCode(err) != ExitUsage {
+			t.Errorf("%q: ran %+v, %v (exit %d); want a usage error", in, got, err, ExitCode(err))
+		}
 	}
 }
