@@ -19,7 +19,8 @@ import (
 // App is the leaderrun command line, built by New and run by Run. It
 // keeps `leaderrun -- who` running who(1) rather than the who command, and
 // prints the final error once. Its command tree is urfave/cli's, which App
-// does not expose.
+// does not expose. An App runs one command line (its flags keep what was
+// parsed): build another with New for the next.
 type App struct {
 	root  *cli.Command
 	open  FlagOpener
