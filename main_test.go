@@ -381,7 +381,7 @@ func TestNoManPageCodeLinked(t *testing.T) {
 		t.Fatalf("go list -deps: %v", err)
 	}
 	for _, pkg := range strings.Fields(string(out)) {
-		for _, bad := range []string{"github.com/cpuguy83/go-md2man", "github.com/russross/blackfriday", "github.com/urfave/cli", "github.com/leaderrun/leaderrun/internal/man"} {
+		for _, bad := range []string{"github.com/cpuguy83/go-md2man", "github.com/russross/blackfriday", "github.com/urfave/cli-docs", "github.com/urfave/cli/v2", "github.com/leaderrun/leaderrun/internal/man"} {
 			if strings.HasPrefix(pkg, bad) {
 				t.Errorf("the binary links %s", pkg)
 			}

@@ -6,22 +6,29 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"slices"
 	"strings"
 	"syscall"
+	"unicode"
+	"unicode/utf8"
 
 	"github.com/leaderrun/leaderrun/elect"
-	cli "github.com/leaderrun/leaderrun/internal/urfavecli"
+	"github.com/urfave/cli/v3"
 )
 
-// App is the leaderrun command line. It wraps *cli.App to keep
-// `leaderrun -- who` running who(1) rather than the who command, and to
-// print the final error once.
+// App is the leaderrun command line, built by New and run by Run. It
+// keeps `leaderrun -- who` running who(1) rather than the who command, and
+// prints the final error once. Its command tree is urfave/cli's, which App
+// does not expose. An App runs one command line (its flags keep what was
+// parsed): build another with New for the next.
 type App struct {
-	*cli.App
+	root  *cli.Command
 	open  FlagOpener
 	flags []BackendFlag
 	usage string
 	ender func(ctx context.Context, token string) error
+	// helpErr is `leaderrun help NOSUCH`'s usage error (noHelpTopic).
+	helpErr error
 }
 
 // Backend is what the commands need from the election layer;
@@ -78,20 +85,29 @@ func init() {
 	// urfave/cli's default --version has the alias -v, which is --verbose
 	// here; its printer is replaced so that the build info is read only
 	// when asked for.
-	cli.VersionFlag = &cli.BoolFlag{Name: "version", Usage: "print the version and VCS revision, then exit"}
-	cli.VersionPrinter = func(c *cli.Context) { fmt.Fprintln(c.App.Writer, version()) }
+	cli.VersionFlag = &cli.BoolFlag{Name: "version", Usage: "print the version and VCS revision, then exit", Local: true}
+	cli.VersionPrinter = func(c *cli.Command) { fmt.Fprintln(c.Root().Writer, version()) }
 	// The exit status table is rendered into the app's help only when
 	// help is printed, not at every start.
 	printHelp := cli.HelpPrinter
 	cli.HelpPrinter = func(w io.Writer, templ string, data any) {
-		if a, ok := data.(*cli.App); ok && a.Description == runDescription {
-			d := *a
-			d.Description = runDescription + "\n" + envHelp() + "\n" + exitCodeHelp()
-			data = &d
+		if c, ok := data.(*cli.Command); ok && c.Description == runDescription {
+			c.Description = runDescription + "\n" + envHelp() + "\n" + exitCodeHelp()
+			defer func() { c.Description = runDescription }()
 		}
 		printHelp(w, templ, data)
 	}
 }
+
+// appHelpTemplate is the app's --help without a VERSION section: the
+// version is read from the build info only for --version (VersionPrinter),
+// and the placeholder in Version is not shown.
+var appHelpTemplate = strings.Replace(cli.RootCommandHelpTemplate, "{{if .Version}}{{if not .HideVersion}}\n\nVERSION:\n   {{.Version}}{{end}}{{end}}", "", 1)
+
+// stopAtCommand makes the app stop parsing its flags at COMMAND (`leaderrun
+// -n sleep -n 5` gives -n to sleep), as flock(1) and timeout(1) do; the
+// subcommands take their flags anywhere before a --.
+var stopAtCommand = 1
 
 // New builds the command line.
 func New(opts ...Option) *App {
@@ -99,7 +115,7 @@ func New(opts ...Option) *App {
 	for _, o := range opts {
 		o(a)
 	}
-	app := &cli.App{
+	root := &cli.Command{
 		Name:  "leaderrun",
 		Usage: "run a command on only one instance at a time, elected over flock(2)",
 		UsageText: `leaderrun [flags] -- COMMAND [ARG...]
@@ -116,39 +132,97 @@ leaderrun send APP [--] [ARG...]`,
 		Flags:                  append(runFlags(), singleFlags()...),
 		Action:                 runAction,
 		Commands:               commands(),
-		EnableBashCompletion:   true,
-		Version:                "see --version", // printed by cli.VersionPrinter
+		EnableShellCompletion:  true,
+		ShellComplete:          completeCommands, // completion.go
+		Version:                "see --version",  // printed by cli.VersionPrinter
 		Suggest:                true,
+		StopOnNthArg:           &stopAtCommand,
 		UseShortOptionHandling: true,
 		Writer:                 os.Stdout,
 		ErrWriter:              os.Stderr,
 		// Without it urfave/cli calls os.Exit inside Run, skipping
 		// deferred cleanup; main exits once with ExitCode.
-		ExitErrHandler: func(*cli.Context, error) {},
-		Before:         checkDirFlags, // dirflag.go
-		OnUsageError:   onUsageError,
-		// The version is read from the build info only for --version
-		// (VersionPrinter); the placeholder in Version is not shown.
-		CustomAppHelpTemplate: strings.Replace(cli.AppHelpTemplate, "{{if .Version}}{{if not .HideVersion}}\n\nVERSION:\n   {{.Version}}{{end}}{{end}}", "", 1),
-		Metadata:              map[string]any{backendKey: a},
+		ExitErrHandler:                func(context.Context, *cli.Command, error) {},
+		Before:                        checkDirFlags, // dirflag.go
+		OnUsageError:                  onUsageError,
+		CommandNotFound:               a.noHelpTopic,
+		CustomRootCommandHelpTemplate: appHelpTemplate,
+		Metadata:                      map[string]any{backendKey: a},
 	}
 	backendFlags := a.cliFlags()
 	if len(a.flags) == 0 {
 		backendFlags = handoverFlagDefs() // handover.go
 	}
-	app.Flags = append(app.Flags, backendFlags...)
-	for _, c := range app.Commands {
+	root.Flags = append(root.Flags, backendFlags...)
+	for _, c := range root.Commands {
 		c.OnUsageError = onUsageError
 		c.Before = checkDirFlags
+		// `leaderrun who NAME --help` asks for who's help, not for a
+		// topic NAME.
+		c.CommandNotFound = subcommandHelp
+		if c.ShellComplete == nil {
+			c.ShellComplete = completeCommands // its flags, and help
+		}
 		if c.Name != "completion" {
-			c.Flags = append(c.Flags, backendFlags...)
+			c.Flags = append(c.Flags, a.cliFlags()...)
+			if len(a.flags) == 0 {
+				c.Flags = append(c.Flags, handoverFlagDefs()...)
+			}
 		}
 	}
+	root.Commands = append(root.Commands, helpCommand())
+	// urfave/cli flags apply to the subcommands too unless local: the
+	// app's flags are its own (status has no -n), each subcommand has its
+	// own --dir and backend flags.
+	localFlags(root)
 	if a.usage != "" {
-		app.Usage = a.usage
+		root.Usage = a.usage
 	}
-	a.App = app
+	a.root = root
 	return a
+}
+
+// helpCommand is the app's help command, as urfave/cli's own (which it
+// adds when there is none), but a bad line is a usage error (64), not
+// urfave/cli's plain error (70), and `leaderrun help <TAB>` completes the
+// commands.
+func helpCommand() *cli.Command {
+	return &cli.Command{
+		Name:         "help",
+		Aliases:      []string{"h"},
+		Usage:        cli.UsageCommandHelp,
+		ArgsUsage:    cli.ArgsUsageCommandHelp,
+		HideHelp:     true,
+		OnUsageError: onUsageError,
+		Action: func(ctx context.Context, c *cli.Command) error {
+			if topic := c.Args().First(); topic != "" {
+				return cli.ShowCommandHelp(ctx, c.Root(), topic) // noHelpTopic when there is none
+			}
+			return cli.ShowRootCommandHelp(c.Root())
+		},
+		ShellComplete: func(ctx context.Context, c *cli.Command) { completeCommands(ctx, c.Root()) },
+	}
+}
+
+// localFlags marks every flag of c and its subcommands local.
+func localFlags(c *cli.Command) {
+	for _, f := range c.Flags {
+		switch f := f.(type) {
+		case *cli.BoolFlag:
+			f.Local = true
+		case *cli.StringFlag:
+			f.Local = true
+		case *cli.IntFlag:
+			f.Local = true
+		case *cli.GenericFlag:
+			f.Local = true
+		case *cli.StringSliceFlag:
+			f.Local = true
+		}
+	}
+	for _, sub := range c.Commands {
+		localFlags(sub)
+	}
 }
 
 const backendKey = "leaderrun.app"
@@ -171,30 +245,39 @@ func Main(opts ...Option) int {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	return ExitCode(a.RunContext(ctx, os.Args))
+	return ExitCode(a.Run(ctx, os.Args))
 }
 
-func onUsageError(c *cli.Context, err error, isSubcommand bool) error {
+func onUsageError(_ context.Context, c *cli.Command, err error, isSubcommand bool) error {
 	help := "leaderrun --help"
-	if isSubcommand {
-		help = "leaderrun " + c.Command.Name + " --help"
+	if isSubcommand && c.Name != "help" { // help has no --help
+		help = "leaderrun " + c.Name + " --help"
 	}
 	return usageErrorf("leaderrun: %v; see %s", err, help)
 }
 
-// RunContext runs the command line in args (os.Args) and prints the error,
-// if any, once. Map the error to an exit status with ExitCode.
-func (a *App) RunContext(ctx context.Context, args []string) error {
-	if a.completeFlagValue(args) { // completion.go
+// subcommandHelp prints c's help, whatever topic its --help or help
+// command was given.
+func subcommandHelp(ctx context.Context, c *cli.Command, _ string) {
+	_ = cli.ShowCommandHelp(ctx, c.Root(), c.Name)
+}
+
+// noHelpTopic refuses `leaderrun help NOSUCH` with a usage error
+// (urfave/cli's own would exit 3); Run returns it.
+func (a *App) noHelpTopic(_ context.Context, _ *cli.Command, topic string) {
+	a.helpErr = usageErrorf("leaderrun help: %q is not a command; the commands are %s", topic, strings.Join(subcommandNames(commands()), ", "))
+}
+
+// Run runs the command line in args (os.Args) and prints the error, if
+// any, once. Map the error to an exit status with ExitCode.
+func (a *App) Run(ctx context.Context, args []string) error {
+	args = completionArgs(args) // completion.go
+	if a.completeFlagValue(args) {
 		return nil
 	}
-	args = dropPartialFlag(args)
 	err := startPoller()
 	if err == nil {
-		err = a.checkHelp(args)
-	}
-	if err == nil {
-		err = a.App.RunContext(ctx, hoistFlags(protectDashDash(args, a.Flags), a.Flags, a.Commands))
+		err = a.run(ctx, args)
 	}
 	if err != nil {
 		if _, ok := err.(*exitError); !ok {
@@ -205,16 +288,99 @@ func (a *App) RunContext(ctx context.Context, args []string) error {
 	return err
 }
 
-// dropPartialFlag removes the word being completed (`who --j
-// --generate-bash-completion`) when it is a partial flag: urfave/cli would
-// fail to parse it, and then crash completing. Its completer reads the
-// word from os.Args.
-func dropPartialFlag(args []string) []string {
-	n := len(args)
-	if n >= 3 && args[n-1] == "--generate-bash-completion" && strings.HasPrefix(args[n-2], "-") && args[n-2] != "--" {
-		return append(append([]string{}, args[:n-2]...), args[n-1])
+// run parses args and runs the command they name: Run without the
+// completion of flag values, the poller and the printing of the error.
+func (a *App) run(ctx context.Context, args []string) error {
+	args = passThrough(protectDashDash(completionArgs(args), a.root.Flags), a.root)
+	if runsCommand(args, a.root) {
+		// urfave/cli sets up every subcommand before it parses (their
+		// help, their flags): not for a line that runs COMMAND.
+		a.root.Commands = nil
+	}
+	err := a.root.Run(ctx, args)
+	if a.helpErr != nil {
+		return a.helpErr
+	}
+	return err
+}
+
+// passThrough puts a -- in front of the first word after send's NAME or
+// publish's NAME that looks like a flag the command does not have, so that
+// it and what follows are ARGs (MESSAGE words), as before urfave/cli v3,
+// which refuses such a word: `leaderrun send app --new-window` hands
+// --new-window to the primary. The command's own flags (--forward-stdin)
+// are still its own anywhere before that word or a --.
+func passThrough(args []string, root *cli.Command) []string {
+	at := subcommandAt(args, root.Flags)
+	if at >= len(args) || args[at] != "send" && args[at] != "publish" {
+		return args
+	}
+	takesValue := takesValueOf(root.Command(args[at]).Flags)
+	takesValue["help"], takesValue["h"] = false, false
+	named := false
+	for i := at + 1; i < len(args); i++ {
+		a := args[i]
+		if a == "--" {
+			return args
+		}
+		if !isFlagWord(a) {
+			named = true
+			continue
+		}
+		name, _, hasValue := strings.Cut(strings.TrimLeft(a, "-"), "=")
+		value, known := takesValue[name]
+		if !known && named {
+			out := append(slices.Clone(args[:i]), "--")
+			return append(out, args[i:]...)
+		}
+		if value && !hasValue {
+			i++
+		}
 	}
 	return args
+}
+
+// subcommandAt is the index in args of the first word after the app's
+// own flags (`leaderrun --dir D who NAME --json`): the subcommand, if
+// any, or COMMAND, or a --.
+func subcommandAt(args []string, appFlags []cli.Flag) int {
+	at := 1
+	appValue := takesValueOf(appFlags)
+	for at < len(args) && strings.HasPrefix(args[at], "-") && args[at] != "-" && args[at] != "--" {
+		name, _, hasValue := strings.Cut(strings.TrimLeft(args[at], "-"), "=")
+		if appValue[name] && !hasValue {
+			at++
+		}
+		at++
+	}
+	return at
+}
+
+// runsCommand reports whether args is a line of the default action that
+// asks for no help, version or completion: the app's flags, then COMMAND
+// or a -- (or nothing, for the usage error).
+func runsCommand(args []string, root *cli.Command) bool {
+	if n := len(args); n > 1 && args[n-1] == "--generate-shell-completion" {
+		return false
+	}
+	at := subcommandAt(args, root.Flags)
+	for _, w := range args[1:min(at, len(args))] {
+		if !strings.HasPrefix(w, "-") {
+			continue // a flag's value
+		}
+		name, _, _ := strings.Cut(strings.TrimLeft(w, "-"), "=")
+		if name == "help" || name == "h" || name == "version" || !strings.HasPrefix(w, "--") && strings.Contains(name, "h") {
+			return false // -h, or a group with it (-nh)
+		}
+	}
+	return at >= len(args) || args[at] == "--" || args[at] != "help" && args[at] != "h" && root.Command(args[at]) == nil
+}
+
+// isFlagWord reports whether urfave/cli takes a for a flag: a dash, or
+// two, then a letter.
+func isFlagWord(a string) bool {
+	r, _ := utf8.DecodeRuneInString(strings.TrimPrefix(strings.TrimPrefix(a, "-"), "-"))
+	return strings.HasPrefix(a, "-") && unicode.IsLetter(r)
 }
 
 // protectDashDash doubles the `--` that ends leaderrun's own flags, so that
@@ -245,87 +411,6 @@ func protectDashDash(args []string, flags []cli.Flag) []string {
 	return args
 }
 
-// hoistFlags moves a subcommand's flags that follow its arguments in front
-// of them, so that `leaderrun who NAME --json` works as documented:
-// urfave/cli stops parsing flags at the first argument. Only the
-// subcommand's own flag names move, and nothing after `--`.
-func hoistFlags(args []string, appFlags []cli.Flag, cmds []*cli.Command) []string {
-	at := subcommandAt(args, appFlags)
-	if at+1 >= len(args) {
-		return args
-	}
-	var cmd *cli.Command
-	for _, c := range cmds {
-		if c.HasName(args[at]) {
-			cmd = c
-		}
-	}
-	if cmd == nil {
-		return args
-	}
-	takesValue := takesValueOf(cmd.Flags)
-	known := map[string]bool{"help": true, "h": true}
-	for n := range takesValue {
-		known[n] = true
-	}
-	var flags, rest []string
-	for i := at + 1; i < len(args); i++ {
-		a := args[i]
-		if a == "--" {
-			rest = append(rest, args[i:]...)
-			break
-		}
-		name, _, hasValue := strings.Cut(strings.TrimLeft(a, "-"), "=")
-		if !strings.HasPrefix(a, "-") || !known[name] {
-			rest = append(rest, a)
-			continue
-		}
-		flags = append(flags, a)
-		if takesValue[name] && !hasValue && i+1 < len(args) {
-			i++
-			flags = append(flags, args[i])
-		}
-	}
-	out := append([]string{}, args[:at+1]...)
-	out = append(out, flags...)
-	return append(out, rest...)
-}
-
-// subcommandAt is the index in args of the first argument after the app's
-// own flags (`leaderrun --dir D who NAME --json`): the subcommand, if
-// any, or COMMAND.
-func subcommandAt(args []string, appFlags []cli.Flag) int {
-	at := 1
-	appValue := takesValueOf(appFlags)
-	for at < len(args) && strings.HasPrefix(args[at], "-") && args[at] != "-" && args[at] != "--" {
-		name, _, hasValue := strings.Cut(strings.TrimLeft(args[at], "-"), "=")
-		if appValue[name] && !hasValue {
-			at++
-		}
-		at++
-	}
-	return at
-}
-
-// checkHelp refuses `leaderrun help NOSUCH` with a usage error (urfave/cli
-// returns a plain error, which would exit 70).
-func (a *App) checkHelp(args []string) error {
-	at := subcommandAt(args, a.Flags)
-	if at+1 >= len(args) || (args[at] != "help" && args[at] != "h") {
-		return nil
-	}
-	topic := args[at+1]
-	if strings.HasPrefix(topic, "-") {
-		return nil
-	}
-	for _, c := range a.Commands {
-		if c.HasName(topic) {
-			return nil
-		}
-	}
-	return usageErrorf("leaderrun help: %q is not a command; the commands are %s", topic, strings.Join(subcommandNames(a.Commands), ", "))
-}
-
 // subcommandNames lists the names of cmds.
 func subcommandNames(cmds []*cli.Command) []string {
 	var names []string
@@ -335,8 +420,8 @@ func subcommandNames(cmds []*cli.Command) []string {
 	return names
 }
 
-// The flag-arity map: every parser here (protectDashDash, hoistFlags,
-// subcommandAt) asks it whether a flag takes a value.
+// The flag-arity map: protectDashDash and the completion ask it whether
+// a flag takes a value.
 //
 // takesValueOf maps each flag name to whether it takes a value.
 func takesValueOf(flags []cli.Flag) map[string]bool {

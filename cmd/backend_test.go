@@ -27,7 +27,7 @@ func TestWithBackend(t *testing.T) {
 			got = append(got, c)
 			return nil, errOpen
 		}))
-		err := app.App.RunContext(context.Background(), append([]string{"leaderrun", "--dir", dir, "--group-shared"}, args...))
+		err := app.run(context.Background(), append([]string{"leaderrun", "--dir", dir, "--group-shared"}, args...))
 		if !errors.Is(err, errOpen) {
 			t.Errorf("%v: err = %v, want the backend's", args, err)
 		}
@@ -76,7 +76,7 @@ func TestRequeueLostSession(t *testing.T) {
 			return b, nil
 		}))
 		args := append(append([]string{"leaderrun", "--dir", dir}, tc.flags...), "--name", "x", "--", "true")
-		err := app.App.RunContext(context.Background(), args)
+		err := app.run(context.Background(), args)
 		if code := ExitCode(err); code != tc.code || b.acquired != tc.tries {
 			t.Errorf("%v: exit %d after %d requests (%v), want %d after %d", tc.flags, code, b.acquired, err, tc.code, tc.tries)
 		}

@@ -7,7 +7,7 @@ import (
 	"strconv"
 
 	"github.com/leaderrun/leaderrun/elect"
-	cli "github.com/leaderrun/leaderrun/internal/urfavecli"
+	"github.com/urfave/cli/v3"
 )
 
 // BackendFlag is a flag that a backend adds to the command line
@@ -65,13 +65,13 @@ func (a *App) cliFlags() []cli.Flag {
 }
 
 // flagValue is the FlagValue of the command line c runs.
-func (a *App) flagValue(c *cli.Context) FlagValue {
+func (a *App) flagValue(c *cli.Command) FlagValue {
 	return func(name string) string {
 		i := slices.IndexFunc(a.flags, func(f BackendFlag) bool { return f.Name == name })
 		if i < 0 {
 			// Only a flag of the command being run: status has no
 			// --grace, though the app (the default action) has.
-			if c.Command == nil || !slices.ContainsFunc(c.Command.Flags, func(f cli.Flag) bool { return slices.Contains(f.Names(), name) }) {
+			if !slices.ContainsFunc(c.Flags, func(f cli.Flag) bool { return slices.Contains(f.Names(), name) }) {
 				return ""
 			}
 			if v := c.Generic(name); v != nil {

@@ -7,7 +7,7 @@ import (
 
 	"github.com/leaderrun/leaderrun/bus"
 	"github.com/leaderrun/leaderrun/elect"
-	cli "github.com/leaderrun/leaderrun/internal/urfavecli"
+	"github.com/urfave/cli/v3"
 )
 
 // dialBus is bus.Dial, returning as soon as ctx ends: bus.Dial bounds its
@@ -41,7 +41,7 @@ func dialBus(ctx context.Context, dir, name string, opts ...bus.DialOption) (*bu
 // stoppedLeader returns the leader of name when it is suspended (SIGSTOP,
 // Ctrl-Z, a debugger): it holds the lock and its socket accepts
 // connections, but it cannot answer.
-func stoppedLeader(ctx context.Context, c *cli.Context, name string) (elect.Holder, bool) {
+func stoppedLeader(ctx context.Context, c *cli.Command, name string) (elect.Holder, bool) {
 	lk, err := openLocker(c)
 	if err != nil {
 		return elect.Holder{}, false

@@ -1,32 +1,86 @@
 package cmd
 
 import (
+	"context"
 	"fmt"
 	"io"
 	"os"
 	"reflect"
+	"slices"
 	"strings"
 
 	"github.com/leaderrun/leaderrun/elect"
-	cli "github.com/leaderrun/leaderrun/internal/urfavecli"
+	"github.com/urfave/cli/v3"
 )
 
 // completeNames completes the names of the lock directory (its *.lock
 // files) as the argument of who, status, publish, subscribe and lockfile,
 // and the command's flags after a dash.
-func completeNames(c *cli.Context) {
-	if n := len(os.Args); n >= 3 && strings.HasPrefix(os.Args[n-2], "-") {
-		cli.DefaultCompleteWithFlags(c.Command)(c)
-		return
-	}
-	if c.NArg() > 0 {
+func completeNames(ctx context.Context, c *cli.Command) {
+	if completeFlags(ctx, c) || c.NArg() > 0 {
 		return
 	}
 	dir := lockDir(c)
 	if dir == "" {
 		dir = elect.DefaultDir()
 	}
-	printNames(c.App.Writer, dir)
+	printNames(c.Root().Writer, dir)
+}
+
+// completeCommands completes the app's subcommands, and its flags after
+// a dash.
+func completeCommands(ctx context.Context, c *cli.Command) {
+	if completeFlags(ctx, c) {
+		return
+	}
+	for _, sub := range c.Commands {
+		if !sub.Hidden {
+			for _, n := range sub.Names() {
+				fmt.Fprintln(c.Root().Writer, n)
+			}
+		}
+	}
+}
+
+// completeFlags completes the flags of c when the word being completed
+// (before --generate-bash-completion in os.Args, where the shell's script
+// puts it) starts with a dash: every name, long or short, that the word
+// begins, except a flag already on the command line. It reports whether
+// the word was one.
+func completeFlags(_ context.Context, c *cli.Command) bool {
+	n := len(os.Args)
+	if n < 3 || !strings.HasPrefix(os.Args[n-2], "-") {
+		return false
+	}
+	word := os.Args[n-2]
+	prefix := strings.TrimPrefix(strings.TrimPrefix(word, "-"), "-")
+	for _, f := range c.Flags {
+		if v, ok := f.(cli.VisibleFlag); ok && !v.IsVisible() {
+			continue
+		}
+		for _, name := range f.Names() {
+			dashes := "--"
+			if len(name) == 1 {
+				dashes = "-"
+			}
+			short := len(name) == 1
+			if short && strings.HasPrefix(word, "--") || !strings.HasPrefix(name, prefix) || name == prefix || slices.Contains(os.Args, dashes+name) {
+				continue
+			}
+			fmt.Fprintln(c.Root().Writer, dashes+name)
+		}
+	}
+	return true
+}
+
+// fishScript is the fish completion script of root, once it has run:
+// urfave/cli's, which completes flags and subcommands, and fishNames.
+// urfave/cli adds a hidden completion command of its own (with pwsh)
+// behind ours as it runs; the script would offer its shells too.
+func fishScript(root *cli.Command) (string, error) {
+	root.Commands = slices.DeleteFunc(root.Commands, func(sub *cli.Command) bool { return sub.Hidden && sub.Name == "completion" })
+	script, err := root.ToFishCompletion()
+	return script + fishNames(root.Commands), err
 }
 
 // fishNames adds the names of the lock directory to urfave/cli's fish
@@ -36,7 +90,7 @@ func fishNames(cmds []*cli.Command) string {
 	var names []string
 	ours := reflect.ValueOf(completeNames).Pointer()
 	for _, c := range cmds {
-		if c.BashComplete != nil && reflect.ValueOf(c.BashComplete).Pointer() == ours {
+		if c.ShellComplete != nil && reflect.ValueOf(c.ShellComplete).Pointer() == ours {
 			names = append(names, c.Name)
 		}
 	}
@@ -61,19 +115,19 @@ var flagValues = map[string][]string{
 }
 
 // completeFlagValue completes the value of the flag that args ends with
-// (`leaderrun --restart --generate-bash-completion`): the modes of
+// (`leaderrun --restart --generate-shell-completion`, after completionArgs): the modes of
 // --restart and --notify-ready, the names of the lock directory for
 // --name. It reports false when args asks something else; for a flag
 // whose value is a file or a number it prints nothing, so that the
 // shell completes file names (complete -o default).
 func (a *App) completeFlagValue(args []string) bool {
 	n := len(args)
-	if n < 3 || args[n-1] != "--generate-bash-completion" || !strings.HasPrefix(args[n-2], "-") || strings.Contains(args[n-2], "=") {
+	if n < 3 || args[n-1] != "--generate-shell-completion" || !strings.HasPrefix(args[n-2], "-") || strings.Contains(args[n-2], "=") {
 		return false
 	}
 	name := strings.TrimLeft(args[n-2], "-")
-	takesValue := takesValueOf(a.Flags)
-	for _, c := range a.Commands {
+	takesValue := takesValueOf(a.root.Flags)
+	for _, c := range a.root.Commands {
 		for k, v := range takesValueOf(c.Flags) {
 			takesValue[k] = takesValue[k] || v
 		}
@@ -83,10 +137,10 @@ func (a *App) completeFlagValue(args []string) bool {
 	}
 	switch name {
 	case "name":
-		printNames(a.Writer, completionDir(args[:n-2]))
+		printNames(a.root.Writer, completionDir(args[:n-2]))
 	default:
 		for _, v := range flagValues[name] {
-			fmt.Fprintln(a.Writer, v)
+			fmt.Fprintln(a.root.Writer, v)
 		}
 	}
 	return true
@@ -137,25 +191,25 @@ EXAMPLES:
    source <(leaderrun completion bash)      # in ~/.bashrc
    source <(leaderrun completion zsh)       # in ~/.zshrc
    leaderrun completion fish > ~/.config/fish/completions/leaderrun.fish`,
-		BashComplete: func(c *cli.Context) {
+		ShellComplete: func(_ context.Context, c *cli.Command) {
 			if c.NArg() == 0 {
 				for _, sh := range shells {
-					fmt.Fprintln(c.App.Writer, sh)
+					fmt.Fprintln(c.Root().Writer, sh)
 				}
 			}
 		},
-		Action: func(c *cli.Context) error {
+		Action: func(_ context.Context, c *cli.Command) error {
 			switch c.Args().First() {
 			case "bash":
 				fmt.Print(bashCompletion)
 			case "zsh":
 				fmt.Print(zshCompletion)
 			case "fish":
-				script, err := c.App.ToFishCompletion()
+				script, err := fishScript(c.Root())
 				if err != nil {
 					return exitf(ExitSoftware, "leaderrun completion fish: %v", err)
 				}
-				fmt.Print(script + fishNames(c.App.Commands))
+				fmt.Print(script)
 			default:
 				return usageErrorf("leaderrun completion: name a shell: bash, zsh or fish")
 			}
@@ -164,8 +218,19 @@ EXAMPLES:
 	}
 }
 
-// The scripts ask leaderrun itself (urfave/cli's --generate-bash-completion)
-// for the words that may follow.
+// completionArgs turns the --generate-bash-completion that ends a
+// completion request of the scripts below (and of earlier ones, which
+// users keep in their shell's files) into urfave/cli's
+// --generate-shell-completion.
+func completionArgs(args []string) []string {
+	if n := len(args); n > 1 && args[n-1] == "--generate-bash-completion" {
+		return append(slices.Clone(args[:n-1]), "--generate-shell-completion")
+	}
+	return args
+}
+
+// The scripts ask leaderrun itself (--generate-bash-completion, which
+// completionArgs passes on to urfave/cli) for the words that may follow.
 const bashCompletion = `_leaderrun_complete() {
   local cur words
   cur="${COMP_WORDS[COMP_CWORD]}"

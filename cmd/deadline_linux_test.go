@@ -38,7 +38,7 @@ func init() {
 	}
 	switch os.Args[2] {
 	case "lrlease":
-		os.Exit(ExitCode(New(renewingOptions()...).RunContext(context.Background(), append([]string{"leaderrun"}, os.Args[3:]...))))
+		os.Exit(ExitCode(New(renewingOptions()...).Run(context.Background(), append([]string{"leaderrun"}, os.Args[3:]...))))
 	case "termrecorder":
 		terms := make(chan os.Signal, 1)
 		signal.Notify(terms, syscall.SIGTERM)

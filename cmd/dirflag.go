@@ -1,11 +1,12 @@
 package cmd
 
 import (
+	"context"
 	"os"
 	"slices"
 	"strings"
 
-	cli "github.com/leaderrun/leaderrun/internal/urfavecli"
+	"github.com/urfave/cli/v3"
 )
 
 // Limits of a path that the kernel accepts (Linux's PATH_MAX and NAME_MAX;
@@ -21,7 +22,7 @@ const (
 // Before hook of the app and of every subcommand: each parses its own
 // --dir. An empty LEADERRUN_DIR is unset, as the shell idiom
 // LEADERRUN_DIR= means.
-func checkDirFlags(c *cli.Context) error {
+func checkDirFlags(ctx context.Context, c *cli.Command) (context.Context, error) {
 	for _, cc := range c.Lineage() {
 		if !slices.Contains(cc.LocalFlagNames(), "dir") {
 			continue
@@ -37,10 +38,10 @@ func checkDirFlags(c *cli.Context) error {
 			what = "LEADERRUN_DIR" // the app's --dir reads it
 		}
 		if err := checkDirValue(what, dir); err != nil {
-			return err
+			return ctx, err
 		}
 	}
-	return checkDirValue("LEADERRUN_DIR", os.Getenv("LEADERRUN_DIR"))
+	return ctx, checkDirValue("LEADERRUN_DIR", os.Getenv("LEADERRUN_DIR"))
 }
 
 // checkDirValue checks one lock directory path given by what (--dir or

@@ -1,14 +1,14 @@
 // Package cmd is the leaderrun command line: running COMMAND under a lock
 // (the default action), and the status, who, publish, subscribe, lockfile
 // and completion commands. main.go exits with Main(), which runs
-// New().RunContext and maps its error with ExitCode; the exit codes are
+// New().Run and maps its error with ExitCode; the exit codes are
 // the constants and the ExitCodes table in exitcode.go, from which --help,
 // the manual (internal/man) and docs/command.md's table are made.
 //
 // # Layout
 //
 // The subcommands are listed once, in commands (app.go); the flag-arity
-// map that the argument rewriting (protectDashDash, hoistFlags) needs is
+// map that the argument rewriting (protectDashDash, passThrough) needs is
 // takesValueOf; who, status, publish, subscribe and lockfile start with
 // the one prologue begin (prologue.go); the name rules are elect's
 // (ValidateName, NameByte). New(WithBackend(open)) builds the command line

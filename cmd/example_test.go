@@ -19,7 +19,7 @@ func ExampleWithBackend() {
 		}
 		return lk, nil
 	}))
-	os.Exit(cmd.ExitCode(app.RunContext(context.Background(), os.Args)))
+	os.Exit(cmd.ExitCode(app.Run(context.Background(), os.Args)))
 }
 
 // A backend with flags of its own: --region, also read from MYAPP_REGION,

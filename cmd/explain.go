@@ -11,7 +11,7 @@ import (
 	"syscall"
 
 	"github.com/leaderrun/leaderrun/elect"
-	cli "github.com/leaderrun/leaderrun/internal/urfavecli"
+	"github.com/urfave/cli/v3"
 )
 
 // explainIn is classify for an error met while using the lock directory
@@ -65,7 +65,7 @@ func explainIn(dir string, explicit bool, err error) error {
 }
 
 // explainCtx is explainIn for the lock directory c names, or the default.
-func explainCtx(c *cli.Context, err error) error {
+func explainCtx(c *cli.Command, err error) error {
 	dir := lockDir(c)
 	if dir == "" {
 		return explainIn(elect.DefaultDir(), false, err)

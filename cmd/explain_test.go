@@ -48,7 +48,7 @@ func runCLI(t *testing.T, args ...string) (int, string) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
 	defer cancel()
-	err := New().App.RunContext(ctx, append([]string{"leaderrun"}, args...))
+	err := New().run(ctx, append([]string{"leaderrun"}, args...))
 	code := ExitCode(err)
 	if err != nil {
 		if _, ok := err.(*exitError); !ok {

@@ -20,7 +20,7 @@ import (
 // Helper processes of the term tests, re-executions of the test binary
 // with T_HELPER set and the role in os.Args[2]:
 //
-//	lr ARGS...     leaderrun itself (New().RunContext)
+//	lr ARGS...     leaderrun itself (New().Run)
 //	leftover KIDS  COMMAND: starts the kids named in KIDS (a comma list of
 //	               group, setsid, forker), writes "<kind> <pid>" lines and
 //	               "ready" to T_PIDS, and sleeps until T_PIDS is removed
@@ -35,7 +35,7 @@ func init() {
 	}
 	switch os.Args[2] {
 	case "lr":
-		os.Exit(ExitCode(New().RunContext(context.Background(), append([]string{"leaderrun"}, os.Args[3:]...))))
+		os.Exit(ExitCode(New().Run(context.Background(), append([]string{"leaderrun"}, os.Args[3:]...))))
 	case "leftover":
 		os.Exit(helperLeftover(os.Args[3]))
 	case "sleeper":

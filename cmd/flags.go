@@ -9,7 +9,7 @@ import (
 	"strings"
 	"time"
 
-	cli "github.com/leaderrun/leaderrun/internal/urfavecli"
+	"github.com/urfave/cli/v3"
 )
 
 // Flags are built afresh for each app: urfave/cli keeps parse state in
@@ -19,7 +19,7 @@ import (
 // lockDir).
 func dirFlag() cli.Flag {
 	f := subDirFlag().(*cli.StringFlag)
-	f.EnvVars = []string{"LEADERRUN_DIR"}
+	f.Sources = cli.EnvVars("LEADERRUN_DIR")
 	return f
 }
 
@@ -43,12 +43,12 @@ func runFlags() []cli.Flag {
 		&cli.BoolFlag{
 			Name:    "group-shared",
 			Usage:   "accept a lock directory its group may write to, shared by several users of one group (before a subcommand, for every command)",
-			EnvVars: []string{"LEADERRUN_GROUP_SHARED"},
+			Sources: cli.EnvVars("LEADERRUN_GROUP_SHARED"),
 		},
 		&cli.BoolFlag{
 			Name:    "allow-unsafe-fs",
 			Usage:   "use a lock directory on NFS, SMB, FUSE and the like, where flock may not exclude other machines' processes, at your own risk",
-			EnvVars: []string{"LEADERRUN_ALLOW_UNSAFE_FS"},
+			Sources: cli.EnvVars("LEADERRUN_ALLOW_UNSAFE_FS"),
 		},
 		&cli.BoolFlag{
 			Name:    "nonblock",
@@ -85,7 +85,7 @@ func runFlags() []cli.Flag {
 			Name:    "steal-stopped",
 			Usage:   "while first in line, take the lock from a holder that has been stopped (SIGSTOP, Ctrl-Z) for `DURATION`: its term ends and it is killed (same user only); checks the holder every quarter of DURATION, only then",
 			Value:   &durationValue{},
-			EnvVars: []string{"LEADERRUN_STEAL_STOPPED"},
+			Sources: cli.EnvVars("LEADERRUN_STEAL_STOPPED"),
 		},
 		&cli.GenericFlag{
 			Name:  "grace",
@@ -130,6 +130,9 @@ func (v *durationValue) Set(s string) error {
 	return nil
 }
 
+// Get is v itself, for durationFlag.
+func (v *durationValue) Get() any { return v }
+
 func (v *durationValue) String() string {
 	if v == nil || !v.set {
 		return ""
@@ -164,7 +167,7 @@ func parseDuration(s string) (time.Duration, error) {
 
 // durationFlag returns the value of a durationValue flag and whether it was
 // given (or has a default).
-func durationFlag(c *cli.Context, name string) (time.Duration, bool) {
+func durationFlag(c *cli.Command, name string) (time.Duration, bool) {
 	v, _ := c.Generic(name).(*durationValue)
 	if v == nil {
 		return 0, false
@@ -175,7 +178,7 @@ func durationFlag(c *cli.Context, name string) (time.Duration, bool) {
 // lockDir is the --dir in force for c: the one given closest to the
 // subcommand (`leaderrun who NAME --dir D`, then `leaderrun --dir D who
 // NAME`), else LEADERRUN_DIR, else "" for the default.
-func lockDir(c *cli.Context) string {
+func lockDir(c *cli.Command) string {
 	for _, cc := range c.Lineage() {
 		if slices.Contains(cc.LocalFlagNames(), "dir") {
 			return cc.String("dir")

@@ -82,22 +82,24 @@ func FuzzDeriveName(f *testing.F) {
 }
 
 // FuzzArgs: the rewriting of os.Args before urfave/cli parses them only
-// ever doubles a --, the one that ends leaderrun's flags (protectDashDash) and
-// moves a subcommand's own flags in front of its arguments (hoistFlags):
-// it loses, adds or reorders nothing else, and nothing after a -- that
-// ends the flags moves.
+// ever doubles a --, the one that ends leaderrun's flags (protectDashDash),
+// inserts one -- where there was none (passThrough) and renames a final
+// --generate-bash-completion (completionArgs); and the
+// parse of any command line ends in an action or an error, never a
+// panic, with COMMAND after that -- handed to the default action as it
+// was given.
 func FuzzArgs(f *testing.F) {
-	for _, s := range []string{"--name\x00x\x00--\x00who", "-nE\x003\x00--\x00who", "who\x00a\x00--json", "status\x00a\x00--dir\x00/x\x00--json", "publish\x00a\x00-5\x00--\x00--json", "-w\x00--\x00--", "--dir=--\x00--", "who\x00--dir", ""} {
+	for _, s := range []string{"--name\x00x\x00--\x00who", "-nE\x003\x00--\x00who", "who\x00a\x00--json", "status\x00a\x00--dir\x00/x\x00--json", "publish\x00a\x00-5\x00--\x00--json", "-w\x00--\x00--", "--dir=--\x00--", "who\x00--dir", "", "who\x00--j\x00--generate-bash-completion", "help\x00x", "-n\x00sleep\x00-n", "send\x00app\x00--x\x00--forward-stdin", "-v\x00publish\x00a\x00-b"} {
 		f.Add(s)
 	}
-	app := New()
+	flags := New().root.Flags
 	f.Fuzz(func(t *testing.T, s string) {
 		args := append([]string{"leaderrun"}, strings.Split(s, "\x00")...)
-		p := protectDashDash(slices.Clone(args), app.Flags)
+		p := protectDashDash(slices.Clone(args), flags)
+		j := 0 // where the inserted --, if any, is
 		if !slices.Equal(p, args) {
 			// The inserted -- follows a -- (not always the first: -w --
 			// gives -w the value --).
-			j := 0
 			for j < len(args) && p[j] == args[j] {
 				j++
 			}
@@ -105,22 +107,33 @@ func FuzzArgs(f *testing.F) {
 				t.Fatalf("protectDashDash(%q) = %q: not one -- doubled", args, p)
 			}
 		}
-		h := hoistFlags(slices.Clone(args), app.Flags, app.Commands)
-		if !slices.Equal(slices.Sorted(slices.Values(h)), slices.Sorted(slices.Values(args))) {
-			t.Fatalf("hoistFlags(%q) = %q: not a permutation", args, h)
+		if pt := passThrough(slices.Clone(p), New().root); !slices.Equal(pt, p) {
+			i := 0
+			for i < len(p) && pt[i] == p[i] {
+				i++
+			}
+			if len(pt) != len(p)+1 || pt[i] != "--" || !slices.Equal(pt[i+1:], p[i:]) || slices.Contains(p[:i], "--") {
+				t.Fatalf("passThrough(%q) = %q: not one -- inserted before any other", p, pt)
+			}
 		}
-		if len(args) >= 2 && !slices.Equal(h[:2], args[:2]) {
-			t.Fatalf("hoistFlags(%q) = %q: moved the program or the subcommand", args, h)
+		if c := completionArgs(slices.Clone(args)); len(c) != len(args) || !slices.Equal(c[:len(c)-1], args[:len(args)-1]) ||
+			c[len(c)-1] != args[len(args)-1] && !(args[len(args)-1] == "--generate-bash-completion" && len(args) > 1) {
+			t.Fatalf("completionArgs(%q) = %q", args, c)
 		}
-		// A -- right after a flag may be that flag's value (--dir --, as
-		// the flag package reads it); after anything else it ends the
-		// flags.
-		// (With the app's own flags first, as in --dir D who, the
-		// subcommand comes later and the rule below does not apply.)
-		if i := slices.Index(args[min(2, len(args)):], "--"); i >= 0 && (i == 0 || !strings.HasPrefix(args[2+i-1], "-")) && !strings.HasPrefix(args[1], "-") {
-			tail := args[2+i:]
-			if !slices.Equal(h[len(h)-len(tail):], tail) {
-				t.Fatalf("hoistFlags(%q) = %q: moved what follows --", args, h)
+		if slices.Contains(args, "--generate-bash-completion") || slices.Contains(args, "--generate-shell-completion") || slices.Contains(args, "completion") {
+			return // completes, reading os.Args and the default directory
+		}
+		got, _ := parse(t, args)
+		// A dash and a digit (-0) is an argument to urfave/cli, and so
+		// COMMAND, which runOptionsFrom refuses.
+		digit := j > 0 && slices.ContainsFunc(args[1:j], func(a string) bool { return strings.HasPrefix(a, "-") && a != "--" && !isFlagWord(a) })
+		if j > 0 && !digit && got.cmd == "leaderrun" && !slices.Contains(args[:j], "--help") && !slices.Contains(args[:j], "-h") && !slices.Contains(args[:j], "--version") {
+			// What follows the doubled --, as given: the end of args
+			// (which -- of a run of them was doubled cannot be told).
+			n := len(got.args) - 1
+			s := len(args) - n // where COMMAND starts in args
+			if n < 0 || got.args[0] != "--" || s < 2 || s > j || args[s-1] != "--" || !slices.Equal(args[s:j], slices.Repeat([]string{"--"}, j-s)) || !slices.Equal(got.args[1:], args[s:]) {
+				t.Fatalf("%q: the default action got %q, want -- then %q", args, got.args, args[j:])
 			}
 		}
 	})

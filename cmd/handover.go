@@ -8,7 +8,7 @@ import (
 	"strings"
 	"syscall"
 
-	cli "github.com/leaderrun/leaderrun/internal/urfavecli"
+	"github.com/urfave/cli/v3"
 )
 
 // leaderrun over etcd is a program of its own, leaderrun-etcd, so that

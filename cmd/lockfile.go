@@ -1,11 +1,12 @@
 package cmd
 
 import (
+	"context"
 	"fmt"
 	"path/filepath"
 
 	"github.com/leaderrun/leaderrun/elect"
-	cli "github.com/leaderrun/leaderrun/internal/urfavecli"
+	"github.com/urfave/cli/v3"
 )
 
 func lockfileCommand() *cli.Command {
@@ -20,17 +21,17 @@ way round. The file itself is created by the first leaderrun of NAME.
 
 EXAMPLES:
    flock "$(leaderrun lockfile backup)" -c /usr/local/bin/backup.sh`,
-		Flags:        []cli.Flag{subDirFlag()},
-		Action:       lockfileAction,
-		BashComplete: completeNames,
+		Flags:         []cli.Flag{subDirFlag()},
+		Action:        lockfileAction,
+		ShellComplete: completeNames,
 	}
 }
 
-func lockfileAction(c *cli.Context) error {
+func lockfileAction(ctx context.Context, c *cli.Command) error {
 	if c.NArg() != 1 {
 		return usageErrorf("leaderrun lockfile: give exactly one NAME, as in leaderrun lockfile backup")
 	}
-	s, err := begin(c, "lockfile", c.Args().First(), true)
+	s, err := begin(ctx, c, "lockfile", c.Args().First(), true)
 	if err != nil {
 		return err
 	}

@@ -4,7 +4,7 @@ import (
 	"context"
 	"testing"
 
-	cli "github.com/leaderrun/leaderrun/internal/urfavecli"
+	"github.com/urfave/cli/v3"
 )
 
 // BenchmarkParse is the start-up's command line work: New and urfave/cli's
@@ -12,8 +12,8 @@ import (
 func BenchmarkParse(b *testing.B) {
 	for b.Loop() {
 		a := New()
-		a.App.Action = func(*cli.Context) error { return nil }
-		if err := a.App.RunContext(context.Background(), []string{"leaderrun", "-n", "--dir", "/nonexistent", "--name", "x", "--", "--", "true"}); err != nil {
+		a.root.Action = func(context.Context, *cli.Command) error { return nil }
+		if err := a.run(context.Background(), []string{"leaderrun", "-n", "--dir", "/nonexistent", "--name", "x", "--", "true"}); err != nil {
 			b.Fatal(err)
 		}
 	}

@@ -4,7 +4,7 @@ import (
 	"context"
 
 	"github.com/leaderrun/leaderrun/elect"
-	cli "github.com/leaderrun/leaderrun/internal/urfavecli"
+	"github.com/urfave/cli/v3"
 )
 
 // cmdSession is what who, status, publish and subscribe start with: NAME,
@@ -25,7 +25,7 @@ type cmdSession struct {
 // what to do. Without keepOpen the directory is closed again at once
 // (publish and subscribe only need its path to find the Unix-socket bus),
 // unless the backend carries the bus itself (BusBackend).
-func begin(c *cli.Context, cmd, name string, keepOpen bool) (*cmdSession, error) {
+func begin(ctx context.Context, c *cli.Command, cmd, name string, keepOpen bool) (*cmdSession, error) {
 	if name != "" || cmd != "status" {
 		if err := elect.ValidateName(name); err != nil {
 			return nil, usageErrorf("leaderrun %s: %v", cmd, err)
@@ -41,7 +41,7 @@ func begin(c *cli.Context, cmd, name string, keepOpen bool) (*cmdSession, error)
 		lk.Close()
 		s.lk = nil
 	}
-	s.ctx, s.stop = signalContext(c.Context)
+	s.ctx, s.stop = signalContext(ctx)
 	return s, nil
 }
 
@@ -55,7 +55,7 @@ func (s *cmdSession) close() {
 // fail is the error to return for err met by the cmdSession: the signal's
 // exit status when a signal ended it, else err explained for c's lock
 // directory.
-func (s *cmdSession) fail(c *cli.Context, err error) error {
+func (s *cmdSession) fail(c *cli.Command, err error) error {
 	if e := signalExit(s.ctx); e != nil {
 		return e
 	}

@@ -14,7 +14,7 @@ import (
 
 	"github.com/leaderrun/leaderrun/bus"
 	"github.com/leaderrun/leaderrun/elect"
-	cli "github.com/leaderrun/leaderrun/internal/urfavecli"
+	"github.com/urfave/cli/v3"
 )
 
 func publishCommand() *cli.Command {
@@ -29,17 +29,17 @@ them, sends one message per line of standard input, until end of input.
 EXAMPLES:
    leaderrun publish alerts disk full on /srv
    tail -F /var/log/app.log | leaderrun publish applog`,
-		Flags:        []cli.Flag{subDirFlag()},
-		Action:       publishAction,
-		BashComplete: completeNames,
+		Flags:         []cli.Flag{subDirFlag()},
+		Action:        publishAction,
+		ShellComplete: completeNames,
 	}
 }
 
-func publishAction(c *cli.Context) error {
+func publishAction(ctx context.Context, c *cli.Command) error {
 	if c.NArg() < 1 {
 		return usageErrorf("leaderrun publish: give a NAME, as in leaderrun publish alerts hello")
 	}
-	s, err := begin(c, "publish", c.Args().First(), false)
+	s, err := begin(ctx, c, "publish", c.Args().First(), false)
 	if err != nil {
 		return err
 	}
@@ -63,7 +63,7 @@ func publishAction(c *cli.Context) error {
 
 // publishFailed is the exit for a publish that failed with err: the
 // signal's status, a stopped leader (1), or busError.
-func publishFailed(c *cli.Context, s *cmdSession, err error) error {
+func publishFailed(c *cli.Command, s *cmdSession, err error) error {
 	if e := signalExit(s.ctx); e != nil {
 		return e
 	}
@@ -130,7 +130,7 @@ func (e errLeaderStopped) Error() string { return "the leader is stopped" }
 
 // publishChecked is cl.Publish, ended with errLeaderStopped when the
 // leader turns out to be stopped while it waits for the answer.
-func publishChecked(ctx context.Context, c *cli.Context, cl BusClient, name string, data []byte) error {
+func publishChecked(ctx context.Context, c *cli.Command, cl BusClient, name string, data []byte) error {
 	pctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
 	done := make(chan struct{})

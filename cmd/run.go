@@ -16,7 +16,7 @@ import (
 	"time"
 
 	"github.com/leaderrun/leaderrun/elect"
-	cli "github.com/leaderrun/leaderrun/internal/urfavecli"
+	"github.com/urfave/cli/v3"
 )
 
 // Back-off between restarts: doubled after each run, back to the start
@@ -52,19 +52,19 @@ type runOptions struct {
 	notify    *notifier // NOTIFY_SOCKET (sdnotify.go), or nil
 }
 
-func runAction(c *cli.Context) error {
+func runAction(ctx context.Context, c *cli.Command) error {
 	if c.Bool("single-instance") {
-		return singleAction(c) // single.go
+		return singleAction(ctx, c) // single.go
 	}
 	o, err := runOptionsFrom(c)
 	if err != nil {
 		return err
 	}
-	return o.run(c.Context)
+	return o.run(ctx)
 }
 
 // runOptionsFrom reads and checks the command line of the default action.
-func runOptionsFrom(c *cli.Context) (*runOptions, error) {
+func runOptionsFrom(c *cli.Command) (*runOptions, error) {
 	argv := c.Args().Slice()
 	dashed := len(argv) > 0 && argv[0] == "--" // see protectDashDash
 	if dashed {
@@ -72,6 +72,11 @@ func runOptionsFrom(c *cli.Context) (*runOptions, error) {
 	}
 	if len(argv) == 0 {
 		return nil, usageErrorf("leaderrun: no COMMAND given; write leaderrun [flags] -- COMMAND [ARG...], or see leaderrun --help")
+	}
+	if !dashed && len(argv[0]) > 1 && argv[0][0] == '-' {
+		// urfave/cli v3 takes a dash and a digit (-5) for an argument;
+		// before --, it is a flag leaderrun does not know.
+		return nil, usageErrorf("leaderrun: flag provided but not defined: %s; see leaderrun --help", argv[0])
 	}
 	if !dashed && argv[0] == "version" {
 		return nil, usageErrorf("leaderrun: version is not a subcommand; for leaderrun's version write leaderrun --version, to run a program named version write leaderrun -- version")
@@ -93,7 +98,7 @@ func runOptionsFrom(c *cli.Context) (*runOptions, error) {
 }
 
 // readRunFlags copies the default action's flags into runOptions.
-func readRunFlags(c *cli.Context, argv []string) *runOptions {
+func readRunFlags(c *cli.Command, argv []string) *runOptions {
 	o := &runOptions{
 		argv:     argv,
 		name:     c.String("name"),

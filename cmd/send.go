@@ -7,7 +7,7 @@ import (
 
 	"github.com/leaderrun/leaderrun/elect"
 	"github.com/leaderrun/leaderrun/instance"
-	cli "github.com/leaderrun/leaderrun/internal/urfavecli"
+	"github.com/urfave/cli/v3"
 )
 
 // sendCommand is `leaderrun send NAME -- ARG...`: a later instance of
@@ -33,15 +33,12 @@ before answering; 77 when it runs as another user.`,
 	}
 }
 
-func sendAction(c *cli.Context) error {
+func sendAction(ctx context.Context, c *cli.Command) error {
 	argv := c.Args().Slice()
 	if len(argv) == 0 {
 		return usageErrorf("leaderrun send: no NAME given; write leaderrun send NAME -- ARG...")
 	}
-	name, rest := argv[0], argv[1:]
-	if len(rest) > 0 && rest[0] == "--" {
-		rest = rest[1:]
-	}
+	name, rest := argv[0], argv[1:] // the parser took the -- that ends the flags
 	if err := elect.ValidateName(name); err != nil {
 		return usageErrorf("leaderrun send: %v", err)
 	}
@@ -53,7 +50,7 @@ func sendAction(c *cli.Context) error {
 	for i, a := range rest {
 		args[i] = []byte(a)
 	}
-	res, err := instance.Run(c.Context, name, instance.Options{
+	res, err := instance.Run(ctx, name, instance.Options{
 		Dir: lockDir(c), GroupShared: c.Bool("group-shared"), Args: args, Env: forwardEnv(c),
 		AckTimeout: ack, ForwardOnly: true, Stdin: stdinIf(c.Bool("forward-stdin")),
 	}, func(context.Context, *instance.Primary) error {

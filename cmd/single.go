@@ -11,7 +11,7 @@ import (
 	"time"
 
 	"github.com/leaderrun/leaderrun/instance"
-	cli "github.com/leaderrun/leaderrun/internal/urfavecli"
+	"github.com/urfave/cli/v3"
 )
 
 // ExitAcceptedLost: the primary accepted the forwarded arguments and ended
@@ -85,7 +85,7 @@ const singleHelp = `SINGLE INSTANCE:
 `
 
 // singleAction is the default action with --single-instance.
-func singleAction(c *cli.Context) error {
+func singleAction(ctx context.Context, c *cli.Command) error {
 	for _, f := range []string{"nonblock", "wait", "shared", "steal", "steal-stopped", "fanout"} {
 		if c.IsSet(f) {
 			return usageErrorf("leaderrun: --single-instance cannot be combined with --%s; a later instance forwards to the first, it never waits in line to run COMMAND", f)
@@ -128,7 +128,7 @@ func singleAction(c *cli.Context) error {
 	s.sigs = make(chan os.Signal, 8)
 	// Not main's signal context: the goroutine below ends the forward
 	// with the signal as the cause, which the exit status needs.
-	ctx, cancel := context.WithCancelCause(context.WithoutCancel(c.Context))
+	ctx, cancel := context.WithCancelCause(context.WithoutCancel(ctx))
 	defer cancel(nil)
 	go func() {
 		for sig := range sigs {
@@ -169,7 +169,7 @@ func stdinIf(on bool) io.Reader {
 	return nil
 }
 
-func forwardEnv(c *cli.Context) []string {
+func forwardEnv(c *cli.Command) []string {
 	var names []string
 	for _, v := range c.StringSlice("forward-env") {
 		for _, n := range strings.Split(v, ",") {

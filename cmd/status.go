@@ -17,7 +17,7 @@ import (
 	"github.com/fsnotify/fsnotify"
 
 	"github.com/leaderrun/leaderrun/elect"
-	cli "github.com/leaderrun/leaderrun/internal/urfavecli"
+	"github.com/urfave/cli/v3"
 )
 
 func statusCommand() *cli.Command {
@@ -46,16 +46,16 @@ EXAMPLES:
 			jsonFlag("print the snapshot as JSON"),
 			&cli.BoolFlag{Name: "watch", Usage: "keep printing: redraw on every change until interrupted"},
 		},
-		Action:       statusAction,
-		BashComplete: completeNames,
+		Action:        statusAction,
+		ShellComplete: completeNames,
 	}
 }
 
-func statusAction(c *cli.Context) error {
+func statusAction(ctx context.Context, c *cli.Command) error {
 	if c.NArg() > 1 {
 		return usageErrorf("leaderrun status: takes at most one NAME, got %d arguments", c.NArg())
 	}
-	s, err := begin(c, "status", c.Args().First(), true)
+	s, err := begin(ctx, c, "status", c.Args().First(), true)
 	if err != nil {
 		return err
 	}

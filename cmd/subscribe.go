@@ -9,7 +9,7 @@ import (
 
 	"github.com/leaderrun/leaderrun/bus"
 	"github.com/leaderrun/leaderrun/elect"
-	cli "github.com/leaderrun/leaderrun/internal/urfavecli"
+	"github.com/urfave/cli/v3"
 )
 
 func subscribeCommand() *cli.Command {
@@ -38,19 +38,19 @@ EXAMPLES:
 			jsonFlag("print NDJSON events, leader announcements included"),
 			&cli.IntFlag{Name: "count", Usage: "exit after `N` messages (0: never)"},
 		},
-		Action:       subscribeAction,
-		BashComplete: completeNames,
+		Action:        subscribeAction,
+		ShellComplete: completeNames,
 	}
 }
 
-func subscribeAction(c *cli.Context) error {
+func subscribeAction(ctx context.Context, c *cli.Command) error {
 	if c.NArg() != 1 {
 		return usageErrorf("leaderrun subscribe: give exactly one NAME, as in leaderrun subscribe alerts")
 	}
 	if c.Int("count") < 0 {
 		return usageErrorf("leaderrun subscribe: --count %d is negative; give 0 (never stop) or more", c.Int("count"))
 	}
-	s, err := begin(c, "subscribe", c.Args().First(), false)
+	s, err := begin(ctx, c, "subscribe", c.Args().First(), false)
 	if err != nil {
 		return err
 	}
@@ -148,7 +148,7 @@ type eventJSON struct {
 // leader that is stopped cannot answer: subscribe says so once and waits
 // until it runs again or another leads. That wait polls Query; only a
 // stopped leader costs it.
-func dialSubscriber(ctx context.Context, c *cli.Context, b busPort, name string) (BusClient, error) {
+func dialSubscriber(ctx context.Context, c *cli.Command, b busPort, name string) (BusClient, error) {
 	told := false
 	for {
 		cl, err := b.DialBus(ctx, name, BusOptions{WaitForLeader: true})

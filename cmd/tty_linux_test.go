@@ -26,7 +26,7 @@ func init() {
 	}
 	os.Unsetenv("LEADERRUN_TEST_ROLE")
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	err := New().RunContext(ctx, append([]string{"leaderrun"}, os.Args[1:]...))
+	err := New().Run(ctx, append([]string{"leaderrun"}, os.Args[1:]...))
 	stop()
 	os.Exit(ExitCode(err))
 }

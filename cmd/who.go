@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/leaderrun/leaderrun/elect"
-	cli "github.com/leaderrun/leaderrun/internal/urfavecli"
+	"github.com/urfave/cli/v3"
 )
 
 func whoCommand() *cli.Command {
@@ -33,9 +33,9 @@ A holder that is not leaderrun (flock(1) on the lock file) has
 EXAMPLES:
    leaderrun who poller
    leaderrun who poller --json | jq .epoch`,
-		Flags:        []cli.Flag{subDirFlag(), jsonFlag(`print {"name","pid","epoch","since","mode","state","led"}; {"name","led":false} when nobody leads`)},
-		Action:       whoAction,
-		BashComplete: completeNames,
+		Flags:         []cli.Flag{subDirFlag(), jsonFlag(`print {"name","pid","epoch","since","mode","state","led"}; {"name","led":false} when nobody leads`)},
+		Action:        whoAction,
+		ShellComplete: completeNames,
 	}
 }
 
@@ -59,11 +59,11 @@ type noLeaderJSON struct {
 	Led  bool   `json:"led"`
 }
 
-func whoAction(c *cli.Context) error {
+func whoAction(ctx context.Context, c *cli.Command) error {
 	if c.NArg() != 1 {
 		return usageErrorf("leaderrun who: give exactly one NAME, as in leaderrun who backup (leaderrun status lists all names)")
 	}
-	s, err := begin(c, "who", c.Args().First(), true)
+	s, err := begin(ctx, c, "who", c.Args().First(), true)
 	if err != nil {
 		return err
 	}

@@ -14,7 +14,7 @@ import (
 // definitions generate: run `go generate ./...` and commit the result.
 func TestManUpToDate(t *testing.T) {
 	var b bytes.Buffer
-	if err := Write(&b, cmd.New()); err != nil {
+	if err := Write(&b, cmd.ManualOf()); err != nil {
 		t.Fatal(err)
 	}
 	have, err := os.ReadFile("../../docs/leaderrun.1")
@@ -46,7 +46,7 @@ func TestReadmeExitTable(t *testing.T) {
 // every exit code.
 func TestManContents(t *testing.T) {
 	var b bytes.Buffer
-	if err := Write(&b, cmd.New()); err != nil {
+	if err := Write(&b, cmd.ManualOf()); err != nil {
 		t.Fatal(err)
 	}
 	page := b.String()
@@ -55,9 +55,9 @@ func TestManContents(t *testing.T) {
 			t.Errorf("no section %s", s)
 		}
 	}
-	app := cmd.New()
-	for _, f := range app.VisibleFlags() {
-		if n := f.Names()[0]; n != "help" && !strings.Contains(page, `\fB\-\-`+strings.ReplaceAll(n, "-", `\-`)+`\fR`) {
+	app := cmd.ManualOf()
+	for _, f := range app.Flags {
+		if n := f.Names[0]; n != "help" && !strings.Contains(page, `\fB\-\-`+strings.ReplaceAll(n, "-", `\-`)+`\fR`) {
 			t.Errorf("flag --%s is missing", n)
 		}
 	}

@@ -39,7 +39,7 @@ func main() {
 		}
 	}
 	var b bytes.Buffer
-	if err := man.Write(&b, cmd.New()); err != nil {
+	if err := man.Write(&b, cmd.ManualOf()); err != nil {
 		fmt.Fprintln(os.Stderr, "mangen:", err)
 		os.Exit(1)
 	}
