@@ -126,11 +126,10 @@ func sharedDirError(dir string, explicit bool, err error) error {
 	if lerr != nil || !fi.IsDir() {
 		return nil
 	}
-	st, ok := fi.Sys().(*syscall.Stat_t)
-	if !ok || int(st.Uid) != os.Geteuid() && os.Geteuid() != 0 {
+	uid, perm, ok := ownerOf(fi)
+	if !ok || uid != os.Geteuid() && os.Geteuid() != 0 {
 		return nil // owned by another user: oslock's message says so
 	}
-	perm := st.Mode & 0o7777
 	who := ""
 	switch {
 	case perm&0o002 != 0:
@@ -192,15 +191,15 @@ func uncreatable(dir string) error {
 		if serr != nil {
 			break
 		}
-		st, ok := fi.Sys().(*syscall.Stat_t)
+		uid, mode, ok := ownerOf(fi)
 		if !ok {
 			break
 		}
-		if int(st.Uid) != os.Geteuid() {
+		if uid != os.Geteuid() {
 			return exitf(ExitNoPerm, "leaderrun: cannot create the default lock directory %s: %s is owned by %s, not by you, so you cannot create %s in it (a sudo pip install --user can do that to ~/.local); have it given back to you (sudo chown %s %s), or %s",
-				dir, parent, userName(int(st.Uid)), filepath.Base(missing), loginName(os.Geteuid()), parent, fix)
+				dir, parent, userName(uid), filepath.Base(missing), loginName(os.Geteuid()), parent, fix)
 		}
-		return exitf(ExitNoPerm, "leaderrun: cannot create the default lock directory %s: %s is not writable (mode %04o); %s", dir, parent, st.Mode&0o7777, fix)
+		return exitf(ExitNoPerm, "leaderrun: cannot create the default lock directory %s: %s is not writable (mode %04o); %s", dir, parent, mode, fix)
 	}
 	return exitf(ExitNoPerm, "leaderrun: cannot create the default lock directory %s: %v; %s", dir, err, fix)
 }
