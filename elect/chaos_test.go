@@ -171,6 +171,24 @@ func (c *chaos) noteLag(since time.Time, d time.Duration) {
 	}
 }
 
+// stoppedHolder reports whether a contender other than prev said it leads
+// between from and to and was stopped then: granted, but stopped before
+// its term's first write, it holds the lock (as a stopped holder does) and
+// its term is not in the log.
+func (c *chaos) stoppedHolder(prev int, from, to int64) bool {
+	for _, p := range c.procs {
+		if p.pid == prev || !p.stoppedWithin(from, to) {
+			continue
+		}
+		for _, at := range p.led {
+			if at >= from && at <= to {
+				return true
+			}
+		}
+	}
+	return false
+}
+
 // starvedWithin reports whether the machine was seen starved between from
 // and to.
 func (c *chaos) starvedWithin(from, to int64) bool {
@@ -227,6 +245,7 @@ type chaosProc struct {
 	exitNs  int64
 	pauses  [][2]int64 // SIGSTOP to SIGCONT (0: not continued), unix ns
 	queued  []int64    // when it said each of its tickets was queued
+	led     []int64    // when it said it leads
 }
 
 // runnableSince returns since when p has been runnable (started, not
@@ -323,6 +342,7 @@ func (c *chaos) line(p *chaosProc, line string) {
 	switch f[0] {
 	case "leader":
 		p.leading = true
+		p.led = append(p.led, time.Now().UnixNano())
 		if len(f) == 4 && f[2] != "0" {
 			seq, _ := strconv.ParseUint(f[2], 10, 64)
 			ns, _ := strconv.ParseInt(f[3], 10, 64)
@@ -572,6 +592,9 @@ func (c *chaos) stalls() (all []time.Duration, limit, starved int, worst string)
 			continue
 		}
 		if h := c.procs[prev.pid]; h != nil && h.stoppedWithin(from, to) {
+			continue
+		}
+		if c.stoppedHolder(prev.pid, from, to) {
 			continue
 		}
 		var gap time.Duration

@@ -128,8 +128,11 @@ func (c *cliChaos) stalls() (out []time.Duration, limit, starved int, worst stri
 	terms := c.termsSeen
 	for i := 1; i < len(terms); i++ {
 		from, to := terms[i-1].end, terms[i].start
-		if c.stoppedWithin(terms[i-1].wrapper, from, to) {
-			continue // a stopped holder keeps the lock: not a dead term
+		if c.stoppedWithin(terms[i-1].wrapper, from, to) || c.stoppedWithin(terms[i].wrapper, from, to) {
+			// A stopped holder keeps the lock: not a dead term. The next
+			// term's wrapper stopped in the gap was granted and stopped
+			// before its COMMAND could start, or was passed and continued.
+			continue
 		}
 		if slices.ContainsFunc(c.starved, func(st [2]int64) bool { return st[0] <= to && st[1] >= from }) {
 			starved++
