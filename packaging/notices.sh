@@ -5,7 +5,7 @@
 # package built as packaging/build-deb.sh builds it (linux, CGO_ENABLED=0,
 # no tags): the Go standard library, every module outside leaderrun's, and
 # every directory of leaderrun's tree that carries its own LICENSE (code
-# copied in, such as internal/urfavecli). The texts are the modules' own
+# copied in). The texts are the modules' own
 # LICENSE, COPYING, NOTICE and PATENTS files, from the module cache.
 #
 #   packaging/notices.sh > THIRD_PARTY_NOTICES      # CI checks it is current

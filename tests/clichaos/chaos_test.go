@@ -202,7 +202,7 @@ type cliChaos struct {
 	procs         []*wrapper
 	wg            sync.WaitGroup
 	kills         []leaderKill
-	n             struct{ kills, terms, steals, leaderKills, leaderTerms, stops, combined, deadStealers int }
+	n             struct{ kills, terms, steals, leaderKills, leaderTerms, stops, combined, deadStealers, dirFaults int }
 	pendingCont   []timedWrapper // stopped wrappers to continue
 	pendingKill   []timedWrapper // stealers to kill
 	starved       [][2]int64     // times the test\'s own sleep overran by over 100ms
@@ -417,6 +417,11 @@ func (c *cliChaos) act(minLive, maxLive int) {
 		c.n.deadStealers++
 	case r < 54:
 		c.stopWaiters(live, leader, 1)
+	case r < 55 && c.rng.IntN(3) == 0:
+		// Combined: the lock directory removed or moved away (and made
+		// again, as a user would) under a leader whose COMMAND may take
+		// its --grace to stop, with waiters waiting and maybe stopped.
+		c.replaceDir(c.rng.IntN(2) == 0)
 	}
 	now := time.Now()
 	keep := c.pendingKill[:0]
@@ -428,6 +433,36 @@ func (c *cliChaos) act(minLive, maxLive int) {
 		}
 	}
 	c.pendingKill = keep
+}
+
+// replaceDir removes the lock directory (rm -rf; rm again while a waiter
+// puts a ticket back) or moves it away, and makes it again, private. The
+// holder notices and ends its term (80 or 77); nobody leads in the new
+// directory before its COMMAND is gone (the claim); waiters rejoin.
+func (c *cliChaos) replaceDir(move bool) {
+	c.n.dirFaults++
+	if move {
+		if err := os.Rename(c.dir, fmt.Sprintf("%s.old-%d", c.dir, c.n.dirFaults)); err != nil {
+			c.t.Errorf("moving the lock directory away: %v", err)
+			return
+		}
+		c.event("lock directory moved away")
+	} else {
+		for i := 0; ; i++ {
+			err := os.RemoveAll(c.dir)
+			if err == nil {
+				break
+			}
+			if i == 100 {
+				c.t.Errorf("removing the lock directory: %v", err)
+				return
+			}
+		}
+		c.event("lock directory removed")
+	}
+	if err := os.Mkdir(c.dir, 0o700); err != nil && !errors.Is(err, os.ErrExist) {
+		c.t.Errorf("making the lock directory again: %v", err)
+	}
 }
 
 type timedWrapper struct {
@@ -617,6 +652,8 @@ func (c *cliChaos) unexpectedExit(w *wrapper) string {
 	switch code := ws.ExitStatus(); {
 	case code == 0:
 		return "" // also after a signal that came as it finished
+	case (code == 80 || code == 77) && c.n.dirFaults > 0:
+		return "" // it led when its lock directory was removed or moved
 	case code == 79 && anySteal:
 		return "" // stolen from
 	case code == 128+int(syscall.SIGTERM) && w.sig == syscall.SIGTERM:
@@ -806,7 +843,7 @@ func (c *cliChaos) report() {
 		}
 	}
 	fig += fmt.Sprintf("; longest gap between terms %v", maxGap.Round(time.Microsecond))
-	fig += fmt.Sprintf("; combined faults: %d SIGSTOPs of waiters, %d leader kills with 1-3 waiters stopped, %d stealers killed mid-steal", c.n.stops, c.n.combined, c.n.deadStealers)
+	fig += fmt.Sprintf("; combined faults: %d SIGSTOPs of waiters, %d leader kills with 1-3 waiters stopped, %d stealers killed mid-steal, %d lock directories removed or moved under a leader", c.n.stops, c.n.combined, c.n.deadStealers, c.n.dirFaults)
 	if st, limit, starved, worst := c.stalls(); len(st) > 0 {
 		slices.Sort(st)
 		fig += fmt.Sprintf("; stalls (free or dead-held name while a waiter could run, %d gaps): p50 %v, p99 %v, max %v (bound %v); %d gaps with two or more waiters stopped left out as the documented limit, %d while the test itself was starved (its sleep overran by over 100ms)", len(st),
