@@ -11,8 +11,6 @@ import (
 	"go.etcd.io/etcd/api/v3/mvccpb"
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
-	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/status"
 
 	"github.com/leaderrun/leaderrun/elect"
 )
@@ -60,28 +58,11 @@ func (l *Locker) Acquire(ctx context.Context, name string, req elect.Request) (*
 			s.end(fmt.Errorf("%w: lease %x is gone", elect.ErrSessionLost, int64(s.id)), false)
 			continue
 		}
+		if err != nil && ctx.Err() != nil {
+			return nil, context.Cause(ctx)
+		}
 		return lead, unavailable(err)
 	}
-}
-
-// unavailable marks an error by which etcd says it cannot serve now (no
-// leader, a timeout, not reachable) with elect.ErrUnavailable: the request
-// was cleaned up (its key deleted, or its session given up) and holds no
-// place in line, so the caller may ask again.
-func unavailable(err error) error {
-	if err == nil || errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
-		return err
-	}
-	for _, e := range []error{rpctypes.ErrNoLeader, rpctypes.ErrLeaderChanged, rpctypes.ErrTimeout, rpctypes.ErrTimeoutDueToLeaderFail,
-		rpctypes.ErrTimeoutDueToConnectionLost, rpctypes.ErrTimeoutWaitAppliedIndex, rpctypes.ErrTooManyRequests} {
-		if errors.Is(err, e) {
-			return fmt.Errorf("%w: %w", elect.ErrUnavailable, err)
-		}
-	}
-	if c := status.Code(err); c == codes.Unavailable || c == codes.DeadlineExceeded {
-		return fmt.Errorf("%w: %w", elect.ErrUnavailable, err)
-	}
-	return err
 }
 
 // errLeaseGone: the request could not be created because the session's

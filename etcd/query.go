@@ -131,11 +131,13 @@ func (l *Locker) collect(name string, kvs []*mvccpb.KeyValue, snap *elect.Snapsh
 	}
 }
 
+// rpcErr prefers the context's cause to the RPC's report of it, and marks
+// what etcd could not serve with elect.ErrUnavailable.
 func rpcErr(ctx context.Context, err error) error {
 	if ctx.Err() != nil {
 		return context.Cause(ctx)
 	}
-	return err
+	return unavailable(err)
 }
 
 // EndHolder revokes the lease of h's term of name: the grant marker whose
