@@ -75,4 +75,3 @@ func isUnavailable(err error) bool {
 	}
 	return false
 }
-
