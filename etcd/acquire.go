@@ -59,7 +59,7 @@ func (l *Locker) Acquire(ctx context.Context, name string, req elect.Request) (*
 			continue
 		}
 		if err != nil && ctx.Err() != nil {
-			return nil, context.Cause(ctx)
+			return nil, err // the context's cause, as acquire reports it
 		}
 		return lead, unavailable(err)
 	}
@@ -138,8 +138,7 @@ type acquirer struct {
 	afterKnown bool
 	handed     *mvccpb.KeyValue // a grant marker our predecessor made for us
 
-	wch    clientv3.WatchChan
-	wstop  context.CancelFunc
+	w      *liveWatch
 	wfails int
 	bw     *blockerWatch // local.go
 }
@@ -183,7 +182,7 @@ func (a *acquirer) run(ctx context.Context) (*elect.Leadership, error) {
 	a.ticket = resp.Header.Revision
 	if resp.Succeeded {
 		a.afterKnown = a.req.Mode == elect.Exclusive && !a.req.Steal // nobody was queued; the monitor sees who joins
-		return a.hold(h, a.ticket)
+		return a.hold(ctx, h, a.ticket)
 	}
 	v := a.parseView(resp, 1)
 	// Holders watch the steal lane: the key's creation deposed them if it

@@ -44,7 +44,9 @@ func (a *acquirer) grant(ctx context.Context, v view) (*elect.Leadership, *view,
 		// join ahead later.
 		cmps = append(cmps, clientv3.Compare(clientv3.CreateRevision(a.base+dirSteal), "=", 0).WithPrefix())
 	}
-	resp, err := a.l.cli.Txn(ctx).If(cmps...).Then(
+	gctx, cancel := context.WithTimeout(ctx, a.l.rpcTimeout())
+	defer cancel()
+	resp, err := a.l.cli.Txn(gctx).If(cmps...).Then(
 		clientv3.OpPut(a.base+keyEpoch, strconv.FormatUint(epoch, 10)),
 		clientv3.OpPut(a.heldKey, encode(h), clientv3.WithLease(a.s.id)),
 		clientv3.OpGet(a.base+dirQueue, clientv3.WithPrefix(), clientv3.WithMinCreateRev(a.ticket+1)),
@@ -64,7 +66,7 @@ func (a *acquirer) grant(ctx context.Context, v view) (*elect.Leadership, *view,
 	// it come through the monitor's watch.
 	a.after = resp.Responses[2].GetResponseRange().Kvs
 	a.afterKnown = a.req.Mode == elect.Exclusive && !a.req.Steal
-	lead, err := a.hold(h, resp.Header.Revision)
+	lead, err := a.hold(ctx, h, resp.Header.Revision)
 	return lead, nil, err
 }
 
@@ -74,7 +76,7 @@ func (a *acquirer) granted(ctx context.Context, kv *mvccpb.KeyValue) (*elect.Lea
 	if err := json.Unmarshal(kv.Value, &h); err != nil || h.Key != a.key {
 		return nil, fmt.Errorf("etcd: grant marker %s holds %q, which this request did not write", a.heldKey, kv.Value)
 	}
-	return a.hold(h, kv.CreateRevision)
+	return a.hold(ctx, h, kv.CreateRevision)
 }
 
 // nextEpoch is on the flock backend's scale: the larger of the last epoch
@@ -126,7 +128,7 @@ func (a *acquirer) tryOnce(ctx context.Context) (*elect.Leadership, error) {
 		if resp.Succeeded {
 			a.ticket = resp.Header.Revision
 			a.afterKnown = a.req.Mode == elect.Exclusive // the queue was empty
-			return a.hold(h, resp.Header.Revision)
+			return a.hold(ctx, h, resp.Header.Revision)
 		}
 		var nowLast uint64
 		var nowMod int64

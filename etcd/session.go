@@ -183,16 +183,37 @@ func (s *session) loop() {
 			case r.err != nil:
 				continue // the deadline decides
 			}
-			dl := r.sent.Add(time.Duration(r.ttl)*time.Second - s.l.margin)
-			s.mu.Lock()
-			if dl.After(s.dl) && time.Now().Before(s.dl) {
-				s.dl = dl
-				close(s.moved)
-				s.moved = make(chan struct{})
-			}
-			s.mu.Unlock()
+			s.extend(r.sent, r.ttl)
 			timer.Reset(time.Until(s.deadline()))
 		}
+	}
+}
+
+// extend moves the deadline for a renewal sent at sent and answered with
+// ttl seconds, unless it has passed already.
+func (s *session) extend(sent time.Time, ttl int64) {
+	dl := sent.Add(time.Duration(ttl)*time.Second - s.l.margin)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if dl.After(s.dl) && time.Now().Before(s.dl) {
+		s.dl = dl
+		close(s.moved)
+		s.moved = make(chan struct{})
+	}
+}
+
+// renew renews the lease once now, out of the loop's turn (the loop's
+// timer still ends the session at the deadline).
+func (s *session) renew(ctx context.Context) {
+	ctx, cancel := context.WithTimeout(ctx, s.l.rpcTimeout())
+	defer cancel()
+	sent := time.Now()
+	resp, err := s.l.cli.KeepAliveOnce(ctx, s.id)
+	switch {
+	case errors.Is(err, rpctypes.ErrLeaseNotFound) || (err == nil && resp.TTL <= 0):
+		s.end(fmt.Errorf("%w: lease %x expired or was revoked", elect.ErrSessionLost, int64(s.id)), false)
+	case err == nil:
+		s.extend(sent, resp.TTL)
 	}
 }
 

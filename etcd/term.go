@@ -45,7 +45,10 @@ type holding struct {
 // testHookHold, when set by a test, is told of every holding.
 var testHookHold func(*holding)
 
-func (a *acquirer) hold(h held, grantRev int64) (*elect.Leadership, error) {
+func (a *acquirer) hold(ctx context.Context, h held, grantRev int64) (*elect.Leadership, error) {
+	if err := a.confirm(ctx, grantRev); err != nil {
+		return nil, err
+	}
 	t := &holding{l: a.l, s: a.s, base: a.base, key: a.key, heldKey: a.heldKey, ticket: a.ticket, grantRev: grantRev, steal: a.req.Steal,
 		handoff: h.Mode == elect.Exclusive && !a.req.Steal, known: a.afterKnown, after: map[string]*mvccpb.KeyValue{}, epoch: h.Epoch, epochMod: grantRev}
 	for _, kv := range a.after {
@@ -57,10 +60,10 @@ func (a *acquirer) hold(h held, grantRev int64) (*elect.Leadership, error) {
 	if testHookHold != nil {
 		testHookHold(t)
 	}
-	var ctx context.Context
-	ctx, t.stop = context.WithCancel(context.Background())
+	mctx, stop := context.WithCancel(context.Background())
+	t.stop = stop
 	t.done = make(chan struct{})
-	go t.monitor(ctx)
+	go t.monitor(mctx)
 	a.ticket = 0 // the holding's now: cleanup leaves it
 	if err := a.l.track(lead, a.s); err != nil {
 		lead.Release()
@@ -107,27 +110,45 @@ func (t *holding) monitor(ctx context.Context) {
 			}
 			rev = r
 		}
-		wctx, cancel := context.WithCancel(clientv3.WithRequireLeader(ctx))
-		wch := t.l.cli.Watch(wctx, t.base, lockKeys(t.base), clientv3.WithRev(rev+1))
-		for wr := range wch {
-			if wr.Err() != nil || wr.Canceled {
-				break
-			}
-			for _, ev := range wr.Events {
-				t.event(ev)
-			}
-			if wr.Header.Revision > rev {
-				rev = wr.Header.Revision
-			}
-			if t.lead.Err() != nil {
-				break
-			}
-		}
-		cancel()
+		w := t.l.watch(ctx, t.base, lockKeys(t.base), clientv3.WithRev(rev+1))
+		t.follow(ctx, w, &rev)
+		w.stop()
 		fails++
 		t.mu.Lock()
 		t.known = false // events may be missed until the watch is back
 		t.mu.Unlock()
+	}
+}
+
+// follow handles w's events until it fails, goes silent (a member that
+// stopped: the term's keys may be gone unseen) or the term ends.
+func (t *holding) follow(ctx context.Context, w *liveWatch, rev *int64) {
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-w.timer.C:
+			if w.silent() {
+				return
+			}
+		case wr, ok := <-w.ch:
+			if ok && !w.pass(wr) {
+				continue
+			}
+			if !ok || wr.Err() != nil || wr.Canceled {
+				return
+			}
+			w.heard()
+			for _, ev := range wr.Events {
+				t.event(ev)
+			}
+			if wr.Header.Revision > *rev && !wr.IsProgressNotify() {
+				*rev = wr.Header.Revision
+			}
+			if t.lead.Err() != nil {
+				return
+			}
+		}
 	}
 }
 
@@ -159,6 +180,8 @@ func (t *holding) event(ev *clientv3.Event) {
 // check reads the term's keys and the steal lane, as the watch would have
 // told, and returns the revision read.
 func (t *holding) check(ctx context.Context) (int64, error) {
+	ctx, cancel := context.WithTimeout(ctx, t.l.rpcTimeout())
+	defer cancel()
 	resp, err := t.l.cli.Txn(ctx).Then(
 		clientv3.OpGet(t.key), clientv3.OpGet(t.heldKey),
 		clientv3.OpGet(t.base+dirSteal, clientv3.WithPrefix(), clientv3.WithCountOnly()),

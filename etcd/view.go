@@ -51,12 +51,23 @@ func (a *acquirer) viewOps(first bool) []clientv3.Op {
 }
 
 // read takes one view at one revision.
+// Each try is bounded, so that a member that stopped answering does not
+// hold the waiter: the next try goes to another member.
 func (a *acquirer) read(ctx context.Context) (view, error) {
-	resp, err := a.l.cli.Txn(ctx).Then(a.viewOps(false)...).Commit()
-	if err != nil {
-		return view{}, a.rpcErr(ctx, err)
+	var err error
+	for range 3 {
+		rctx, cancel := context.WithTimeout(ctx, a.l.rpcTimeout())
+		var resp *clientv3.TxnResponse
+		resp, err = a.l.cli.Txn(rctx).Then(a.viewOps(false)...).Commit()
+		cancel()
+		if err == nil {
+			return a.parseView(resp, 0), nil
+		}
+		if ctx.Err() != nil || !isUnavailable(err) {
+			break
+		}
 	}
-	return a.parseView(resp, 0), nil
+	return view{}, a.rpcErr(ctx, err)
 }
 
 // parseView reads the answers to viewOps, from the i-th response on.

@@ -14,7 +14,7 @@ import (
 // ctx ends. It keeps the view's epoch up to date meanwhile.
 func (a *acquirer) wait(ctx context.Context, v *view, key string, until time.Time) error {
 	rev := v.rev
-	if a.wch == nil {
+	if a.w == nil {
 		if a.wfails > 0 {
 			// The watch failed (no leader, compaction): read again after
 			// a short back-off, never in a tight loop.
@@ -33,9 +33,7 @@ func (a *acquirer) wait(ctx context.Context, v *view, key string, until time.Tim
 		// a waiter whose blocker went in the meantime. If anything was
 		// written since the view, the created notice says so, and the
 		// caller looks again.
-		wctx, cancel := context.WithCancel(clientv3.WithRequireLeader(ctx))
-		a.wch = a.l.cli.Watch(wctx, a.base, lockKeys(a.base), clientv3.WithCreatedNotify())
-		a.wstop = cancel
+		a.w = a.l.watch(ctx, a.base, lockKeys(a.base), clientv3.WithCreatedNotify())
 	}
 	var timer <-chan time.Time
 	if !until.IsZero() {
@@ -49,13 +47,29 @@ func (a *acquirer) wait(ctx context.Context, v *view, key string, until time.Tim
 			return context.Cause(ctx)
 		case <-timer:
 			return nil
-		case wr, ok := <-a.wch:
+		case <-a.w.timer.C:
+			if a.w.silent() {
+				// Not even a progress notice: the member serving the
+				// watch is stopped or cut off. Read again, and watch
+				// anew on a stream of its own.
+				a.stopWatch()
+				a.wfails++
+				return nil
+			}
+		case wr, ok := <-a.w.ch:
+			if ok && !a.w.pass(wr) {
+				continue
+			}
 			if !ok || wr.Err() != nil || wr.Canceled {
 				a.stopWatch()
 				a.wfails++
 				return nil
 			}
+			a.w.heard()
 			a.wfails = 0
+			if wr.IsProgressNotify() {
+				continue
+			}
 			if wr.Created && wr.Header.Revision > rev {
 				return nil
 			}
@@ -84,8 +98,8 @@ func (a *acquirer) wait(ctx context.Context, v *view, key string, until time.Tim
 }
 
 func (a *acquirer) stopWatch() {
-	if a.wstop != nil {
-		a.wstop()
-		a.wstop, a.wch = nil, nil
+	if a.w != nil {
+		a.w.stop()
+		a.w = nil
 	}
 }
