@@ -135,10 +135,12 @@ type acquirer struct {
 	// read in the grant txn; afterKnown says the set is complete, so the
 	// holding may hand the lock to its successor on release.
 	after      []*mvccpb.KeyValue
+	afterMore  bool // after is the first scanLimit of more
 	afterKnown bool
-	handed     *mvccpb.KeyValue // a grant marker our predecessor made for us
 
 	w      *liveWatch
+	wkey   string // what w watches
+	wrev   int64  // its creation revision
 	wfails int
 	bw     *blockerWatch // local.go
 }
@@ -168,7 +170,7 @@ func (a *acquirer) run(ctx context.Context) (*elect.Leadership, error) {
 	h := held{request: a.record(), Epoch: epoch, Granted: time.Now(), Key: a.key}
 	put := clientv3.OpPut(a.key, a.value(), clientv3.WithLease(a.s.id))
 	resp, err := a.l.cli.Txn(ctx).
-		If(append(a.freeCmps(), clientv3.Compare(clientv3.ModRevision(a.base+keyEpoch), "=", lastMod))...).
+		If(append(a.freeCmps(nil), clientv3.Compare(clientv3.ModRevision(a.base+keyEpoch), "=", lastMod))...).
 		Then(put, clientv3.OpPut(a.heldKey, encode(h), clientv3.WithLease(a.s.id)), clientv3.OpPut(a.base+keyEpoch, strconv.FormatUint(epoch, 10))).
 		Else(append([]clientv3.Op{put}, a.viewOps(true)...)...).
 		Commit()
@@ -215,6 +217,12 @@ func (a *acquirer) rpcErr(ctx context.Context, err error) error {
 // step makes one attempt. It returns no leadership and no error to be
 // called again, with the next view when it has one (nil: read again).
 func (a *acquirer) step(ctx context.Context, v view) (*elect.Leadership, *view, error) {
+	if err := a.scanOn(ctx, &v); err != nil {
+		return nil, nil, err
+	}
+	if len(v.strays) > maxStrays {
+		return nil, nil, tooManyStrays(a.laneDir())
+	}
 	var err error
 	switch {
 	case !v.mine:
@@ -227,9 +235,9 @@ func (a *acquirer) step(ctx context.Context, v view) (*elect.Leadership, *view, 
 		return lead, nil, err
 	case v.blocker != nil:
 		a.watchBlocker(ctx, v.blocker)
-		err = a.wait(ctx, &v, string(v.blocker.Key), time.Time{})
+		err = a.wait(ctx, &v, v.blocker, time.Time{})
 	case len(v.holders) > 0 && !a.req.Steal:
-		err = a.wait(ctx, &v, string(v.holders[0].Key), time.Time{})
+		err = a.wait(ctx, &v, v.holders[0], time.Time{})
 	case len(v.holders) > 0:
 		// Next in line: the holders were told by our key's creation (they
 		// watch the steal lane); now wait for them to let go.
@@ -237,25 +245,22 @@ func (a *acquirer) step(ctx context.Context, v view) (*elect.Leadership, *view, 
 		if !a.killAt.IsZero() && !time.Now().Before(a.killAt) {
 			a.revoke(ctx, v.holders)
 		}
-		err = a.wait(ctx, &v, string(v.holders[0].Key), a.killAt)
+		err = a.wait(ctx, &v, v.holders[0], a.killAt)
 	default:
-		return a.grant(ctx, v)
+		return a.grant(ctx, v, false)
 	}
 	if err != nil {
 		return nil, nil, err
 	}
-	if a.handed != nil {
-		lead, err := a.granted(ctx, a.handed)
-		return lead, nil, err
-	}
 	if a.req.Mode == elect.Shared {
 		return nil, nil, nil
 	}
-	// An exclusive request's grant txn checks for itself that nothing is
-	// ahead, and the watch kept the epoch up to date: try at once, and
-	// take the fresh view from the txn if it fails. A handover is then
-	// one round trip, as with concurrency.Election.
-	return a.grant(ctx, v)
+	// An exclusive request's grant txn can check for itself that nothing
+	// is ahead: try at once, and take the fresh view from the txn if it
+	// fails (as it does when our predecessor handed us the lock: the
+	// view has our grant marker). A handover is then one round trip, as
+	// with concurrency.Election.
+	return a.grant(ctx, v, true)
 }
 
 // revoke ends the sessions of the holders that did not let go within

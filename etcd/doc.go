@@ -14,7 +14,13 @@
 // creation revision, the epoch key's last write and an empty steal lane,
 // and writes the new epoch and a grant marker. A release whose successor is
 // an exclusive request writes the successor's grant in its own txn, under
-// the same guards, so a handover costs one round trip. Waiters watch from
+// the same guards, so a handover costs one round trip. Each waiter watches
+// only the request ahead of it and its own key, as concurrency.Mutex
+// does, so a hand-off sends one watch event, to the waiter behind, however
+// long the queue (BenchmarkDrain). Keys under a name's q/, steal/ or
+// held/ that leaderrun did not write (another application's whose prefix
+// nests in ours, a typo, an older version's) are no requests: they block
+// nobody, Query leaves them out and Locker.Ignored lists them. Waiters watch from
 // the server's current revision: etcd serves a watch that starts in the
 // past from a sweep that runs every 100ms, which is where the waiters of
 // concurrency.Election spend most of a handover. See keys.go for the

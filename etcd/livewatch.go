@@ -41,6 +41,7 @@ type liveWatch struct {
 	ctx    context.Context // the stream's
 	cancel context.CancelFunc
 	ch     clientv3.WatchChan
+	own    clientv3.WatchChan // the second key, if any (watchAlso)
 	timer  *time.Timer
 	asked  bool
 }
@@ -53,6 +54,12 @@ func (l *Locker) watch(ctx context.Context, key string, opts ...clientv3.OpOptio
 	w.ch = l.cli.Watch(w.ctx, key, opts...)
 	w.timer = time.NewTimer(l.progressEvery())
 	return w
+}
+
+// watchAlso watches key as well, on the same stream: its responses come
+// on w.own.
+func (w *liveWatch) watchAlso(key string, opts ...clientv3.OpOption) {
+	w.own = w.l.cli.Watch(w.ctx, key, opts...)
 }
 
 // heard notes a response: the watch is live.

@@ -32,7 +32,8 @@ type holding struct {
 	// What the monitor knows of the requests that joined after ours, for
 	// a release that grants the successor in the same txn.
 	mu       sync.Mutex
-	known    bool                        // after is complete
+	known    bool                        // after is complete, up to cut
+	cut      int64                       // not 0: after has the first requests up to this ticket, of more
 	after    map[string]*mvccpb.KeyValue // request keys under q/ newer than ours
 	epoch    uint64                      // the epoch key as last seen
 	epochMod int64
@@ -51,9 +52,7 @@ func (a *acquirer) hold(ctx context.Context, h held, grantRev int64) (*elect.Lea
 	}
 	t := &holding{l: a.l, s: a.s, base: a.base, key: a.key, heldKey: a.heldKey, ticket: a.ticket, grantRev: grantRev, steal: a.req.Steal,
 		handoff: h.Mode == elect.Exclusive && !a.req.Steal, known: a.afterKnown, after: map[string]*mvccpb.KeyValue{}, epoch: h.Epoch, epochMod: grantRev}
-	for _, kv := range a.after {
-		t.after[string(kv.Key)] = kv
-	}
+	t.note(a.after, a.afterMore)
 	lead, end := elect.NewLeadership(elect.Term{Name: a.name, Mode: h.Mode, Epoch: h.Epoch, Since: h.Granted, Release: t.release, Deadline: a.s.deadlineMoves})
 	t.lead, t.end = lead, end
 	a.l.noteEpoch(a.name, h.Epoch, grantRev, grantRev)
@@ -88,11 +87,10 @@ func (t *holding) monitor(ctx context.Context) {
 		// Granted by our predecessor's release: who queued behind us
 		// until the grant is read at the grant's revision, off the
 		// handover's path.
-		if r, err := t.l.cli.Get(ctx, t.base+dirQueue, clientv3.WithPrefix(), clientv3.WithMinCreateRev(t.ticket+1), clientv3.WithRev(t.grantRev)); err == nil {
+		if r, err := t.l.cli.Get(ctx, t.base+dirQueue, clientv3.WithPrefix(), clientv3.WithMinCreateRev(t.ticket+1), clientv3.WithRev(t.grantRev),
+			clientv3.WithSort(clientv3.SortByCreateRevision, clientv3.SortAscend), clientv3.WithLimit(afterLimit)); err == nil {
 			t.mu.Lock()
-			for _, kv := range r.Kvs {
-				t.after[string(kv.Key)] = kv
-			}
+			t.note(r.Kvs, r.More)
 			t.known = true
 			t.mu.Unlock()
 		}
@@ -152,6 +150,20 @@ func (t *holding) follow(ctx context.Context, w *liveWatch, rev *int64) {
 	}
 }
 
+// note adds the first requests after ours (oldest first), of more when
+// more: only a few are read, so that a grant reads O(1) keys, not the
+// whole queue.
+func (t *holding) note(kvs []*mvccpb.KeyValue, more bool) {
+	for _, kv := range kvs {
+		if isRequest(t.base, kv) {
+			t.after[string(kv.Key)] = kv
+		}
+	}
+	if more && len(kvs) > 0 {
+		t.cut = kvs[len(kvs)-1].CreateRevision
+	}
+}
+
 func (t *holding) event(ev *clientv3.Event) {
 	k := string(ev.Kv.Key)
 	t.mu.Lock()
@@ -161,18 +173,20 @@ func (t *holding) event(ev *clientv3.Event) {
 		t.epoch, _ = strconv.ParseUint(string(ev.Kv.Value), 10, 64)
 	case k == t.base+keyEpoch:
 		t.known = false // the prefix was wiped: no hand-over
-	case strings.HasPrefix(k, t.base+dirQueue) && ev.Type == mvccpb.PUT && ev.Kv.Version == 1 && ev.Kv.CreateRevision > t.ticket:
+	case strings.HasPrefix(k, t.base+dirQueue) && ev.Type == mvccpb.PUT && ev.Kv.Version == 1 && ev.Kv.CreateRevision > t.ticket && isRequest(t.base, ev.Kv):
 		t.after[k] = ev.Kv
 	case strings.HasPrefix(k, t.base+dirQueue) && ev.Type == mvccpb.DELETE:
 		delete(t.after, k)
-	case strings.HasPrefix(k, t.base+dirSteal) && ev.Type == mvccpb.PUT:
+	}
+	steal := ev.Type == mvccpb.PUT && ev.Kv.Version == 1 && strings.HasPrefix(k, t.base+dirSteal) && isRequest(t.base, ev.Kv)
+	if steal {
 		t.deposed = true
 	}
 	t.mu.Unlock()
 	switch {
 	case ev.Type == mvccpb.DELETE && (k == t.key || k == t.heldKey):
 		t.end(fmt.Errorf("%w: key %s was deleted (lease revoked, or removed by hand)", elect.ErrSessionLost, k))
-	case ev.Type == mvccpb.PUT && !t.steal && strings.HasPrefix(k, t.base+dirSteal) && ev.Kv.Version == 1:
+	case steal && !t.steal:
 		t.end(elect.ErrStolen)
 	}
 }
@@ -184,7 +198,7 @@ func (t *holding) check(ctx context.Context) (int64, error) {
 	defer cancel()
 	resp, err := t.l.cli.Txn(ctx).Then(
 		clientv3.OpGet(t.key), clientv3.OpGet(t.heldKey),
-		clientv3.OpGet(t.base+dirSteal, clientv3.WithPrefix(), clientv3.WithCountOnly()),
+		clientv3.OpGet(t.base+dirSteal, clientv3.WithPrefix()),
 	).Commit()
 	if err != nil {
 		return 0, err
@@ -192,10 +206,16 @@ func (t *holding) check(ctx context.Context) (int64, error) {
 	r := func(i int) *clientv3.GetResponse {
 		return (*clientv3.GetResponse)(resp.Responses[i].GetResponseRange())
 	}
+	steals := 0
+	for _, kv := range r(2).Kvs {
+		if isRequest(t.base, kv) {
+			steals++
+		}
+	}
 	switch {
 	case len(r(0).Kvs) == 0 || r(0).Kvs[0].CreateRevision != t.ticket || len(r(1).Kvs) == 0 || r(1).Kvs[0].CreateRevision != t.grantRev:
 		t.end(fmt.Errorf("%w: the term's keys under %s are gone", elect.ErrSessionLost, t.base))
-	case !t.steal && r(2).Count > 0:
+	case !t.steal && steals > 0:
 		t.end(elect.ErrStolen)
 	}
 	return resp.Header.Revision, nil
