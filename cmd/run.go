@@ -42,6 +42,7 @@ type runOptions struct {
 	waitSet  bool
 	conflict int
 	grace    time.Duration
+	graceSet bool // --grace was given
 	restart  string
 	fanout   bool
 	verbose  bool
@@ -102,6 +103,7 @@ func readRunFlags(c *cli.Context, argv []string) *runOptions {
 	}
 	o.wait, o.waitSet = durationFlag(c, "wait")
 	o.grace, _ = durationFlag(c, "grace")
+	o.graceSet = c.IsSet("grace")
 	o.req.StealStopped, _ = durationFlag(c, "steal-stopped")
 	if c.Bool("shared") {
 		o.req.Mode = elect.Shared
@@ -120,6 +122,24 @@ func readRunFlags(c *cli.Context, argv []string) *runOptions {
 		o.logf("waiting for %s by polling (every 1ms to 100ms): %s", o.name, why)
 	}
 	return o
+}
+
+// fitGrace takes the --grace that a GraceFitter backend fits its terms to.
+func (o *runOptions) fitGrace(lk Backend) error {
+	gf, ok := lk.(GraceFitter)
+	if !ok {
+		return nil
+	}
+	g, note, err := gf.FitGrace(o.grace, o.graceSet)
+	if err != nil || g == o.grace {
+		return err
+	}
+	o.logf("%s", note)
+	o.grace = g
+	if o.req.Steal {
+		o.req.KillAfter = max(2*o.grace, time.Second)
+	}
+	return nil
 }
 
 // check refuses contradictory flags, and turns -w 0 into -n.
@@ -172,6 +192,9 @@ func (o *runOptions) run(ctx context.Context) error {
 		return o.explain(err)
 	}
 	defer lk.Close()
+	if err := o.fitGrace(lk); err != nil {
+		return err
+	}
 	dir, err := filepath.Abs(lk.Dir())
 	if err != nil {
 		dir = lk.Dir()
