@@ -27,7 +27,9 @@ func (a *acquirer) wait(ctx context.Context, v *view, blocker *mvccpb.KeyValue, 
 	if a.w != nil && (a.wkey != key || a.wrev != blocker.CreateRevision) {
 		a.stopWatch()
 	}
-	fresh := false
+	// A new watch: once both of its keys' watches are created, a read
+	// tells whether anything went between the view and their start.
+	fresh, created, createdRev := false, 0, int64(0)
 	if a.w == nil {
 		if a.wfails > 0 {
 			// The watch failed (no leader, compaction, silence): read
@@ -48,7 +50,7 @@ func (a *acquirer) wait(ctx context.Context, v *view, blocker *mvccpb.KeyValue, 
 		// written since the view, the created notice says so, and a read
 		// of the key tells whether it is still there.
 		a.w = a.l.watch(ctx, key, clientv3.WithCreatedNotify())
-		a.w.watchAlso(a.key) // a key of ours deleted by hand: wake, and the read says so
+		a.w.watchAlso(a.key, clientv3.WithCreatedNotify()) // a key of ours deleted by hand: wake, and the read says so
 		a.wkey, a.wrev = key, blocker.CreateRevision
 		fresh = true
 	}
@@ -83,6 +85,13 @@ func (a *acquirer) wait(ctx context.Context, v *view, blocker *mvccpb.KeyValue, 
 				return nil
 			}
 			a.w.heard()
+			if wr.Created {
+				created, createdRev = created+1, max(createdRev, wr.Header.Revision)
+				if fresh && created == 2 && createdRev > v.rev && !a.still(ctx, blocker) {
+					return nil
+				}
+				continue
+			}
 			for _, ev := range wr.Events {
 				if ev.Type == mvccpb.DELETE {
 					return nil
@@ -100,7 +109,8 @@ func (a *acquirer) wait(ctx context.Context, v *view, blocker *mvccpb.KeyValue, 
 			a.w.heard()
 			a.wfails = 0
 			if wr.Created {
-				if fresh && wr.Header.Revision > v.rev && !a.still(ctx, blocker) {
+				created, createdRev = created+1, max(createdRev, wr.Header.Revision)
+				if fresh && created == 2 && createdRev > v.rev && !a.still(ctx, blocker) {
 					return nil
 				}
 				continue
