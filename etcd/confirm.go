@@ -2,6 +2,7 @@ package etcd
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
@@ -43,54 +44,73 @@ func (a *acquirer) confirm(ctx context.Context, grantRev int64) error {
 	if testHookConfirm != nil {
 		testHookConfirm(a)
 	}
+	// The keys first, then the lease: a lease alive after the keys were
+	// seen on it still has them (only a delete or the lease's end removes
+	// them). Each request is bounded by confirmBound, so that one sent to
+	// a member that stopped is given up and sent again (the client sends
+	// it to the next member); answers slower than that do not count.
+	bound := a.l.confirmBound()
 	var last error
-	for range 5 {
-		sent := time.Now()
-		cctx, cancel := context.WithTimeout(ctx, a.l.rpcTimeout())
-		var ttl *clientv3.LeaseTimeToLiveResponse
-		var terr error
-		got := make(chan struct{})
-		go func() {
-			defer close(got)
-			ttl, terr = a.l.cli.TimeToLive(cctx, a.s.id)
-		}()
-		resp, err := a.l.cli.Txn(cctx).If(
+	try := func(f func(ctx context.Context) error) error {
+		for range 10 {
+			cctx, cancel := context.WithTimeout(ctx, bound)
+			sent := time.Now()
+			err := f(cctx)
+			took := time.Since(sent)
+			cancel()
+			switch {
+			case ctx.Err() != nil:
+				return context.Cause(ctx)
+			case err == nil && took <= bound:
+				return nil
+			case err == nil:
+				last = fmt.Errorf("confirming took %v, more than %v", took.Round(time.Millisecond), bound)
+			case errors.Is(err, errNotCurrent):
+				return err
+			case !isUnavailable(err):
+				return fmt.Errorf("etcd: confirming the grant of %s: %w", a.key, err)
+			default:
+				last = err
+			}
+		}
+		return fmt.Errorf("%w: the grant of %s could not be confirmed: %w", elect.ErrUnavailable, a.key, last)
+	}
+	err := try(func(ctx context.Context) error {
+		resp, err := a.l.cli.Txn(ctx).If(
 			clientv3.Compare(clientv3.CreateRevision(a.key), "=", a.ticket),
 			clientv3.Compare(clientv3.CreateRevision(a.heldKey), "=", grantRev),
 			clientv3.Compare(clientv3.LeaseValue(a.heldKey), "=", a.s.id),
 		).Then(linearizable).Else(linearizable).Commit()
-		<-got
-		cancel()
-		took := time.Since(sent)
+		if err == nil && !resp.Succeeded {
+			return fmt.Errorf("%w: %w: the grant of %s is not current any more (its keys went: lease revoked or expired, or removed by hand)", errNotCurrent, elect.ErrSessionLost, a.key)
+		}
+		return err
+	})
+	if err != nil {
+		return err
+	}
+	renewed := false
+	return try(func(ctx context.Context) error {
+		ttl, err := a.l.cli.TimeToLive(ctx, a.s.id)
 		switch {
-		case ctx.Err() != nil:
-			return context.Cause(ctx)
-		case err == nil && !resp.Succeeded:
-			return fmt.Errorf("%w: the grant of %s is not current any more (its keys went: lease revoked or expired, or removed by hand)", elect.ErrSessionLost, a.key)
-		case terr == nil && ttl.TTL <= 0:
-			err := fmt.Errorf("%w: lease %x of the grant of %s is gone", elect.ErrSessionLost, int64(a.s.id), a.key)
+		case err != nil:
+			return err
+		case ttl.TTL <= 0:
+			err := fmt.Errorf("%w: %w: lease %x of the grant of %s is gone", errNotCurrent, elect.ErrSessionLost, int64(a.s.id), a.key)
 			a.s.end(err, false)
 			return err
-		case err != nil || terr != nil:
-			last = err
-			if last == nil {
-				last = terr
-			}
-			if !isUnavailable(last) {
-				return fmt.Errorf("etcd: confirming the grant of %s: %w", a.key, last)
-			}
-			continue
-		case took > a.l.confirmBound():
-			last = fmt.Errorf("confirming took %v, more than %v", took.Round(time.Millisecond), a.l.confirmBound())
-			continue
-		case time.Duration(ttl.TTL)*time.Second < a.l.margin:
+		case time.Duration(ttl.TTL)*time.Second < a.l.margin && !renewed:
 			// Renewals did not reach the leader for a while: renew
 			// now and look again.
-			last = fmt.Errorf("lease %x has %ds left, less than the margin %v", int64(a.s.id), ttl.TTL, a.l.margin)
+			renewed = true
 			a.s.renew(ctx)
-			continue
+			return fmt.Errorf("%w: lease %x has %ds left, less than the margin %v", context.DeadlineExceeded, int64(a.s.id), ttl.TTL, a.l.margin)
+		case time.Duration(ttl.TTL)*time.Second < a.l.margin:
+			return fmt.Errorf("%w: %w: lease %x has %ds left, less than the margin %v, after a renewal", errNotCurrent, elect.ErrSessionLost, int64(a.s.id), ttl.TTL, a.l.margin)
 		}
 		return nil
-	}
-	return fmt.Errorf("%w: the grant of %s could not be confirmed: %w", elect.ErrUnavailable, a.key, last)
+	})
 }
+
+// errNotCurrent marks a confirmation that found the grant gone.
+var errNotCurrent = errors.New("etcd: grant not current")

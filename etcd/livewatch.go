@@ -32,9 +32,16 @@ func (l *Locker) progressEvery() time.Duration {
 	return min(max((l.ttl-l.margin)/4, 500*time.Millisecond), 2*time.Second)
 }
 
-// rpcTimeout bounds one read or grant of the lock path, so that one stopped
-// member does not hold a waiter: the next try goes to another member.
-func (l *Locker) rpcTimeout() time.Duration { return max(2*time.Second, l.margin) }
+// rpcTimeout bounds one read, grant or release of the lock path, so that
+// one stopped member does not hold it: the next try goes to another
+// member (the client balances requests over the endpoints).
+func (l *Locker) rpcTimeout() time.Duration {
+	return min(max(l.margin/2, 500*time.Millisecond), 2*time.Second)
+}
+
+// rpcTries is how many times a read or release of the lock path is sent
+// before it fails.
+const rpcTries = 6
 
 type liveWatch struct {
 	l      *Locker

@@ -236,18 +236,28 @@ func (t *holding) release() error {
 		return nil // the session's end revokes or expires the keys
 	default:
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
 	mine := []clientv3.Cmp{
 		clientv3.Compare(clientv3.CreateRevision(t.heldKey), "=", t.grantRev),
 		clientv3.Compare(clientv3.CreateRevision(t.key), "=", t.ticket),
 	}
 	gone := []clientv3.Op{clientv3.OpDelete(t.heldKey), clientv3.OpDelete(t.key)}
-	txn := t.l.cli.Txn(ctx).If(mine...).Then(gone...)
-	if next, ok := t.successor(ctx); ok {
-		txn = t.l.cli.Txn(ctx).If(append(mine, next.cmps...)...).Then(append(gone, next.ops...)...).Else(clientv3.OpTxn(mine, gone, nil))
+	// Each try is bounded and the txn is guarded by our keys' creation
+	// revisions, so it can be sent again: a try that reached a member
+	// whose leader has just stopped times out, and the next one, after
+	// the election, goes through.
+	var err error
+	for range rpcTries {
+		ctx, cancel := context.WithTimeout(context.Background(), t.l.rpcTimeout())
+		txn := t.l.cli.Txn(ctx).If(mine...).Then(gone...)
+		if next, ok := t.successor(ctx); ok {
+			txn = t.l.cli.Txn(ctx).If(append(mine, next.cmps...)...).Then(append(gone, next.ops...)...).Else(clientv3.OpTxn(mine, gone, nil))
+		}
+		_, err = txn.Commit()
+		cancel()
+		if err == nil || !isUnavailable(err) {
+			break
+		}
 	}
-	_, err := txn.Commit()
 	if err != nil {
 		err = fmt.Errorf("etcd: releasing %s: %w; the session is given up, so its keys go within the TTL", t.heldKey, err)
 		t.s.end(fmt.Errorf("%w: %w", elect.ErrSessionLost, err), true)

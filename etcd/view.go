@@ -82,7 +82,7 @@ func aheadLimit(first bool) int64 {
 // goes to another member.
 func (a *acquirer) read(ctx context.Context) (view, error) {
 	var err error
-	for range 3 {
+	for range rpcTries {
 		rctx, cancel := context.WithTimeout(ctx, a.l.rpcTimeout())
 		var resp *clientv3.TxnResponse
 		resp, err = a.l.cli.Txn(rctx).Then(a.viewOps(false)...).Commit()
