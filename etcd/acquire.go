@@ -138,6 +138,12 @@ type acquirer struct {
 	afterMore  bool // after is the first scanLimit of more
 	afterKnown bool
 
+	// keysAt is the send time of the last linearizable request that
+	// found our request key and grant marker current (a grant txn that
+	// succeeded, or a view that holds our grant); confirm need not look
+	// at the keys again when that was less than confirmBound ago.
+	keysAt time.Time
+
 	w      *liveWatch
 	wkey   string // what w watches
 	wrev   int64  // its creation revision
@@ -169,6 +175,7 @@ func (a *acquirer) run(ctx context.Context) (*elect.Leadership, error) {
 	epoch := nextEpoch(last)
 	h := held{request: a.record(), Epoch: epoch, Granted: time.Now(), Key: a.key}
 	put := clientv3.OpPut(a.key, a.value(), clientv3.WithLease(a.s.id))
+	sent := time.Now()
 	resp, err := a.l.cli.Txn(ctx).
 		If(append(a.freeCmps(nil), clientv3.Compare(clientv3.ModRevision(a.base+keyEpoch), "=", lastMod))...).
 		Then(put, clientv3.OpPut(a.heldKey, encode(h), clientv3.WithLease(a.s.id)), clientv3.OpPut(a.base+keyEpoch, strconv.FormatUint(epoch, 10))).
@@ -183,6 +190,7 @@ func (a *acquirer) run(ctx context.Context) (*elect.Leadership, error) {
 	}
 	a.ticket = resp.Header.Revision
 	if resp.Succeeded {
+		a.keysSeen(sent)
 		a.afterKnown = a.req.Mode == elect.Exclusive && !a.req.Steal // nobody was queued; the monitor sees who joins
 		return a.hold(ctx, h, a.ticket)
 	}
@@ -231,6 +239,9 @@ func (a *acquirer) step(ctx context.Context, v view) (*elect.Leadership, *view, 
 		// leadership nobody holds (etcd-io/etcd#11051, #19597).
 		return nil, nil, fmt.Errorf("%w: request key %s was deleted while it waited", elect.ErrSessionLost, a.key)
 	case v.granted != nil:
+		if v.mine && v.granted.Lease == int64(a.s.id) && !v.sent.IsZero() {
+			a.keysAt = v.sent
+		}
 		lead, err := a.granted(ctx, v.granted)
 		return lead, nil, err
 	case v.blocker != nil:

@@ -22,7 +22,9 @@ import (
 // learned: a linearizable txn (served through the raft leader's read
 // index: a stopped or deposed member cannot answer it) that the request
 // key still has its creation revision (the ticket) and that the grant
-// marker is the one made for it, on this session's lease; and the lease's
+// marker is the one made for it, on this session's lease (unless a
+// linearizable request sent less than confirmBound ago saw just that: the
+// grant txn itself, or the read that found the grant); and the lease's
 // time to live, asked of the leader, no less than the margin. A confirm
 // whose answers take longer than confirmBound is not trusted, and is made
 // again.
@@ -75,17 +77,11 @@ func (a *acquirer) confirm(ctx context.Context, grantRev int64) error {
 		}
 		return fmt.Errorf("%w: the grant of %s could not be confirmed: %w", elect.ErrUnavailable, a.key, last)
 	}
-	err := try(func(ctx context.Context) error {
-		resp, err := a.l.cli.Txn(ctx).If(
-			clientv3.Compare(clientv3.CreateRevision(a.key), "=", a.ticket),
-			clientv3.Compare(clientv3.CreateRevision(a.heldKey), "=", grantRev),
-			clientv3.Compare(clientv3.LeaseValue(a.heldKey), "=", a.s.id),
-		).Then(linearizable).Else(linearizable).Commit()
-		if err == nil && !resp.Succeeded {
-			return fmt.Errorf("%w: %w: the grant of %s is not current any more (its keys went: lease revoked or expired, or removed by hand)", errNotCurrent, elect.ErrSessionLost, a.key)
-		}
-		return err
-	})
+	var err error
+	if a.keysAt.IsZero() || time.Since(a.keysAt) > bound {
+		err = try(a.confirmKeys(grantRev))
+	}
+	a.keysAt = time.Time{}
 	if err != nil {
 		return err
 	}
@@ -114,3 +110,24 @@ func (a *acquirer) confirm(ctx context.Context, grantRev int64) error {
 
 // errNotCurrent marks a confirmation that found the grant gone.
 var errNotCurrent = errors.New("etcd: grant not current")
+
+// confirmKeys checks, with a linearizable txn, that the request key still
+// has its ticket and the grant marker is the one made at grantRev on this
+// session's lease.
+func (a *acquirer) confirmKeys(grantRev int64) func(ctx context.Context) error {
+	return func(ctx context.Context) error {
+		resp, err := a.l.cli.Txn(ctx).If(
+			clientv3.Compare(clientv3.CreateRevision(a.key), "=", a.ticket),
+			clientv3.Compare(clientv3.CreateRevision(a.heldKey), "=", grantRev),
+			clientv3.Compare(clientv3.LeaseValue(a.heldKey), "=", a.s.id),
+		).Then(linearizable).Else(linearizable).Commit()
+		if err == nil && !resp.Succeeded {
+			return fmt.Errorf("%w: %w: the grant of %s is not current any more (its keys went: lease revoked or expired, or removed by hand)", errNotCurrent, elect.ErrSessionLost, a.key)
+		}
+		return err
+	}
+}
+
+// keysSeen notes a grant txn sent at sent that succeeded: it found our
+// keys current as it made them.
+func (a *acquirer) keysSeen(sent time.Time) { a.keysAt = sent }

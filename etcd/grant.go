@@ -46,6 +46,7 @@ func (a *acquirer) grant(ctx context.Context, v view, stale bool) (*elect.Leader
 	}
 	gctx, cancel := context.WithTimeout(ctx, a.l.rpcTimeout())
 	defer cancel()
+	sent := time.Now()
 	resp, err := a.l.cli.Txn(gctx).If(cmps...).Then(
 		clientv3.OpPut(a.base+keyEpoch, strconv.FormatUint(epoch, 10)),
 		clientv3.OpPut(a.heldKey, encode(h), clientv3.WithLease(a.s.id)),
@@ -60,8 +61,10 @@ func (a *acquirer) grant(ctx context.Context, v view, stale bool) (*elect.Leader
 	}
 	if !resp.Succeeded {
 		next := a.parseView(resp, 0) // a steal came, a shared grant drew an epoch, or our key went
+		next.sent = sent
 		return nil, &next, nil
 	}
+	a.keysAt = sent
 	// Exclusive holders that are not steals may hand the lock on: the
 	// requests that joined before this grant are read here, those after
 	// it come through the monitor's watch.
@@ -119,6 +122,7 @@ func (a *acquirer) tryOnce(ctx context.Context) (*elect.Leadership, error) {
 	last, mod := a.l.lastEpoch(a.name)
 	var strays map[string][]*mvccpb.KeyValue
 	for range 100 {
+		sent := time.Now()
 		epoch := nextEpoch(last)
 		h := held{request: a.record(), Epoch: epoch, Granted: time.Now(), Key: a.key}
 		els := []clientv3.Op{clientv3.OpGet(ek)}
@@ -140,6 +144,7 @@ func (a *acquirer) tryOnce(ctx context.Context) (*elect.Leadership, error) {
 			return nil, a.rpcErr(ctx, err)
 		}
 		if resp.Succeeded {
+			a.keysSeen(sent)
 			a.ticket = resp.Header.Revision
 			a.afterKnown = a.req.Mode == elect.Exclusive // the queue was empty
 			return a.hold(ctx, h, resp.Header.Revision)

@@ -3,6 +3,7 @@ package etcd
 import (
 	"context"
 	"strconv"
+	"time"
 
 	"go.etcd.io/etcd/api/v3/mvccpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
@@ -23,6 +24,8 @@ type view struct {
 	// are no steals) or among the grant markers (for steals): the grant's
 	// guard that the range is empty steps round them.
 	strays []*mvccpb.KeyValue
+	// When the read that made the view was sent (zero when unknown).
+	sent time.Time
 	// scanFrom, when not 0: the read ahead of the request found only
 	// strays, down to this creation revision; the scan goes on below it,
 	// at rev.
@@ -85,10 +88,13 @@ func (a *acquirer) read(ctx context.Context) (view, error) {
 	for range rpcTries {
 		rctx, cancel := context.WithTimeout(ctx, a.l.rpcTimeout())
 		var resp *clientv3.TxnResponse
+		sent := time.Now()
 		resp, err = a.l.cli.Txn(rctx).Then(a.viewOps(false)...).Commit()
 		cancel()
 		if err == nil {
-			return a.parseView(resp, 0), nil
+			v := a.parseView(resp, 0)
+			v.sent = sent
+			return v, nil
 		}
 		if ctx.Err() != nil || !isUnavailable(err) {
 			break
