@@ -46,21 +46,25 @@ var (
 	embedBin  string
 )
 
-// buildEmbed builds embedserver, next to this file, into a temporary
-// directory (left for the next test binary: go build's cache makes the
-// build cheap, and the binary's name is the test binary's pid).
+// buildEmbed builds embedserver, next to this file, to one path per user
+// in the temporary directory: go build's cache makes a rebuild cheap, and
+// the build goes to a name of its own that is then renamed over that path,
+// so that test binaries building at once do not write a binary another
+// one runs.
 func buildEmbed() {
 	_, file, _, ok := runtime.Caller(0)
 	if !ok {
 		return
 	}
-	out := filepath.Join(os.TempDir(), fmt.Sprintf("leaderrun-embedserver-%d", os.Getpid()))
-	cmd := exec.Command("go", "build", "-o", out, ".")
+	out := filepath.Join(os.TempDir(), fmt.Sprintf("leaderrun-embedserver-%d", os.Getuid()))
+	tmp := fmt.Sprintf("%s.%d", out, os.Getpid())
+	cmd := exec.Command("go", "build", "-o", tmp, ".")
 	cmd.Dir = filepath.Join(filepath.Dir(file), "embedserver")
 	cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
-	if cmd.Run() == nil {
+	if cmd.Run() == nil && os.Rename(tmp, out) == nil {
 		embedBin = out
 	}
+	os.Remove(tmp)
 }
 
 // Require skips tb when no etcd binary is found, or fails it under CI.
