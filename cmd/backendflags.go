@@ -5,6 +5,7 @@ import (
 	"os"
 	"slices"
 	"strconv"
+	"time"
 
 	"github.com/leaderrun/leaderrun/elect"
 	"github.com/urfave/cli/v3"
@@ -96,4 +97,13 @@ func (a *App) flagValue(c *cli.Command) FlagValue {
 		}
 		return f.Value
 	}
+}
+
+// GraceFitter is a Backend whose terms leave COMMAND only so long to stop
+// (leaderrun-etcd: within half the lease TTL). After Open, the run command
+// takes the --grace it returns: grace itself when it fits; when it does
+// not, a shorter one if --grace was not given (given false; note says why,
+// for -v), else an error to exit with.
+type GraceFitter interface {
+	FitGrace(grace time.Duration, given bool) (fit time.Duration, note string, err error)
 }

@@ -42,6 +42,7 @@ type runOptions struct {
 	waitSet  bool
 	conflict int
 	grace    time.Duration
+	graceSet bool // --grace was given
 	restart  string
 	fanout   bool
 	verbose  bool
@@ -112,6 +113,7 @@ func readRunFlags(c *cli.Command, argv []string) *runOptions {
 	}
 	o.wait, o.waitSet = durationFlag(c, "wait")
 	o.grace, _ = durationFlag(c, "grace")
+	o.graceSet = c.IsSet("grace")
 	o.req.StealStopped, _ = durationFlag(c, "steal-stopped")
 	if c.Bool("shared") {
 		o.req.Mode = elect.Shared
@@ -133,6 +135,24 @@ func readRunFlags(c *cli.Command, argv []string) *runOptions {
 		o.logf("waiting for %s by polling (every 1ms to 100ms): %s", o.name, why)
 	}
 	return o
+}
+
+// fitGrace takes the --grace that a GraceFitter backend fits its terms to.
+func (o *runOptions) fitGrace(lk Backend) error {
+	gf, ok := lk.(GraceFitter)
+	if !ok {
+		return nil
+	}
+	g, note, err := gf.FitGrace(o.grace, o.graceSet)
+	if err != nil || g == o.grace {
+		return err
+	}
+	o.logf("%s", note)
+	o.grace = g
+	if o.req.Steal {
+		o.req.KillAfter = max(2*o.grace, time.Second)
+	}
+	return nil
 }
 
 // check refuses contradictory flags, and turns -w 0 into -n.
@@ -193,6 +213,9 @@ func (o *runOptions) run(ctx context.Context) error {
 	}
 	defer lk.Close()
 	o.notify.started()
+	if err := o.fitGrace(lk); err != nil {
+		return err
+	}
 	dir, err := filepath.Abs(lk.Dir())
 	if err != nil {
 		dir = lk.Dir()

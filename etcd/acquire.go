@@ -11,8 +11,6 @@ import (
 	"go.etcd.io/etcd/api/v3/mvccpb"
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
-	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/status"
 
 	"github.com/leaderrun/leaderrun/elect"
 )
@@ -60,28 +58,11 @@ func (l *Locker) Acquire(ctx context.Context, name string, req elect.Request) (*
 			s.end(fmt.Errorf("%w: lease %x is gone", elect.ErrSessionLost, int64(s.id)), false)
 			continue
 		}
+		if err != nil && ctx.Err() != nil {
+			return nil, err // the context's cause, as acquire reports it
+		}
 		return lead, unavailable(err)
 	}
-}
-
-// unavailable marks an error by which etcd says it cannot serve now (no
-// leader, a timeout, not reachable) with elect.ErrUnavailable: the request
-// was cleaned up (its key deleted, or its session given up) and holds no
-// place in line, so the caller may ask again.
-func unavailable(err error) error {
-	if err == nil || errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
-		return err
-	}
-	for _, e := range []error{rpctypes.ErrNoLeader, rpctypes.ErrLeaderChanged, rpctypes.ErrTimeout, rpctypes.ErrTimeoutDueToLeaderFail,
-		rpctypes.ErrTimeoutDueToConnectionLost, rpctypes.ErrTimeoutWaitAppliedIndex, rpctypes.ErrTooManyRequests} {
-		if errors.Is(err, e) {
-			return fmt.Errorf("%w: %w", elect.ErrUnavailable, err)
-		}
-	}
-	if c := status.Code(err); c == codes.Unavailable || c == codes.DeadlineExceeded {
-		return fmt.Errorf("%w: %w", elect.ErrUnavailable, err)
-	}
-	return err
 }
 
 // errLeaseGone: the request could not be created because the session's
@@ -154,11 +135,18 @@ type acquirer struct {
 	// read in the grant txn; afterKnown says the set is complete, so the
 	// holding may hand the lock to its successor on release.
 	after      []*mvccpb.KeyValue
+	afterMore  bool // after is the first scanLimit of more
 	afterKnown bool
-	handed     *mvccpb.KeyValue // a grant marker our predecessor made for us
 
-	wch    clientv3.WatchChan
-	wstop  context.CancelFunc
+	// keysAt is the send time of the last linearizable request that
+	// found our request key and grant marker current (a grant txn that
+	// succeeded, or a view that holds our grant); confirm need not look
+	// at the keys again when that was less than confirmBound ago.
+	keysAt time.Time
+
+	w      *liveWatch
+	wkey   string // what w watches
+	wrev   int64  // its creation revision
 	wfails int
 	bw     *blockerWatch // local.go
 }
@@ -187,8 +175,9 @@ func (a *acquirer) run(ctx context.Context) (*elect.Leadership, error) {
 	epoch := nextEpoch(last)
 	h := held{request: a.record(), Epoch: epoch, Granted: time.Now(), Key: a.key}
 	put := clientv3.OpPut(a.key, a.value(), clientv3.WithLease(a.s.id))
+	sent := time.Now()
 	resp, err := a.l.cli.Txn(ctx).
-		If(append(a.freeCmps(), clientv3.Compare(clientv3.ModRevision(a.base+keyEpoch), "=", lastMod))...).
+		If(append(a.freeCmps(nil), clientv3.Compare(clientv3.ModRevision(a.base+keyEpoch), "=", lastMod))...).
 		Then(put, clientv3.OpPut(a.heldKey, encode(h), clientv3.WithLease(a.s.id)), clientv3.OpPut(a.base+keyEpoch, strconv.FormatUint(epoch, 10))).
 		Else(append([]clientv3.Op{put}, a.viewOps(true)...)...).
 		Commit()
@@ -201,8 +190,9 @@ func (a *acquirer) run(ctx context.Context) (*elect.Leadership, error) {
 	}
 	a.ticket = resp.Header.Revision
 	if resp.Succeeded {
+		a.keysSeen(sent)
 		a.afterKnown = a.req.Mode == elect.Exclusive && !a.req.Steal // nobody was queued; the monitor sees who joins
-		return a.hold(h, a.ticket)
+		return a.hold(ctx, h, a.ticket)
 	}
 	v := a.parseView(resp, 1)
 	// Holders watch the steal lane: the key's creation deposed them if it
@@ -235,6 +225,12 @@ func (a *acquirer) rpcErr(ctx context.Context, err error) error {
 // step makes one attempt. It returns no leadership and no error to be
 // called again, with the next view when it has one (nil: read again).
 func (a *acquirer) step(ctx context.Context, v view) (*elect.Leadership, *view, error) {
+	if err := a.scanOn(ctx, &v); err != nil {
+		return nil, nil, err
+	}
+	if len(v.strays) > maxStrays {
+		return nil, nil, tooManyStrays(a.laneDir())
+	}
 	var err error
 	switch {
 	case !v.mine:
@@ -243,13 +239,16 @@ func (a *acquirer) step(ctx context.Context, v view) (*elect.Leadership, *view, 
 		// leadership nobody holds (etcd-io/etcd#11051, #19597).
 		return nil, nil, fmt.Errorf("%w: request key %s was deleted while it waited", elect.ErrSessionLost, a.key)
 	case v.granted != nil:
+		if v.mine && v.granted.Lease == int64(a.s.id) && !v.sent.IsZero() {
+			a.keysAt = v.sent
+		}
 		lead, err := a.granted(ctx, v.granted)
 		return lead, nil, err
 	case v.blocker != nil:
 		a.watchBlocker(ctx, v.blocker)
-		err = a.wait(ctx, &v, string(v.blocker.Key), time.Time{})
+		err = a.wait(ctx, &v, v.blocker, time.Time{})
 	case len(v.holders) > 0 && !a.req.Steal:
-		err = a.wait(ctx, &v, string(v.holders[0].Key), time.Time{})
+		err = a.wait(ctx, &v, v.holders[0], time.Time{})
 	case len(v.holders) > 0:
 		// Next in line: the holders were told by our key's creation (they
 		// watch the steal lane); now wait for them to let go.
@@ -257,25 +256,22 @@ func (a *acquirer) step(ctx context.Context, v view) (*elect.Leadership, *view, 
 		if !a.killAt.IsZero() && !time.Now().Before(a.killAt) {
 			a.revoke(ctx, v.holders)
 		}
-		err = a.wait(ctx, &v, string(v.holders[0].Key), a.killAt)
+		err = a.wait(ctx, &v, v.holders[0], a.killAt)
 	default:
-		return a.grant(ctx, v)
+		return a.grant(ctx, v, false)
 	}
 	if err != nil {
 		return nil, nil, err
 	}
-	if a.handed != nil {
-		lead, err := a.granted(ctx, a.handed)
-		return lead, nil, err
-	}
 	if a.req.Mode == elect.Shared {
 		return nil, nil, nil
 	}
-	// An exclusive request's grant txn checks for itself that nothing is
-	// ahead, and the watch kept the epoch up to date: try at once, and
-	// take the fresh view from the txn if it fails. A handover is then
-	// one round trip, as with concurrency.Election.
-	return a.grant(ctx, v)
+	// An exclusive request's grant txn can check for itself that nothing
+	// is ahead: try at once, and take the fresh view from the txn if it
+	// fails (as it does when our predecessor handed us the lock: the
+	// view has our grant marker). A handover is then one round trip, as
+	// with concurrency.Election.
+	return a.grant(ctx, v, true)
 }
 
 // revoke ends the sessions of the holders that did not let go within

@@ -14,7 +14,13 @@
 // creation revision, the epoch key's last write and an empty steal lane,
 // and writes the new epoch and a grant marker. A release whose successor is
 // an exclusive request writes the successor's grant in its own txn, under
-// the same guards, so a handover costs one round trip. Waiters watch from
+// the same guards, so a handover costs one round trip. Each waiter watches
+// only the request ahead of it and its own key, as concurrency.Mutex
+// does, so a hand-off sends one watch event, to the waiter behind, however
+// long the queue (BenchmarkDrain). Keys under a name's q/, steal/ or
+// held/ that leaderrun did not write (another application's whose prefix
+// nests in ours, a typo, an older version's) are no requests: they block
+// nobody, Query leaves them out and Locker.Ignored lists them. Waiters watch from
 // the server's current revision: etcd serves a watch that starts in the
 // past from a sweep that runs every 100ms, which is where the waiters of
 // concurrency.Election spend most of a handover. See keys.go for the
@@ -82,6 +88,38 @@
 // here, not an option: pass Leadership.Epoch with every write and have the
 // resource refuse an epoch lower than one it has accepted (Kleppmann's
 // fencing token; etcd's contrib/lock/README.md says the same).
+//
+// A grant is taken up only once it is confirmed current: before Acquire
+// returns a Leadership (and so before leaderrun starts COMMAND), a
+// linearizable txn checks that the request key still has its ticket and
+// the grant marker is the one made for it on this session's lease, and
+// the lease's time to live, asked of the raft leader, is at least the
+// margin; answers that take longer than max(Margin/2, 250ms) are asked
+// again. A grant learned late (from a member that was stopped while this
+// process's renewals reached the others) and ended meanwhile is refused
+// with elect.ErrSessionLost, and the request queues again. Every watch of
+// the lock path asks for a progress notice after a silence of
+// clamp((TTL-Margin)/4, 0.5s, 2s) and, if even that goes unanswered, is
+// started again on a stream of its own, so that a waiter whose member
+// stopped still hears of its turn; each read of a waiter is bounded and
+// tried again elsewhere.
+//
+// A lease that the server revokes before its TTL is a server fault that no
+// client can see coming: etcd 3.4 servers revoke the leases they believe
+// expired when a stopped raft leader resumes (etcd-io/etcd#15247, fixed by
+// #16822; Debian's 3.4.23 predates the fix). The holder's term then ends
+// unannounced, before its deadline, and the next request can be granted
+// while the holder still runs: the holder learns of it from its watch (its
+// keys' deletion) or at the latest from its next renewal ((TTL-Margin)/3
+// later, "lease not found"), and leaderrun then stops COMMAND within
+// --grace. What still holds: the revoked grant is never taken up by a
+// waiter that had not taken it up yet (confirm above); the next holder's
+// epoch is larger than the revoked one's (the epoch key is compared and
+// written in every grant txn), so a resource that refuses an epoch lower
+// than one it has accepted refuses every write of the old holder made
+// after the new holder's first; and the overlap is bounded by the renewal
+// interval plus --grace. Without epoch checks at the resource, run a
+// server that has the fix.
 //
 // A lost session ends everything of its Locker: every term and every
 // waiting request of that Locker ends with elect.ErrSessionLost, and the

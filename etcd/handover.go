@@ -41,6 +41,9 @@ func (t *holding) successor(ctx context.Context) (succession, bool) {
 				next = kv
 			}
 		}
+		if t.cut != 0 && (next == nil || next.CreateRevision > t.cut) {
+			known, next = false, nil // the few we read went: read again
+		}
 	}
 	t.mu.Unlock()
 	if deposed || (known && next == nil) {
@@ -48,17 +51,24 @@ func (t *holding) successor(ctx context.Context) (succession, bool) {
 	}
 	if !known {
 		resp, err := t.l.cli.Txn(ctx).Then(
-			clientv3.OpGet(t.base+dirQueue, append([]clientv3.OpOption{clientv3.WithPrefix(), clientv3.WithMinCreateRev(t.ticket + 1)}, clientv3.WithFirstCreate()...)...),
+			clientv3.OpGet(t.base+dirQueue, clientv3.WithPrefix(), clientv3.WithMinCreateRev(t.ticket+1),
+				clientv3.WithSort(clientv3.SortByCreateRevision, clientv3.SortAscend), clientv3.WithLimit(scanLimit)),
 			clientv3.OpGet(t.base+keyEpoch),
 		).Commit()
 		if err != nil {
 			return succession{}, false
 		}
 		kvs, ek := resp.Responses[0].GetResponseRange().Kvs, resp.Responses[1].GetResponseRange().Kvs
-		if len(kvs) == 0 || len(ek) == 0 {
-			return succession{}, false
+		for _, kv := range kvs {
+			if isRequest(t.base, kv) {
+				next = kv
+				break
+			}
 		}
-		next, epochMod = kvs[0], ek[0].ModRevision
+		if next == nil || len(ek) == 0 {
+			return succession{}, false // a successor behind strays grants itself
+		}
+		epochMod = ek[0].ModRevision
 		epoch, _ = strconv.ParseUint(string(ek[0].Value), 10, 64)
 	}
 	nk := string(next.Key)

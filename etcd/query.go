@@ -58,6 +58,43 @@ func (l *Locker) QueryAll(ctx context.Context) (elect.Snapshot, error) {
 	return snap, nil
 }
 
+// Ignored lists the keys under name's queue, steal lane and grant markers
+// (every name's, when name is "") that are not leaderrun's: keys of
+// another application whose prefix nests in ours, typos, keys of another
+// version. A Locker ignores them (they block nobody, and Query does not
+// show them); they are listed so that someone can remove them.
+func (l *Locker) Ignored(ctx context.Context, name string) ([]string, error) {
+	from := l.prefix
+	if name != "" {
+		if err := elect.ValidateName(name); err != nil {
+			return nil, err
+		}
+		from = l.base(name)
+	}
+	resp, err := l.cli.Get(ctx, from, clientv3.WithPrefix())
+	if err != nil {
+		return nil, rpcErr(ctx, err)
+	}
+	var keys []string
+	for _, kv := range resp.Kvs {
+		n, rest, ok := strings.Cut(strings.TrimPrefix(string(kv.Key), l.prefix), "/")
+		if !ok || elect.ValidateName(n) != nil {
+			continue
+		}
+		base := l.base(n)
+		switch {
+		case strings.HasPrefix(rest, dirHeld):
+			ok = isHeld(base, kv)
+		case strings.HasPrefix(rest, dirQueue), strings.HasPrefix(rest, dirSteal):
+			ok = isRequest(base, kv)
+		}
+		if !ok {
+			keys = append(keys, string(kv.Key))
+		}
+	}
+	return keys, nil
+}
+
 // Names lists the names that have keys under the prefix, sorted.
 func (l *Locker) Names(ctx context.Context) ([]string, error) {
 	resp, err := l.cli.Get(ctx, l.prefix, clientv3.WithPrefix(), clientv3.WithKeysOnly())
@@ -91,16 +128,15 @@ func (l *Locker) collect(name string, kvs []*mvccpb.KeyValue, snap *elect.Snapsh
 		rest := strings.TrimPrefix(string(kv.Key), base)
 		switch {
 		case strings.HasPrefix(rest, dirHeld):
-			var h held
-			if json.Unmarshal(kv.Value, &h) == nil {
+			if h, ok := parseHeld(base, kv); ok {
 				granted[idOf(rest)] = true
 				holders = append(holders, h)
 				hrevs = append(hrevs, kv.CreateRevision)
 			}
 		case strings.HasPrefix(rest, dirSteal), strings.HasPrefix(rest, dirQueue):
-			var r request
-			if json.Unmarshal(kv.Value, &r) != nil {
-				continue
+			r, ok := parseRequest(base, kv)
+			if !ok {
+				continue // no request: it blocks nobody (Ignored)
 			}
 			if strings.HasPrefix(rest, dirSteal) {
 				steals = append(steals, req{kv, r})
@@ -131,11 +167,13 @@ func (l *Locker) collect(name string, kvs []*mvccpb.KeyValue, snap *elect.Snapsh
 	}
 }
 
+// rpcErr prefers the context's cause to the RPC's report of it, and marks
+// what etcd could not serve with elect.ErrUnavailable.
 func rpcErr(ctx context.Context, err error) error {
 	if ctx.Err() != nil {
 		return context.Cause(ctx)
 	}
-	return err
+	return unavailable(err)
 }
 
 // EndHolder revokes the lease of h's term of name: the grant marker whose

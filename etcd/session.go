@@ -143,6 +143,27 @@ func (s *session) loop() {
 	defer timer.Stop()
 	results := make(chan renewal, 4)
 	inflight := 0
+	// Each renewal is bounded by the interval: one sent to a member that
+	// stopped (it keeps the connection and says nothing) is given up, and
+	// tried again at once, which the client sends to the next member.
+	send := func() {
+		if inflight >= 3 {
+			return
+		}
+		inflight++
+		go func(sent time.Time) {
+			ctx, cancel := context.WithTimeout(context.Background(), every)
+			defer cancel()
+			stop := context.AfterFunc(s.l.closing, cancel)
+			defer stop()
+			resp, err := s.l.cli.KeepAliveOnce(ctx, s.id)
+			r := renewal{sent: sent, err: err}
+			if err == nil {
+				r.ttl = resp.TTL
+			}
+			results <- r
+		}(time.Now())
+	}
 	for {
 		// A process stopped past its deadline (SIGSTOP, a VM pause) finds
 		// it passed before it handles anything else.
@@ -158,22 +179,7 @@ func (s *session) loop() {
 			return
 		case <-timer.C:
 		case <-tick.C:
-			if inflight >= 2 {
-				continue
-			}
-			inflight++
-			go func(sent time.Time) {
-				ctx, cancel := context.WithTimeout(context.Background(), 2*every)
-				defer cancel()
-				stop := context.AfterFunc(s.l.closing, cancel)
-				defer stop()
-				resp, err := s.l.cli.KeepAliveOnce(ctx, s.id)
-				r := renewal{sent: sent, err: err}
-				if err == nil {
-					r.ttl = resp.TTL
-				}
-				results <- r
-			}(time.Now())
+			send()
 		case r := <-results:
 			inflight--
 			switch {
@@ -181,18 +187,42 @@ func (s *session) loop() {
 				s.end(fmt.Errorf("%w: lease %x expired or was revoked", elect.ErrSessionLost, int64(s.id)), false)
 				return
 			case r.err != nil:
+				if time.Since(r.sent) >= every/2 {
+					send() // it timed out: again now, elsewhere
+				}
 				continue // the deadline decides
 			}
-			dl := r.sent.Add(time.Duration(r.ttl)*time.Second - s.l.margin)
-			s.mu.Lock()
-			if dl.After(s.dl) && time.Now().Before(s.dl) {
-				s.dl = dl
-				close(s.moved)
-				s.moved = make(chan struct{})
-			}
-			s.mu.Unlock()
+			s.extend(r.sent, r.ttl)
 			timer.Reset(time.Until(s.deadline()))
 		}
+	}
+}
+
+// extend moves the deadline for a renewal sent at sent and answered with
+// ttl seconds, unless it has passed already.
+func (s *session) extend(sent time.Time, ttl int64) {
+	dl := sent.Add(time.Duration(ttl)*time.Second - s.l.margin)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if dl.After(s.dl) && time.Now().Before(s.dl) {
+		s.dl = dl
+		close(s.moved)
+		s.moved = make(chan struct{})
+	}
+}
+
+// renew renews the lease once now, out of the loop's turn (the loop's
+// timer still ends the session at the deadline).
+func (s *session) renew(ctx context.Context) {
+	ctx, cancel := context.WithTimeout(ctx, s.l.rpcTimeout())
+	defer cancel()
+	sent := time.Now()
+	resp, err := s.l.cli.KeepAliveOnce(ctx, s.id)
+	switch {
+	case errors.Is(err, rpctypes.ErrLeaseNotFound) || (err == nil && resp.TTL <= 0):
+		s.end(fmt.Errorf("%w: lease %x expired or was revoked", elect.ErrSessionLost, int64(s.id)), false)
+	case err == nil:
+		s.extend(sent, resp.TTL)
 	}
 }
 

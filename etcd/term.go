@@ -32,7 +32,8 @@ type holding struct {
 	// What the monitor knows of the requests that joined after ours, for
 	// a release that grants the successor in the same txn.
 	mu       sync.Mutex
-	known    bool                        // after is complete
+	known    bool                        // after is complete, up to cut
+	cut      int64                       // not 0: after has the first requests up to this ticket, of more
 	after    map[string]*mvccpb.KeyValue // request keys under q/ newer than ours
 	epoch    uint64                      // the epoch key as last seen
 	epochMod int64
@@ -45,22 +46,23 @@ type holding struct {
 // testHookHold, when set by a test, is told of every holding.
 var testHookHold func(*holding)
 
-func (a *acquirer) hold(h held, grantRev int64) (*elect.Leadership, error) {
+func (a *acquirer) hold(ctx context.Context, h held, grantRev int64) (*elect.Leadership, error) {
+	if err := a.confirm(ctx, grantRev); err != nil {
+		return nil, err
+	}
 	t := &holding{l: a.l, s: a.s, base: a.base, key: a.key, heldKey: a.heldKey, ticket: a.ticket, grantRev: grantRev, steal: a.req.Steal,
 		handoff: h.Mode == elect.Exclusive && !a.req.Steal, known: a.afterKnown, after: map[string]*mvccpb.KeyValue{}, epoch: h.Epoch, epochMod: grantRev}
-	for _, kv := range a.after {
-		t.after[string(kv.Key)] = kv
-	}
+	t.note(a.after, a.afterMore)
 	lead, end := elect.NewLeadership(elect.Term{Name: a.name, Mode: h.Mode, Epoch: h.Epoch, Since: h.Granted, Release: t.release, Deadline: a.s.deadlineMoves})
 	t.lead, t.end = lead, end
 	a.l.noteEpoch(a.name, h.Epoch, grantRev, grantRev)
 	if testHookHold != nil {
 		testHookHold(t)
 	}
-	var ctx context.Context
-	ctx, t.stop = context.WithCancel(context.Background())
+	mctx, stop := context.WithCancel(context.Background())
+	t.stop = stop
 	t.done = make(chan struct{})
-	go t.monitor(ctx)
+	go t.monitor(mctx)
 	a.ticket = 0 // the holding's now: cleanup leaves it
 	if err := a.l.track(lead, a.s); err != nil {
 		lead.Release()
@@ -85,11 +87,10 @@ func (t *holding) monitor(ctx context.Context) {
 		// Granted by our predecessor's release: who queued behind us
 		// until the grant is read at the grant's revision, off the
 		// handover's path.
-		if r, err := t.l.cli.Get(ctx, t.base+dirQueue, clientv3.WithPrefix(), clientv3.WithMinCreateRev(t.ticket+1), clientv3.WithRev(t.grantRev)); err == nil {
+		if r, err := t.l.cli.Get(ctx, t.base+dirQueue, clientv3.WithPrefix(), clientv3.WithMinCreateRev(t.ticket+1), clientv3.WithRev(t.grantRev),
+			clientv3.WithSort(clientv3.SortByCreateRevision, clientv3.SortAscend), clientv3.WithLimit(afterLimit)); err == nil {
 			t.mu.Lock()
-			for _, kv := range r.Kvs {
-				t.after[string(kv.Key)] = kv
-			}
+			t.note(r.Kvs, r.More)
 			t.known = true
 			t.mu.Unlock()
 		}
@@ -107,27 +108,59 @@ func (t *holding) monitor(ctx context.Context) {
 			}
 			rev = r
 		}
-		wctx, cancel := context.WithCancel(clientv3.WithRequireLeader(ctx))
-		wch := t.l.cli.Watch(wctx, t.base, lockKeys(t.base), clientv3.WithRev(rev+1))
-		for wr := range wch {
-			if wr.Err() != nil || wr.Canceled {
-				break
-			}
-			for _, ev := range wr.Events {
-				t.event(ev)
-			}
-			if wr.Header.Revision > rev {
-				rev = wr.Header.Revision
-			}
-			if t.lead.Err() != nil {
-				break
-			}
-		}
-		cancel()
+		w := t.l.watch(ctx, t.base, lockKeys(t.base), clientv3.WithRev(rev+1))
+		t.follow(ctx, w, &rev)
+		w.stop()
 		fails++
 		t.mu.Lock()
 		t.known = false // events may be missed until the watch is back
 		t.mu.Unlock()
+	}
+}
+
+// follow handles w's events until it fails, goes silent (a member that
+// stopped: the term's keys may be gone unseen) or the term ends.
+func (t *holding) follow(ctx context.Context, w *liveWatch, rev *int64) {
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-w.timer.C:
+			if w.silent() {
+				return
+			}
+		case wr, ok := <-w.ch:
+			if ok && !w.pass(wr) {
+				continue
+			}
+			if !ok || wr.Err() != nil || wr.Canceled {
+				return
+			}
+			w.heard()
+			for _, ev := range wr.Events {
+				t.event(ev)
+			}
+			if wr.Header.Revision > *rev && !wr.IsProgressNotify() {
+				*rev = wr.Header.Revision
+			}
+			if t.lead.Err() != nil {
+				return
+			}
+		}
+	}
+}
+
+// note adds the first requests after ours (oldest first), of more when
+// more: only a few are read, so that a grant reads O(1) keys, not the
+// whole queue.
+func (t *holding) note(kvs []*mvccpb.KeyValue, more bool) {
+	for _, kv := range kvs {
+		if isRequest(t.base, kv) {
+			t.after[string(kv.Key)] = kv
+		}
+	}
+	if more && len(kvs) > 0 {
+		t.cut = kvs[len(kvs)-1].CreateRevision
 	}
 }
 
@@ -140,18 +173,20 @@ func (t *holding) event(ev *clientv3.Event) {
 		t.epoch, _ = strconv.ParseUint(string(ev.Kv.Value), 10, 64)
 	case k == t.base+keyEpoch:
 		t.known = false // the prefix was wiped: no hand-over
-	case strings.HasPrefix(k, t.base+dirQueue) && ev.Type == mvccpb.PUT && ev.Kv.Version == 1 && ev.Kv.CreateRevision > t.ticket:
+	case strings.HasPrefix(k, t.base+dirQueue) && ev.Type == mvccpb.PUT && ev.Kv.Version == 1 && ev.Kv.CreateRevision > t.ticket && isRequest(t.base, ev.Kv):
 		t.after[k] = ev.Kv
 	case strings.HasPrefix(k, t.base+dirQueue) && ev.Type == mvccpb.DELETE:
 		delete(t.after, k)
-	case strings.HasPrefix(k, t.base+dirSteal) && ev.Type == mvccpb.PUT:
+	}
+	steal := ev.Type == mvccpb.PUT && ev.Kv.Version == 1 && strings.HasPrefix(k, t.base+dirSteal) && isRequest(t.base, ev.Kv)
+	if steal {
 		t.deposed = true
 	}
 	t.mu.Unlock()
 	switch {
 	case ev.Type == mvccpb.DELETE && (k == t.key || k == t.heldKey):
 		t.end(fmt.Errorf("%w: key %s was deleted (lease revoked, or removed by hand)", elect.ErrSessionLost, k))
-	case ev.Type == mvccpb.PUT && !t.steal && strings.HasPrefix(k, t.base+dirSteal) && ev.Kv.Version == 1:
+	case steal && !t.steal:
 		t.end(elect.ErrStolen)
 	}
 }
@@ -159,9 +194,11 @@ func (t *holding) event(ev *clientv3.Event) {
 // check reads the term's keys and the steal lane, as the watch would have
 // told, and returns the revision read.
 func (t *holding) check(ctx context.Context) (int64, error) {
+	ctx, cancel := context.WithTimeout(ctx, t.l.rpcTimeout())
+	defer cancel()
 	resp, err := t.l.cli.Txn(ctx).Then(
 		clientv3.OpGet(t.key), clientv3.OpGet(t.heldKey),
-		clientv3.OpGet(t.base+dirSteal, clientv3.WithPrefix(), clientv3.WithCountOnly()),
+		clientv3.OpGet(t.base+dirSteal, clientv3.WithPrefix()),
 	).Commit()
 	if err != nil {
 		return 0, err
@@ -169,10 +206,16 @@ func (t *holding) check(ctx context.Context) (int64, error) {
 	r := func(i int) *clientv3.GetResponse {
 		return (*clientv3.GetResponse)(resp.Responses[i].GetResponseRange())
 	}
+	steals := 0
+	for _, kv := range r(2).Kvs {
+		if isRequest(t.base, kv) {
+			steals++
+		}
+	}
 	switch {
 	case len(r(0).Kvs) == 0 || r(0).Kvs[0].CreateRevision != t.ticket || len(r(1).Kvs) == 0 || r(1).Kvs[0].CreateRevision != t.grantRev:
 		t.end(fmt.Errorf("%w: the term's keys under %s are gone", elect.ErrSessionLost, t.base))
-	case !t.steal && r(2).Count > 0:
+	case !t.steal && steals > 0:
 		t.end(elect.ErrStolen)
 	}
 	return resp.Header.Revision, nil
@@ -193,18 +236,28 @@ func (t *holding) release() error {
 		return nil // the session's end revokes or expires the keys
 	default:
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
 	mine := []clientv3.Cmp{
 		clientv3.Compare(clientv3.CreateRevision(t.heldKey), "=", t.grantRev),
 		clientv3.Compare(clientv3.CreateRevision(t.key), "=", t.ticket),
 	}
 	gone := []clientv3.Op{clientv3.OpDelete(t.heldKey), clientv3.OpDelete(t.key)}
-	txn := t.l.cli.Txn(ctx).If(mine...).Then(gone...)
-	if next, ok := t.successor(ctx); ok {
-		txn = t.l.cli.Txn(ctx).If(append(mine, next.cmps...)...).Then(append(gone, next.ops...)...).Else(clientv3.OpTxn(mine, gone, nil))
+	// Each try is bounded and the txn is guarded by our keys' creation
+	// revisions, so it can be sent again: a try that reached a member
+	// whose leader has just stopped times out, and the next one, after
+	// the election, goes through.
+	var err error
+	for range rpcTries {
+		ctx, cancel := context.WithTimeout(context.Background(), t.l.rpcTimeout())
+		txn := t.l.cli.Txn(ctx).If(mine...).Then(gone...)
+		if next, ok := t.successor(ctx); ok {
+			txn = t.l.cli.Txn(ctx).If(append(mine, next.cmps...)...).Then(append(gone, next.ops...)...).Else(clientv3.OpTxn(mine, gone, nil))
+		}
+		_, err = txn.Commit()
+		cancel()
+		if err == nil || !isUnavailable(err) {
+			break
+		}
 	}
-	_, err := txn.Commit()
 	if err != nil {
 		err = fmt.Errorf("etcd: releasing %s: %w; the session is given up, so its keys go within the TTL", t.heldKey, err)
 		t.s.end(fmt.Errorf("%w: %w", elect.ErrSessionLost, err), true)

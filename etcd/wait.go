@@ -2,22 +2,38 @@ package etcd
 
 import (
 	"context"
-	"strconv"
 	"time"
 
 	"go.etcd.io/etcd/api/v3/mvccpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
-// wait sleeps until key (a blocker) or our own key is deleted after the
-// view's revision, the watch fails (then the caller reads again), until, or
-// ctx ends. It keeps the view's epoch up to date meanwhile.
-func (a *acquirer) wait(ctx context.Context, v *view, key string, until time.Time) error {
-	rev := v.rev
-	if a.wch == nil {
+// wait sleeps until the request ahead of ours that blocks it (blocker, a
+// holder, the head of the steal lane) is deleted after the view's revision,
+// the watch fails or goes silent (then the caller reads again), until, or
+// ctx ends.
+//
+// It watches that one key, as concurrency.Mutex watches the key before
+// its own: a hand-over, a cancel or a death in the queue wakes the one
+// waiter behind it, not every waiter of the name. Our predecessor's
+// release deletes its key in the txn that writes our grant marker, so its
+// delete is also how we hear that we were handed the lock (the grant txn
+// that follows fails and reads it). It also watches our own request key,
+// on the same stream, so that a waiter whose key was deleted (by hand, or
+// its lease revoked) learns at once (etcd-io/etcd#19597); neither key
+// changes when others hand the lock on.
+func (a *acquirer) wait(ctx context.Context, v *view, blocker *mvccpb.KeyValue, until time.Time) error {
+	key := string(blocker.Key)
+	if a.w != nil && (a.wkey != key || a.wrev != blocker.CreateRevision) {
+		a.stopWatch()
+	}
+	// A new watch: once both of its keys' watches are created, a read
+	// tells whether anything went between the view and their start.
+	fresh, created, createdRev := false, 0, int64(0)
+	if a.w == nil {
 		if a.wfails > 0 {
-			// The watch failed (no leader, compaction): read again after
-			// a short back-off, never in a tight loop.
+			// The watch failed (no leader, compaction, silence): read
+			// again after a short back-off, never in a tight loop.
 			d := min(time.Duration(1<<min(a.wfails, 10))*10*time.Millisecond, time.Second)
 			t := time.NewTimer(d)
 			select {
@@ -31,11 +47,12 @@ func (a *acquirer) wait(ctx context.Context, v *view, key string, until time.Tim
 		// rev+1: etcd serves a watch that starts in the past from a
 		// sweep that runs every 100ms, which would delay the wake-up of
 		// a waiter whose blocker went in the meantime. If anything was
-		// written since the view, the created notice says so, and the
-		// caller looks again.
-		wctx, cancel := context.WithCancel(clientv3.WithRequireLeader(ctx))
-		a.wch = a.l.cli.Watch(wctx, a.base, lockKeys(a.base), clientv3.WithCreatedNotify())
-		a.wstop = cancel
+		// written since the view, the created notice says so, and a read
+		// of the key tells whether it is still there.
+		a.w = a.l.watch(ctx, key, clientv3.WithCreatedNotify())
+		a.w.watchAlso(a.key, clientv3.WithCreatedNotify()) // a key of ours deleted by hand: wake, and the read says so
+		a.wkey, a.wrev = key, blocker.CreateRevision
+		fresh = true
 	}
 	var timer <-chan time.Time
 	if !until.IsZero() {
@@ -49,43 +66,80 @@ func (a *acquirer) wait(ctx context.Context, v *view, key string, until time.Tim
 			return context.Cause(ctx)
 		case <-timer:
 			return nil
-		case wr, ok := <-a.wch:
+		case <-a.w.timer.C:
+			if a.w.silent() {
+				// Not even a progress notice: the member serving the
+				// watch is stopped or cut off. Read again, and watch
+				// anew on a stream of its own.
+				a.stopWatch()
+				a.wfails++
+				return nil
+			}
+		case wr, ok := <-a.w.own:
+			if ok && !a.w.pass(wr) {
+				continue
+			}
 			if !ok || wr.Err() != nil || wr.Canceled {
 				a.stopWatch()
 				a.wfails++
 				return nil
 			}
-			a.wfails = 0
-			if wr.Created && wr.Header.Revision > rev {
-				return nil
-			}
-			wake := false
-			for _, ev := range wr.Events {
-				k := string(ev.Kv.Key)
-				switch {
-				case ev.Kv.ModRevision <= rev:
-				case k == a.base+keyEpoch && ev.Type == mvccpb.PUT:
-					v.epochMod = ev.Kv.ModRevision
-					v.epoch, _ = strconv.ParseUint(string(ev.Kv.Value), 10, 64)
-				case k == a.base+keyEpoch:
-					v.epochMod, v.epoch = 0, 0
-				case ev.Type == mvccpb.PUT && k == a.heldKey:
-					a.handed = ev.Kv // our predecessor granted us as it released
+			a.w.heard()
+			if wr.Created {
+				created, createdRev = created+1, max(createdRev, wr.Header.Revision)
+				if fresh && created == 2 && createdRev > v.rev && !a.still(ctx, blocker) {
 					return nil
-				case ev.Type == mvccpb.DELETE && (k == key || k == a.key):
-					wake = true // after the whole txn's events: a hand-over comes with the delete
+				}
+				continue
+			}
+			for _, ev := range wr.Events {
+				if ev.Type == mvccpb.DELETE {
+					return nil
 				}
 			}
-			if wake {
+		case wr, ok := <-a.w.ch:
+			if ok && !a.w.pass(wr) {
+				continue
+			}
+			if !ok || wr.Err() != nil || wr.Canceled {
+				a.stopWatch()
+				a.wfails++
 				return nil
+			}
+			a.w.heard()
+			a.wfails = 0
+			if wr.Created {
+				created, createdRev = created+1, max(createdRev, wr.Header.Revision)
+				if fresh && created == 2 && createdRev > v.rev && !a.still(ctx, blocker) {
+					return nil
+				}
+				continue
+			}
+			for _, ev := range wr.Events {
+				if ev.Type == mvccpb.DELETE || ev.Kv.CreateRevision != blocker.CreateRevision {
+					return nil
+				}
 			}
 		}
 	}
 }
 
+// still reports whether blocker and our own key are still there, as they
+// were; false also when the read fails (the caller then reads the whole
+// view).
+func (a *acquirer) still(ctx context.Context, blocker *mvccpb.KeyValue) bool {
+	rctx, cancel := context.WithTimeout(ctx, a.l.rpcTimeout())
+	defer cancel()
+	resp, err := a.l.cli.Txn(rctx).If(
+		clientv3.Compare(clientv3.CreateRevision(string(blocker.Key)), "=", blocker.CreateRevision),
+		clientv3.Compare(clientv3.CreateRevision(a.key), "=", a.ticket),
+	).Then(linearizable).Commit()
+	return err == nil && resp.Succeeded
+}
+
 func (a *acquirer) stopWatch() {
-	if a.wstop != nil {
-		a.wstop()
-		a.wstop, a.wch = nil, nil
+	if a.w != nil {
+		a.w.stop()
+		a.w = nil
 	}
 }

@@ -112,6 +112,7 @@ func (r *report) etcdCLI(ctx context.Context, median func([]*benchRun, string, s
 		{"leaderrun-etcd", "leaderrun-etcd, the wrapper (SIGKILL; host alive)"},
 		{"leaderrun-etcd-local-waiter", "leaderrun-etcd, the wrapper and its watchdog; another waits on host A"},
 		{"leaderrun-etcd-host-dead", "leaderrun-etcd, the host (wrapper, watchdog, COMMAND)"},
+		{"election-host-dead", "a wrapper around concurrency.Election (session TTL 2), the host"},
 		{"etcdctl-lock", "etcdctl lock, etcdctl (SIGKILL)"},
 	} {
 		v := median(fo, "BenchmarkCLIFailover/"+c.name, "p50-ms")
@@ -124,5 +125,7 @@ func (r *report) etcdCLI(ctx context.Context, median func([]*benchRun, string, s
 	r.check("etcd CLI failover, local waiter", "next COMMAND ≤ 100 ms after the SIGKILL of wrapper and watchdog", fmt.Sprintf("%.1f ms", local), local <= 100, !math.IsNaN(local))
 	dead := median(fo, "BenchmarkCLIFailover/leaderrun-etcd-host-dead", "p50-ms")
 	r.check("etcd CLI failover, dead host", "≤ TTL + 1 s (3 s)", fmt.Sprintf("%.0f ms", dead), dead <= 3000, !math.IsNaN(dead))
+	elect := median(fo, "BenchmarkCLIFailover/election-host-dead", "p50-ms")
+	r.check("etcd CLI failover, dead host, beside concurrency.Election", "≤ 1.1× concurrency.Election at the same TTL, same run", fmt.Sprintf("%.2f×", dead/elect), dead <= 1.1*elect, !math.IsNaN(dead) && !math.IsNaN(elect))
 	return nil
 }

@@ -21,12 +21,15 @@ package etcdcmd
 
 import (
 	"context"
+	"crypto/tls"
 	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"math"
+	"os"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
@@ -81,6 +84,11 @@ type settings struct {
 	DialTimeout time.Duration `json:"dial_timeout"`
 	Lease       int64         `json:"lease,omitempty"`
 	prefix      string        // for messages
+	// When the default --grace does not fit --ttl: the one that does,
+	// and what to say (FitGrace).
+	fitGrace time.Duration
+	fitNote  string
+	misfit   error
 }
 
 func usage(format string, args ...any) error {
@@ -118,7 +126,16 @@ func parse(v cmd.FlagValue) (settings, etcd.Config, error) {
 	margin := max(time.Second, ttl/5, grace+time.Second)
 	if margin > ttl/2 {
 		need := time.Duration(math.Ceil((2 * margin).Seconds())) * time.Second
-		return s, cfg, usage("--grace %v does not fit in --ttl %v: COMMAND is stopped (SIGTERM, SIGKILL after --grace) a second before the lease can expire, within half the TTL; give --ttl %v or more, or a shorter --grace", grace, ttl, need)
+		misfit := usage("--grace %v does not fit in --ttl %v: COMMAND is stopped (SIGTERM, SIGKILL after --grace) a second before the lease can expire, within half the TTL; give --ttl %v or more, or a shorter --grace", grace, ttl, need)
+		// A --grace that was not given is fitted to the TTL
+		// (backend.FitGrace); one that was is refused there.
+		fit := (ttl/2 - time.Second).Truncate(100 * time.Millisecond)
+		if fit <= 0 {
+			return s, cfg, misfit
+		}
+		s.fitGrace, s.misfit = fit, misfit
+		s.fitNote = fmt.Sprintf("--grace %v: the default %v does not fit in --ttl %v (COMMAND is stopped a second before the lease can expire, within half the TTL); give --grace to choose another, within that", fit, grace, ttl)
+		margin = max(time.Second, ttl/5, fit+time.Second)
 	}
 	s.CACert, s.Cert, s.Key, s.SkipVerify = v("cacert"), v("cert"), v("key"), v("insecure-skip-tls-verify") == "true"
 	if (s.Cert == "") != (s.Key == "") {
@@ -133,16 +150,26 @@ func parse(v cmd.FlagValue) (settings, etcd.Config, error) {
 	return s, cfg, nil
 }
 
+// tls is the TLS configuration the flags ask for, nil for none.
+func (s settings) tls() (*tls.Config, error) {
+	if s.CACert == "" && s.Cert == "" && !s.SkipVerify {
+		return nil, nil
+	}
+	tc, err := transport.TLSInfo{TrustedCAFile: s.CACert, CertFile: s.Cert, KeyFile: s.Key, InsecureSkipVerify: s.SkipVerify}.ClientConfig()
+	if err != nil {
+		return nil, usage("the TLS flags do not load: %v; check --cacert, --cert and --key", err)
+	}
+	return tc, nil
+}
+
 // client dials etcd as s says.
 func (s settings) client() (*clientv3.Client, error) {
 	cc := clientv3.Config{Endpoints: s.Endpoints, DialTimeout: s.DialTimeout, Username: s.User, Password: s.Password, Logger: zap.NewNop()}
-	if s.CACert != "" || s.Cert != "" || s.SkipVerify {
-		tc, err := transport.TLSInfo{TrustedCAFile: s.CACert, CertFile: s.Cert, KeyFile: s.Key, InsecureSkipVerify: s.SkipVerify}.ClientConfig()
-		if err != nil {
-			return nil, usage("the TLS flags do not load: %v; check --cacert, --cert and --key", err)
-		}
-		cc.TLS = tc
+	tc, err := s.tls()
+	if err != nil {
+		return nil, err
 	}
+	cc.TLS = tc
 	cli, err := clientv3.New(cc)
 	if err != nil {
 		return nil, unreachable(s, err)
@@ -174,18 +201,72 @@ func Open(c elect.Config, v cmd.FlagValue) (cmd.Backend, error) {
 	if err != nil {
 		return nil, err
 	}
-	cli, err := s.client()
+	cli, lk, err := connect(s, cfg)
 	if err != nil {
-		local.Close()
-		return nil, err
-	}
-	lk, err := openLocker(cli, s, cfg)
-	if err != nil {
-		cli.Close()
 		local.Close()
 		return nil, err
 	}
 	return &backend{Locker: lk, cli: cli, local: local, s: s}, nil
+}
+
+// connect dials etcd and makes the first round trip (openLocker), while
+// probing the endpoints (probe.go): when every endpoint fails for certain
+// (refused, a certificate problem, the wrong scheme), it says so at once
+// instead of after the dial timeout.
+func connect(s settings, cfg etcd.Config) (*clientv3.Client, *etcd.Locker, error) {
+	tc, err := s.tls()
+	if err != nil {
+		return nil, nil, err
+	}
+	type opened struct {
+		cli *clientv3.Client
+		lk  *etcd.Locker
+		err error
+	}
+	done := make(chan opened, 1)
+	go func() {
+		cli, err := s.client()
+		if err != nil {
+			done <- opened{err: err}
+			return
+		}
+		lk, err := openLocker(cli, s, cfg)
+		if err != nil {
+			cli.Close()
+		}
+		done <- opened{cli, lk, err}
+	}()
+	door := make(chan error, 1)
+	pctx, cancel := context.WithTimeout(context.Background(), min(probeTimeout, s.DialTimeout))
+	defer cancel()
+	go func() { door <- probeAll(pctx, s.Endpoints, tc) }()
+	for {
+		select {
+		case o := <-done:
+			if o.err != nil && door != nil {
+				if derr := <-door; derr != nil {
+					return nil, nil, doorExit(derr)
+				}
+			}
+			return o.cli, o.lk, o.err
+		case derr := <-door:
+			if derr == nil {
+				door = nil
+				continue
+			}
+			go func() {
+				if o := <-done; o.err == nil {
+					o.lk.Close()
+					o.cli.Close()
+				}
+			}()
+			return nil, nil, doorExit(derr)
+		}
+	}
+}
+
+func doorExit(err error) error {
+	return cmd.Exitf(cmd.ExitUnavailable, "leaderrun: etcd cannot be reached: %v; check --etcd-endpoints and the TLS flags", err)
 }
 
 // openLocker makes a first round trip, bounded, so that a wrong endpoint
@@ -210,6 +291,7 @@ type backend struct {
 	cli   *clientv3.Client
 	local *elect.Locker
 	s     settings
+	noted atomic.Bool // Ignored was looked at
 }
 
 // Dir is the local lock directory: the commands keep the term's marker
@@ -223,6 +305,54 @@ func (b *backend) Where() string {
 
 func (b *backend) Close() error {
 	return errors.Join(b.Locker.Close(), b.cli.Close(), b.local.Close())
+}
+
+// Query is the Locker's; the first time, it also names on stderr the keys
+// of name that block nobody because leaderrun did not write them
+// (etcd.Locker.Ignored), so that status shows what is there.
+func (b *backend) Query(ctx context.Context, name string) (elect.Snapshot, error) {
+	snap, err := b.Locker.Query(ctx, name)
+	if err == nil {
+		b.noteIgnored(ctx, name)
+	}
+	return snap, err
+}
+
+// QueryAll is Query for every name.
+func (b *backend) QueryAll(ctx context.Context) (elect.Snapshot, error) {
+	snap, err := b.Locker.QueryAll(ctx)
+	if err == nil {
+		b.noteIgnored(ctx, "")
+	}
+	return snap, err
+}
+
+func (b *backend) noteIgnored(ctx context.Context, name string) {
+	if !b.noted.CompareAndSwap(false, true) {
+		return
+	}
+	keys, err := b.Locker.Ignored(ctx, name)
+	if err != nil || len(keys) == 0 {
+		return
+	}
+	more := ""
+	if len(keys) > 5 {
+		keys, more = keys[:5], fmt.Sprintf(" and %d more", len(keys)-5)
+	}
+	fmt.Fprintf(os.Stderr, "leaderrun: ignoring %s%s: not written by leaderrun, so they block nobody; remove them (etcdctl del KEY) if they are nobody's\n", strings.Join(keys, ", "), more)
+}
+
+// FitGrace is cmd.GraceFitter: a --grace that was not given is fitted to
+// --ttl when the default does not fit; one that was given and does not
+// fit is a usage error.
+func (b *backend) FitGrace(grace time.Duration, given bool) (time.Duration, string, error) {
+	switch {
+	case b.s.fitGrace == 0:
+		return grace, "", nil
+	case given:
+		return grace, "", b.s.misfit
+	}
+	return b.s.fitGrace, b.s.fitNote, nil
 }
 
 // TermToken is what the term's watchdog needs to revoke its lease.
@@ -284,4 +414,7 @@ var (
 	_ cmd.TermEnder  = (*backend)(nil)
 )
 
-var _ cmd.HolderEnder = (*backend)(nil)
+var (
+	_ cmd.HolderEnder = (*backend)(nil)
+	_ cmd.GraceFitter = (*backend)(nil)
+)

@@ -36,6 +36,10 @@ import (
 //   - leaderrun-etcd-host-dead: A's wrapper, watchdog and COMMAND are all
 //     SIGKILLed at once, as when the host dies: B waits for the lease to
 //     expire (--ttl 2s).
+//   - election-host-dead: the same death of a wrapper around etcd's own
+//     concurrency.Election (a session of TTL 2, Campaign, then COMMAND; the
+//     test binary in the election role), the peer of the previous case at
+//     the same TTL.
 //   - etcdctl-lock: `etcdctl lock --ttl 2 NAME COMMAND`, the peer, at the
 //     same TTL; its COMMAND is not stopped when etcdctl dies.
 //
@@ -51,13 +55,29 @@ func BenchmarkCLIFailover(b *testing.B) {
 		b.Fatal(err)
 	}
 	defer lk.Close()
+	// The TTL of every wrapper: 2s, or LEADERRUN_BENCH_FAILOVER_TTL
+	// seconds (leaderrun-etcd's --grace is then TTL/2 - 1s).
+	ttl, grace := 2, "0s"
+	if n, err := strconv.Atoi(os.Getenv("LEADERRUN_BENCH_FAILOVER_TTL")); err == nil && n > 2 {
+		ttl, grace = n, strconv.Itoa(n/2-1)+"s"
+	}
+	self, err := os.Executable()
+	if err != nil {
+		b.Fatal(err)
+	}
 	wrappers := map[string]func(host, dir, name, cmdline string) *exec.Cmd{
 		"leaderrun-etcd": func(host, dir, name, cmdline string) *exec.Cmd {
-			return exec.Command(bin, "--etcd-endpoints", ep, "--etcd-prefix", "/bench/", "--ttl", "2s", "--grace", "0s",
+			return exec.Command(bin, "--etcd-endpoints", ep, "--etcd-prefix", "/bench/", "--ttl", strconv.Itoa(ttl)+"s", "--grace", grace,
 				"--dir", dir, "--host", host, "--name", name, "--", "sh", "-c", cmdline)
 		},
+		"election": func(host, dir, name, cmdline string) *exec.Cmd {
+			c := exec.Command(self)
+			c.Env = append(os.Environ(), "LEADERRUN_BENCH_ROLE=election", "LEADERRUN_BENCH_TTL="+strconv.Itoa(ttl), "LEADERRUN_BENCH_ENDPOINTS="+ep,
+				"LEADERRUN_BENCH_PREFIX=/bench/ctl/"+name, "LEADERRUN_BENCH_COMMAND="+cmdline)
+			return c
+		},
 		"etcdctl-lock": func(host, dir, name, cmdline string) *exec.Cmd {
-			return exec.Command("etcdctl", "--endpoints", ep, "lock", "--ttl", "2", "/bench/ctl/"+name, "--", "sh", "-c", cmdline)
+			return exec.Command("etcdctl", "--endpoints", ep, "lock", "--ttl", strconv.Itoa(ttl), "/bench/ctl/"+name, "--", "sh", "-c", cmdline)
 		},
 	}
 	for _, tc := range []struct {
@@ -67,6 +87,7 @@ func BenchmarkCLIFailover(b *testing.B) {
 		{"leaderrun-etcd", "leaderrun-etcd", wrapperOnly},
 		{"leaderrun-etcd-local-waiter", "leaderrun-etcd", wrapperAndWatchdog},
 		{"leaderrun-etcd-host-dead", "leaderrun-etcd", wholeHost},
+		{"election-host-dead", "election", wholeHost},
 		{"etcdctl-lock", "etcdctl-lock", wrapperOnly},
 	} {
 		b.Run(tc.name, func(b *testing.B) {
@@ -77,7 +98,7 @@ func BenchmarkCLIFailover(b *testing.B) {
 			var gaps []time.Duration
 			overlaps := 0
 			for i := 0; b.Loop(); i++ {
-				gap, overlap := failoverOnce(b, lk, start, tc.wrapper == "etcdctl-lock", tc.kill, "fo"+strconv.Itoa(i))
+				gap, overlap := failoverOnce(b, lk, start, tc.wrapper != "leaderrun-etcd", tc.kill, "fo"+strconv.Itoa(i))
 				gaps = append(gaps, gap)
 				if overlap {
 					overlaps++
@@ -173,7 +194,7 @@ func failoverOnce(b testing.TB, lk *etcd.Locker, start func(host, dir, name, cmd
 	var pids []int
 	if kill != wrapperOnly {
 		kids := childrenOf(a.Process.Pid) // the watchdog and COMMAND
-		if len(kids) < 2 {
+		if len(kids) < 2 && !peer || len(kids) < 1 {
 			b.Fatalf("found %d children of the wrapper, want its watchdog and COMMAND", len(kids))
 		}
 		for _, k := range kids {

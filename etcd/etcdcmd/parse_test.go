@@ -32,7 +32,7 @@ func TestParse(t *testing.T) {
 		{map[string]string{"etcd-endpoints": " , "}, "no etcd cluster given"},
 		{map[string]string{"etcd-endpoints": "http://a:2379", "ttl": "1500ms"}, "whole number of seconds"},
 		{map[string]string{"etcd-endpoints": "http://a:2379", "ttl": "1s"}, "at least"},
-		{map[string]string{"etcd-endpoints": "http://a:2379", "ttl": "10s", "grace": "5s"}, "--grace 5s does not fit in --ttl 10s"},
+		{map[string]string{"etcd-endpoints": "http://a:2379", "ttl": "2s", "grace": "5s"}, "--grace 5s does not fit in --ttl 2s"},
 		{map[string]string{"etcd-endpoints": "http://a:2379", "ttl": "4s"}, ""}, // status: no --grace
 		{map[string]string{"etcd-endpoints": "http://a:2379", "ttl": "4s", "grace": "1s"}, ""},
 		{map[string]string{"etcd-endpoints": "http://a:2379", "cert": "c.pem"}, "--cert and --key go together"},
@@ -67,6 +67,30 @@ func TestParseMargin(t *testing.T) {
 	}
 	if _, cfg, _ := parse(values(map[string]string{"etcd-endpoints": "http://a:2379", "grace": "0s", "ttl": "30s"})); cfg.Margin != 6*time.Second {
 		t.Errorf("margin %v, want TTL/5 = 6s", cfg.Margin)
+	}
+}
+
+// TestFitGrace: a --grace that does not fit --ttl is fitted to it when it
+// was not given (the default), and refused when it was; the margin is
+// the fitted grace's.
+func TestFitGrace(t *testing.T) {
+	s, cfg, err := parse(values(map[string]string{"etcd-endpoints": "http://a:2379", "ttl": "5s", "grace": "5s"}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg.Margin != 2500*time.Millisecond {
+		t.Errorf("margin %v, want 2.5s (the fitted grace 1.5s and a second)", cfg.Margin)
+	}
+	b := &backend{s: s}
+	if g, note, err := b.FitGrace(5*time.Second, false); err != nil || g != 1500*time.Millisecond || !strings.Contains(note, "does not fit in --ttl 5s") {
+		t.Errorf("default --grace: %v %q %v, want 1.5s and a note", g, note, err)
+	}
+	if _, _, err := b.FitGrace(5*time.Second, true); err == nil || cmd.ExitCode(err) != cmd.ExitUsage || !strings.Contains(err.Error(), "give --ttl 12s or more") {
+		t.Errorf("--grace 5s given: %v, want a usage error", err)
+	}
+	s, _, _ = parse(values(map[string]string{"etcd-endpoints": "http://a:2379", "ttl": "15s", "grace": "5s"}))
+	if g, _, err := (&backend{s: s}).FitGrace(5*time.Second, true); err != nil || g != 5*time.Second {
+		t.Errorf("a --grace that fits: %v %v", g, err)
 	}
 }
 

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"fmt"
 	"os"
 	"os/exec"
@@ -12,6 +13,8 @@ import (
 	"time"
 
 	"github.com/rogpeppe/go-internal/testscript"
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.uber.org/zap"
 
 	"github.com/leaderrun/leaderrun/cmd"
 	"github.com/leaderrun/leaderrun/etcd/etcdcmd"
@@ -116,7 +119,22 @@ func scriptParams(c *etcdtest.Cluster, dir string) testscript.Params {
 func scriptCmds() map[string]scriptcmd.Cmd {
 	cmds := scriptcmd.Commands(leaderrun, hardTimeout)
 	cmds["buildbins"] = cmdBuildbins
+	cmds["etcdput"] = cmdEtcdput
 	return cmds
+}
+
+// cmdEtcdput writes a key as another application would: etcdput KEY VALUE.
+func cmdEtcdput(ts *testscript.TestScript, neg bool, args []string) {
+	if neg || len(args) != 2 {
+		ts.Fatalf("usage: etcdput KEY VALUE")
+	}
+	cli, err := clientv3.New(clientv3.Config{Endpoints: strings.Split(ts.Getenv("LEADERRUN_ETCD_ENDPOINTS"), ","), DialTimeout: 5 * time.Second, Logger: zap.NewNop()})
+	ts.Check(err)
+	defer cli.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), hardTimeout)
+	defer cancel()
+	_, err = cli.Put(ctx, args[0], args[1])
+	ts.Check(err)
 }
 
 // hardTimeout bounds every wait of the custom commands; -t overrides it.

@@ -13,6 +13,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"sync"
 	"syscall"
@@ -23,13 +24,47 @@ import (
 	"go.uber.org/zap"
 )
 
-// Bin is the etcd binary to run, or "" when there is none.
+// Bin is the etcd binary to run, or "" when there is none:
+// $LEADERRUN_ETCD_BIN, else etcd on PATH. LEADERRUN_ETCD_BIN=embed builds
+// embedserver (a current etcd: the server module of the client's version)
+// once per test binary and runs that.
 func Bin() string {
-	if b := os.Getenv("LEADERRUN_ETCD_BIN"); b != "" {
+	switch b := os.Getenv("LEADERRUN_ETCD_BIN"); b {
+	case "":
+	case "embed":
+		embedOnce.Do(buildEmbed)
+		return embedBin
+	default:
 		return b
 	}
 	b, _ := exec.LookPath("etcd")
 	return b
+}
+
+var (
+	embedOnce sync.Once
+	embedBin  string
+)
+
+// buildEmbed builds embedserver, next to this file, to one path per user
+// in the temporary directory: go build's cache makes a rebuild cheap, and
+// the build goes to a name of its own that is then renamed over that path,
+// so that test binaries building at once do not write a binary another
+// one runs.
+func buildEmbed() {
+	_, file, _, ok := runtime.Caller(0)
+	if !ok {
+		return
+	}
+	out := filepath.Join(os.TempDir(), fmt.Sprintf("leaderrun-embedserver-%d", os.Getuid()))
+	tmp := fmt.Sprintf("%s.%d", out, os.Getpid())
+	cmd := exec.Command("go", "build", "-o", tmp, ".")
+	cmd.Dir = filepath.Join(filepath.Dir(file), "embedserver")
+	cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
+	if cmd.Run() == nil && os.Rename(tmp, out) == nil {
+		embedBin = out
+	}
+	os.Remove(tmp)
 }
 
 // Require skips tb when no etcd binary is found, or fails it under CI.

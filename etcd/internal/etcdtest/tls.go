@@ -87,6 +87,10 @@ func writePEM(file, kind string, der []byte) error {
 }
 
 // config is the client TLS configuration of f, or nil without TLS.
+// MakeTLS writes a new CA, and server and client certificates it signed,
+// to dir: for tests of a CA that is not the cluster's.
+func MakeTLS(dir string) (*TLSFiles, error) { return makeTLS(dir) }
+
 func (f *TLSFiles) config() *tls.Config {
 	if f == nil {
 		return nil

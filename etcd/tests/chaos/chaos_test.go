@@ -268,7 +268,7 @@ type chaos struct {
 	faults    []*fault
 	stopped   map[int]bool // members stopped or killed now, by index
 	signals   []signalled
-	n         struct{ kills, stops, leaderKills, leaderStops, memberKills, memberStops, quorumLosses int }
+	n         struct{ kills, stops, leaderKills, leaderStops, memberKills, memberStops, longStops, quorumLosses int }
 	tailOff   int64
 	tailRest  []byte
 	leader    int // the wrapper whose COMMAND was seen starting last
@@ -530,6 +530,20 @@ func (c *chaos) etcdFault() {
 		c.later(d, "SIGCONT etcd member "+c.cl.Members[i].Name, undo(i, false))
 		c.later(d, "SIGCONT etcd member "+c.cl.Members[j].Name, undo(j, false))
 		c.n.quorumLosses++
+	case r == 1:
+		// The raft leader, stopped past the TTL (the soak of issue 21:
+		// waiters whose watch sat on it heard of their grants late, and
+		// etcd 3.4, resuming, revoked leases it believed expired).
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		if m, err := c.cl.Leader(ctx); err == nil {
+			i = slices.Index(c.cl.Members, m)
+		}
+		cancel()
+		f.what = "SIGSTOP etcd member " + c.cl.Members[i].Name + " (the raft leader), past the TTL"
+		c.cl.Members[i].Signal(syscall.SIGSTOP)
+		c.stopped[i] = true
+		c.later(time.Duration(4000+c.rng.IntN(3000))*time.Millisecond, "SIGCONT etcd member "+c.cl.Members[i].Name, undo(i, false))
+		c.n.longStops++
 	case r < 4:
 		f.what = "SIGKILL etcd member " + c.cl.Members[i].Name
 		c.cl.Members[i].Kill()
@@ -891,23 +905,43 @@ func (c *chaos) report() {
 			}
 		}
 	}
-	var maxGap time.Duration
+	var maxGap, stall, stallQuiet time.Duration
 	perHost := map[string]int{}
 	for i, tm := range terms {
 		perHost[tm.host]++
-		if i > 0 {
-			maxGap = max(maxGap, time.Duration(tm.start-terms[i-1].end))
+		if i == 0 {
+			continue
+		}
+		from := terms[i-1].end
+		maxGap = max(maxGap, time.Duration(tm.start-from))
+		// A stall: a wrapper that was never signalled waited while the
+		// lock was free or held by a term that had ended (its COMMAND
+		// gone, its holder dead or stopped).
+		for _, w := range c.procs {
+			if w.fate != fateNone || w.startNs >= tm.start || (w.exitNs != 0 && w.exitNs < tm.start) {
+				continue
+			}
+			d := time.Duration(tm.start - max(from, w.startNs))
+			stall = max(stall, d)
+			if !c.faultDuring(from, tm.start) {
+				stallQuiet = max(stallQuiet, d)
+			}
 		}
 	}
-	t.Logf("etcdchaos figures: %d wrappers on 3 hosts, %d terms (A %d, B %d, C %d), %d wrapper SIGKILLs (%d of the leader), %d wrapper SIGSTOPs (%d of the leader), etcd faults: %d member SIGKILL+restart, %d member SIGSTOP+CONT, %d quorum losses; 0 overlapping COMMANDs, 0 refused fenced writes (checked above)",
-		len(c.procs), len(terms), perHost["A"], perHost["B"], perHost["C"], c.n.kills, c.n.leaderKills, c.n.stops, c.n.leaderStops, c.n.memberKills, c.n.memberStops, c.n.quorumLosses)
+	t.Logf("etcdchaos figures: %d wrappers on 3 hosts, %d terms (A %d, B %d, C %d), %d wrapper SIGKILLs (%d of the leader), %d wrapper SIGSTOPs (%d of the leader), etcd faults: %d member SIGKILL+restart, %d member SIGSTOP+CONT (%d of them the raft leader's, past the TTL), %d quorum losses; 0 overlapping COMMANDs, 0 refused fenced writes (checked above)",
+		len(c.procs), len(terms), perHost["A"], perHost["B"], perHost["C"], c.n.kills, c.n.leaderKills, c.n.stops, c.n.leaderStops, c.n.memberKills, c.n.memberStops+c.n.longStops, c.n.longStops, c.n.quorumLosses)
+	t.Logf("etcdchaos figures: stalls (a wrapper never signalled waiting while the lock was free or held by an ended term): longest %v, longest with no etcd fault within a lease %v",
+		stall.Round(time.Millisecond), stallQuiet.Round(time.Millisecond))
 	t.Logf("etcdchaos figures: leader SIGKILL to the next COMMAND's start, no etcd fault near and no waiter killed or stopped in the TTL before: %s; others (the queue waits for a dead waiter's lease, or etcd recovers): %s", stats(killFail), stats(killFailFault))
 	t.Logf("etcdchaos figures: leader SIGSTOP to the last write of its COMMAND, stopped by the watchdog: %s; to the next COMMAND's start (no etcd fault near): %s; longest gap between terms %v",
 		stats(stopRanOn), stats(stopFail), maxGap.Round(time.Millisecond))
 	codes := map[string]int{}
 	for _, w := range c.procs {
-		k := fmt.Sprintf("%v:%v", w.fate, w.status)
+		k := fmt.Sprintf("%v:exit %d", w.fate, w.status.ExitStatus())
+		if w.status.Signaled() {
+			k = fmt.Sprintf("%v:%v", w.fate, w.status.Signal())
+		}
 		codes[k]++
 	}
-	t.Logf("etcdchaos exits (fate:status): %v", codes)
+	t.Logf("etcdchaos exits (what the test did to the wrapper: how it ended): %v", codes)
 }

@@ -48,42 +48,7 @@ func TestQuorumLossHolder(t *testing.T) {
 	// --ttl 6s --grace 2s: renewals every second, the term's deadline 3s
 	// after the last one acknowledged, SIGKILL 2s after that, and the
 	// lease on the server 1s later still.
-	start := func(host string, hold time.Duration, stubborn bool) *qproc {
-		args := []string{"--dir", filepath.Join(tmp, "host"+host), "--host", host, "--name", "chaos", "--ttl", "6s", "--grace", "2s",
-			"--dial-timeout", "2s", "--etcd-endpoints", strings.Join(cl.Endpoints(), ","), "--etcd-prefix", "/quorum/",
-			"--", self, "-test.run=^$"}
-		cmd := exec.Command(leaderrunBin, args...)
-		var env []string
-		for _, kv := range os.Environ() {
-			if !strings.HasPrefix(kv, "LEADERRUN_") && !strings.HasPrefix(kv, "ETCDCHAOS_") {
-				env = append(env, kv)
-			}
-		}
-		cmd.Env = append(env, chaosRole+"=command", "ETCDCHAOS_RES="+res, "ETCDCHAOS_HOST="+host,
-			fmt.Sprintf("ETCDCHAOS_HOLD=%d", hold.Milliseconds()))
-		if stubborn {
-			cmd.Env = append(cmd.Env, "ETCDCHAOS_STUBBORN=1")
-		}
-		p := &qproc{done: make(chan struct{})}
-		cmd.Stdout, cmd.Stderr = &p.out, &p.out
-		if err := cmd.Start(); err != nil {
-			t.Fatal(err)
-		}
-		go func() { p.err = cmd.Wait(); close(p.done) }()
-		t.Cleanup(func() {
-			if cmd.Process.Pid > 1 {
-				cmd.Process.Signal(syscall.SIGCONT)
-				cmd.Process.Kill()
-			}
-			<-p.done
-			for _, l := range proctest.WithEnv("ETCDCHAOS_RES=" + res) {
-				if l.PID > 1 {
-					syscall.Kill(l.PID, syscall.SIGKILL)
-				}
-			}
-		})
-		return p
-	}
+	start := starter(t, cl, tmp, res, self)
 	logHas := func(kind, host string) bool {
 		b, _ := os.ReadFile(filepath.Join(res, "log"))
 		for _, s := range strings.Split(string(b), "\n") {
@@ -162,4 +127,144 @@ type qproc struct {
 	done chan struct{}
 	err  error
 	out  strings.Builder
+}
+
+// starter returns how a quorum test starts a wrapper on host (lock
+// directory tmp/host<host>, made if missing) whose COMMAND holds for hold,
+// ignoring SIGTERM if stubborn.
+func starter(t *testing.T, cl *etcdtest.Cluster, tmp, res, self string) func(host string, hold time.Duration, stubborn bool) *qproc {
+	return func(host string, hold time.Duration, stubborn bool) *qproc {
+		if err := os.Mkdir(filepath.Join(tmp, "host"+host), 0o700); err != nil && !os.IsExist(err) {
+			t.Fatal(err)
+		}
+		args := []string{"--dir", filepath.Join(tmp, "host"+host), "--host", host, "--name", "chaos", "--ttl", "6s", "--grace", "2s",
+			"--dial-timeout", "2s", "--etcd-endpoints", strings.Join(cl.Endpoints(), ","), "--etcd-prefix", "/quorum/",
+			"--", self, "-test.run=^$"}
+		cmd := exec.Command(leaderrunBin, args...)
+		var env []string
+		for _, kv := range os.Environ() {
+			if !strings.HasPrefix(kv, "LEADERRUN_") && !strings.HasPrefix(kv, "ETCDCHAOS_") {
+				env = append(env, kv)
+			}
+		}
+		cmd.Env = append(env, chaosRole+"=command", "ETCDCHAOS_RES="+res, "ETCDCHAOS_HOST="+host,
+			fmt.Sprintf("ETCDCHAOS_HOLD=%d", hold.Milliseconds()))
+		if stubborn {
+			cmd.Env = append(cmd.Env, "ETCDCHAOS_STUBBORN=1")
+		}
+		p := &qproc{done: make(chan struct{})}
+		cmd.Stdout, cmd.Stderr = &p.out, &p.out
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		go func() { p.err = cmd.Wait(); close(p.done) }()
+		t.Cleanup(func() {
+			if cmd.Process.Pid > 1 {
+				cmd.Process.Signal(syscall.SIGCONT)
+				cmd.Process.Kill()
+			}
+			<-p.done
+			for _, l := range proctest.WithEnv("ETCDCHAOS_RES=" + res) {
+				if l.PID > 1 {
+					syscall.Kill(l.PID, syscall.SIGKILL)
+				}
+			}
+		})
+		return p
+	}
+}
+
+// TestQuorumLossWaiters: the chaos soak's quorum loss with a holder and 20
+// waiters. Two of the three members are stopped for 12s, twice the TTL:
+// the holder's term ends (exit 80, or 0 if its COMMAND had ended), and
+// every waiter, whatever error the client library gives it meanwhile
+// (no leader, request timed out, a lease grant's "context deadline
+// exceeded" as code Unknown), queues again instead of exiting 70: once
+// the quorum is back, each one leads in turn and exits 0, with no overlap.
+func TestQuorumLossWaiters(t *testing.T) {
+	if testing.Short() {
+		t.Skip("multi-process test over etcd; skipped with -short")
+	}
+	etcdtest.Require(t)
+	cl, err := etcdtest.Start(etcdtest.Options{Members: 3})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	tmp := t.TempDir()
+	res := filepath.Join(tmp, "res")
+	if err := os.Mkdir(res, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	self, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	start := starter(t, cl, tmp, res, self)
+	a := start("A", 30*time.Second, false)
+	proctest.Eventually(t, "A's COMMAND starts", func() bool {
+		b, _ := os.ReadFile(filepath.Join(res, "log"))
+		for _, s := range strings.Split(string(b), "\n") {
+			if r, ok := parseLine(s); ok && r.kind == "S" {
+				return true
+			}
+		}
+		return false
+	})
+	const n = 20
+	var ws []*qproc
+	for i := range n {
+		ws = append(ws, start(string(rune('B'+i%2)), 50*time.Millisecond, false))
+	}
+	time.Sleep(2 * time.Second) // the waiters are in line
+	for _, m := range cl.Members[:2] {
+		m.Signal(syscall.SIGSTOP)
+	}
+	time.Sleep(12 * time.Second)
+	for _, m := range cl.Members[:2] {
+		m.Signal(syscall.SIGCONT)
+	}
+	codes := map[int]int{}
+	wait := func(name string, p *qproc) int {
+		select {
+		case <-p.done:
+		case <-time.After(90 * time.Second):
+			t.Fatalf("%s did not exit within 90s of the quorum's return: %s", name, p.out.String())
+		}
+		code := 0
+		if ee, ok := p.err.(*exec.ExitError); ok {
+			code = ee.ExitCode()
+		}
+		codes[code]++
+		return code
+	}
+	if code := wait("the holder", a); code != 80 && code != 0 {
+		t.Errorf("the holder exited %d: %s", code, a.out.String())
+	}
+	for i, w := range ws {
+		// 80: it was granted after the quorum came back and lost that
+		// term in the disruption that follows (the members that were
+		// stopped come back with their own elections), before or while
+		// its COMMAND ran. Anything else, 70 above all, is a waiter that
+		// did not queue again.
+		if code := wait(fmt.Sprint("waiter ", i), w); code != 0 && code != 80 {
+			t.Errorf("waiter %d exited %d, want 0 (it queues again) or 80: %s", i, code, w.out.String())
+		}
+	}
+	t.Logf("exits by code: %v", codes)
+	log, _ := os.ReadFile(filepath.Join(res, "log"))
+	started := 0
+	for _, s := range strings.Split(string(log), "\n") {
+		r, ok := parseLine(s)
+		switch {
+		case !ok:
+		case r.kind == "V" || r.kind == "R":
+			t.Errorf("overlap: %s", s)
+		case r.kind == "S":
+			started++
+		}
+	}
+	if started < codes[0] {
+		t.Errorf("%d COMMANDs started, fewer than the %d wrappers that exited 0", started, codes[0])
+	}
 }
