@@ -88,10 +88,24 @@ func renewingOptions() []Option {
 // deadline passed (the process was stopped).
 type renewingBackend struct{ *elect.Locker }
 
+// loseFirst, with T_LOSE_FIRST set, makes the process's first term end
+// with ErrSessionLost as it is granted, as etcd's can in a quorum loss.
+var loseFirst sync.Once
+
 func (b renewingBackend) Acquire(ctx context.Context, name string, r elect.Request) (*elect.Leadership, error) {
 	inner, err := b.Locker.Acquire(ctx, name, r)
 	if err != nil {
 		return nil, err
+	}
+	if os.Getenv("T_LOSE_FIRST") != "" {
+		lost := false
+		loseFirst.Do(func() { lost = true })
+		if lost {
+			lead, end := elect.NewLeadership(elect.Term{Name: name, Dir: inner.Dir(), Mode: inner.Mode(), Epoch: inner.Epoch(), Since: inner.Since(), Release: inner.Release,
+				Deadline: func() (time.Time, <-chan struct{}) { return time.Now(), nil }})
+			end(elect.ErrSessionLost)
+			return lead, nil
+		}
 	}
 	var mu sync.Mutex
 	dl, moved := time.Now().Add(testLease), make(chan struct{})
@@ -244,6 +258,23 @@ func TestWatchdogKilledWrapper(t *testing.T) {
 // TestWatchdogRenewed: a leaderrun that runs renews its term; the
 // watchdog leaves COMMAND alone past several leases, and a clean end
 // does not end the term through the backend.
+// A term lost as it is granted, before COMMAND starts (etcd: a quorum
+// lost), is no reason to leave the name to nobody: leaderrun queues again
+// and runs COMMAND in its next term, once.
+func TestTermLostBeforeCommand(t *testing.T) {
+	tmp := t.TempDir()
+	ran := filepath.Join(tmp, "ran")
+	c := helperCmd("lrlease", "--dir", termLockDir(t), "--name", "lost", "--grace", "300ms", "--", "sh", "-c", "echo ran >> "+ran)
+	c.Env = append(c.Env, "T_HELPER=1", "T_LOSE_FIRST=1", "T_ENDED="+filepath.Join(tmp, "ended"))
+	out, err := c.CombinedOutput()
+	if err != nil {
+		t.Fatalf("leaderrun: %v: %s", err, out)
+	}
+	if b, _ := os.ReadFile(ran); string(b) != "ran\n" {
+		t.Errorf("COMMAND ran %q times; want once", b)
+	}
+}
+
 func TestWatchdogRenewed(t *testing.T) {
 	r := startLeaseRun(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 3*testLease)

@@ -41,11 +41,13 @@ type runOptions struct {
 	wait     time.Duration
 	waitSet  bool
 	conflict int
-	grace    time.Duration
-	graceSet bool // --grace was given
-	restart  string
-	fanout   bool
-	verbose  bool
+	// commandStarted: COMMAND ran in the current term (see term).
+	commandStarted bool
+	grace          time.Duration
+	graceSet       bool // --grace was given
+	restart        string
+	fanout         bool
+	verbose        bool
 	// exclusive: -x/-e was given; the mode is exclusive anyway unless
 	// -s, which contradicts it.
 	exclusive bool
@@ -227,12 +229,35 @@ func (o *runOptions) run(ctx context.Context) error {
 	if o.req.Steal {
 		o.warnExternal(lk)
 	}
-	lead, err := o.acquire(ctx, lk, sigs)
-	if err != nil {
-		return err
+	for {
+		lead, err := o.acquire(ctx, lk, sigs)
+		if err != nil {
+			return err
+		}
+		again, err := o.term(ctx, lk, dir, lead, sigs)
+		if !again {
+			return err
+		}
+		// A backend whose terms can be lost (etcd, PostgreSQL: a
+		// quorum lost, a session ended) lost this one before COMMAND
+		// started: nothing ran, so queue again rather than leave the
+		// name to nobody.
+		o.logf("lost the term of %s before COMMAND started (%v); queueing again", o.name, rootCause(context.Cause(lead.Context())))
 	}
-	// Deferred after lk.Close, so it runs first; and only after lead
-	// returns, which is after COMMAND is stopped.
+}
+
+// term is one term of lead: its fence and marker, the bus, and COMMAND
+// for as long as the term lasts. again says that the term was lost (as
+// acquire's lostPlace) before COMMAND ever started: the caller queues
+// again (found by the etcd module's TestQuorumLossWaiters: 1 or 2 of 20
+// waiters exited 80 so).
+func (o *runOptions) term(ctx context.Context, lk Backend, dir string, lead *elect.Leadership, sigs <-chan os.Signal) (again bool, err error) {
+	o.commandStarted = false
+	defer func() {
+		again = err != nil && !o.commandStarted && !o.req.IfAvailable && lostPlace(context.Cause(lead.Context()))
+	}()
+	// Deferred first, so it runs last; and only after lead returns,
+	// which is after COMMAND is stopped.
 	defer lead.Release()
 	o.logf("leading %s (epoch %d, %s)", o.name, lead.Epoch(), lead.Mode())
 	o.notify.leading(o.name, lead.Epoch())
@@ -241,7 +266,7 @@ func (o *runOptions) run(ctx context.Context) error {
 	tm := o.beginTerm(ctx, lead, dir)
 	defer tm.end()
 	if err := tm.expire(lk, lead, o.grace); err != nil {
-		return err
+		return false, err
 	}
 
 	// An exclusive leader serves NAME's bus, for publish, subscribe and
@@ -250,7 +275,7 @@ func (o *runOptions) run(ctx context.Context) error {
 	// COMMAND may publish at once.
 	srv, stopServing := o.serveBus(busOf(lk, dir), lead)
 	defer stopServing()
-	return o.lead(lead, tm, dir, srv, sigs)
+	return false, o.lead(lead, tm, dir, srv, sigs)
 }
 
 // serveBus serves NAME's bus for an exclusive leadership; srv is nil
@@ -559,6 +584,7 @@ func (o *runOptions) lead(lead *elect.Leadership, tm *term, dir string, srv BusS
 		if err != nil {
 			return err
 		}
+		o.commandStarted = true
 		status, err := o.supervise(ch, lead, sigs, hup, &finishing)
 		if err != nil {
 			return err
