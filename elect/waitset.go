@@ -36,20 +36,8 @@ func (w *waitSet) hangup(f *os.File) {
 // and dropped: a waiter is only ever nudged to look again).
 func (w *waitSet) message(f *os.File) {
 	w.add(func(ctx context.Context) error {
-		f.SetReadDeadline(time.Time{})
-		hooked := make(chan struct{})
-		stop := context.AfterFunc(ctx, func() {
-			defer close(hooked)
-			f.SetReadDeadline(time.Now())
-		})
-		defer func() {
-			if !stop() {
-				<-hooked
-			}
-			f.SetReadDeadline(time.Time{}) // the holding reads it after us
-		}()
 		var buf [512]byte
-		_, err := f.Read(buf[:])
+		_, err := oslock.ReadCtx(ctx, f, buf[:])
 		return err
 	})
 }

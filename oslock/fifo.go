@@ -3,6 +3,7 @@ package oslock
 import (
 	"context"
 	"os"
+	"time"
 )
 
 // A beacon is a FIFO that its owner holds open for reading and writing for
@@ -114,3 +115,28 @@ func AboveWatches(files ...*os.File) ([]*os.File, error) {
 // by every caller; stop ends this caller's interest. Off Linux it reports
 // ErrUnsupported.
 func WatchMounts() (c <-chan struct{}, stop func(), err error) { return watchMounts() }
+
+// ReadCtx reads f (non-blocking, in the runtime's poller) once: it returns
+// when something arrives, at end of file, or when ctx ends, with ctx's
+// cause then. It leaves no read deadline on f, so that the next reader of
+// f (a beacon's next waiter, an inbox's holder) is not cut short.
+func ReadCtx(ctx context.Context, f *os.File, buf []byte) (int, error) {
+	if err := context.Cause(ctx); err != nil {
+		return 0, err
+	}
+	f.SetReadDeadline(time.Time{})
+	hooked := make(chan struct{})
+	stop := context.AfterFunc(ctx, func() {
+		defer close(hooked)
+		f.SetReadDeadline(time.Now())
+	})
+	n, err := f.Read(buf)
+	if !stop() {
+		<-hooked
+		f.SetReadDeadline(time.Time{})
+	}
+	if ctx.Err() != nil {
+		return n, context.Cause(ctx)
+	}
+	return n, err
+}
