@@ -12,7 +12,6 @@ import (
 	"unicode"
 	"unicode/utf8"
 
-	"github.com/leaderrun/leaderrun/elect"
 	"github.com/urfave/cli/v3"
 )
 
@@ -23,7 +22,7 @@ import (
 // parsed): build another with New for the next.
 type App struct {
 	root  *cli.Command
-	open  FlagOpener
+	open  Opener // nil: elect.Open's flock backend
 	flags []BackendFlag
 	usage string
 	ender func(ctx context.Context, token string) error
@@ -31,40 +30,11 @@ type App struct {
 	helpErr error
 }
 
-// Backend is what the commands need from the election layer;
-// *elect.Locker provides it, and another backend (etcd) may.
-type Backend interface {
-	Dir() string
-	Close() error
-	Acquire(ctx context.Context, name string, r elect.Request) (*elect.Leadership, error)
-	Query(ctx context.Context, name string) (elect.Snapshot, error)
-	QueryAll(ctx context.Context) (elect.Snapshot, error)
-}
-
-// Opener opens the Backend for the lock directory settings of one command
-// line (--dir, LEADERRUN_DIR, --group-shared, --allow-unsafe-fs).
-type Opener func(elect.Config) (Backend, error)
-
 // Option changes how New builds the app.
 type Option func(*App)
 
 // WithUsage replaces the one-line summary of --help (say, the backend's).
 func WithUsage(usage string) Option { return func(a *App) { a.usage = usage } }
-
-// WithBackend makes the commands use open instead of elect.Open.
-func WithBackend(open Opener) Option {
-	return func(a *App) {
-		a.open = func(c elect.Config, _ FlagValue) (Backend, error) { return open(c) }
-	}
-}
-
-func openElect(c elect.Config, _ FlagValue) (Backend, error) {
-	lk, err := elect.Open(c)
-	if err != nil {
-		return nil, err
-	}
-	return lk, nil
-}
 
 // commands is the list of subcommands, in the order --help shows them.
 // Every other list of subcommand names (isSubcommand, the manual,
@@ -111,7 +81,7 @@ var stopAtCommand = 1
 
 // New builds the command line.
 func New(opts ...Option) *App {
-	a := &App{open: openElect}
+	a := &App{}
 	for _, o := range opts {
 		o(a)
 	}

@@ -4,16 +4,21 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/leaderrun/leaderrun/elect"
 )
 
-// TestWithBackend checks that every command opens the lock directory
-// through the Opener given to New, with the flags' settings.
+// TestWithBackend checks that every command opens its Backend through the
+// Opener given to New, which reads the backend's flags through FlagValue
+// (here from the flag's EnvVar), and returns the Opener's error.
 func TestWithBackend(t *testing.T) {
 	errOpen := errors.New("backend refused")
 	dir := t.TempDir()
+	t.Setenv("T_REGION", "eu-1")
 	for _, args := range [][]string{
 		{"--name", "x", "--", "true"},
 		{"status"},
@@ -22,18 +27,89 @@ func TestWithBackend(t *testing.T) {
 		{"subscribe", "x"},
 		{"lockfile", "x"},
 	} {
-		var got []elect.Config
-		app := New(WithBackend(func(c elect.Config) (Backend, error) {
-			got = append(got, c)
+		var got []string
+		app := New(WithBackend(func(v FlagValue) (Backend, error) {
+			got = append(got, v("region"))
 			return nil, errOpen
-		}))
-		err := app.run(context.Background(), append([]string{"leaderrun", "--dir", dir, "--group-shared"}, args...))
+		}, BackendFlag{Name: "region", EnvVar: "T_REGION"}))
+		err := app.run(context.Background(), append([]string{"leaderrun", "--dir", dir}, args...))
 		if !errors.Is(err, errOpen) {
 			t.Errorf("%v: err = %v, want the backend's", args, err)
 		}
-		if len(got) == 0 || got[0].Dir != dir || !got[0].GroupShared {
-			t.Errorf("%v: opened with %+v, want Dir %s and GroupShared", args, got, dir)
+		if len(got) == 0 || got[0] != "eu-1" {
+			t.Errorf("%v: opened with region %q, want eu-1", args, got)
 		}
+	}
+}
+
+// remoteBackend is elect's Locker in a directory of its own, seen as a
+// backend whose locks are not in the lock directory of this host: no
+// LockDir, a Remote.
+type remoteBackend struct{ lk *elect.Locker }
+
+func (b remoteBackend) Acquire(ctx context.Context, name string, r elect.Request) (*elect.Leadership, error) {
+	return b.lk.Acquire(ctx, name, r)
+}
+func (b remoteBackend) Query(ctx context.Context, name string) (elect.Snapshot, error) {
+	return b.lk.Query(ctx, name)
+}
+func (b remoteBackend) QueryAll(ctx context.Context) (elect.Snapshot, error) {
+	return b.lk.QueryAll(ctx)
+}
+func (b remoteBackend) Close() error  { return b.lk.Close() }
+func (b remoteBackend) Where() string { return "the remote " + b.lk.Dir() }
+
+// TestBackendLocalDir: for a Backend that is no LockDir, the commands
+// open the lock directory of --dir (with --group-shared) themselves, and
+// give it to COMMAND as LEADERRUN_DIR; messages name the Backend's
+// Where; lockfile refuses, since there is no lock file for flock(1).
+func TestBackendLocalDir(t *testing.T) {
+	remote, local := t.TempDir(), t.TempDir()
+	if err := os.Chmod(local, 0o770); err != nil {
+		t.Fatal(err)
+	}
+	open := WithBackend(func(FlagValue) (Backend, error) {
+		lk, err := elect.Open(elect.Config{Dir: remote})
+		if err != nil {
+			return nil, err
+		}
+		return remoteBackend{lk}, nil
+	})
+	out := filepath.Join(t.TempDir(), "out")
+	err := New(open).run(context.Background(), []string{"leaderrun", "--dir", local, "--group-shared", "--name", "x", "--", "sh", "-c", `echo "$LEADERRUN_DIR" > ` + out})
+	if ExitCode(err) != 0 {
+		t.Fatalf("run: exit %d: %v", ExitCode(err), err)
+	}
+	if b, _ := os.ReadFile(out); strings.TrimSpace(string(b)) != local {
+		t.Errorf("LEADERRUN_DIR = %q, want the local directory %s", b, local)
+	}
+	if _, err := os.Stat(filepath.Join(remote, "x.lock")); err != nil {
+		t.Errorf("the backend did not elect: %v", err)
+	}
+	if _, err := os.Stat(filepath.Join(local, "x.lock")); err == nil {
+		t.Errorf("x.lock is in the local directory: the flock backend was used")
+	}
+	// A group-shared directory is refused without --group-shared: the
+	// flags reach the local directory's checks.
+	err = New(open).run(context.Background(), []string{"leaderrun", "--dir", local, "--name", "x", "--", "true"})
+	if ExitCode(err) == 0 {
+		t.Errorf("a group-writable --dir without --group-shared was accepted")
+	}
+	err = New(open).run(context.Background(), []string{"leaderrun", "--dir", local, "--group-shared", "lockfile", "x"})
+	if ExitCode(err) != ExitUsage {
+		t.Errorf("lockfile over a backend with no lock file: exit %d (%v), want %d", ExitCode(err), err, ExitUsage)
+	}
+	lk, err := elect.Open(elect.Config{Dir: remote})
+	if err != nil {
+		t.Fatal(err)
+	}
+	o, err := openBackend(remoteBackend{lk}, elect.Config{Dir: local, GroupShared: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer o.Close()
+	if o.where() != "the remote "+remote || o.Dir() != local {
+		t.Errorf("where %q, dir %q; want the backend's Where and %s", o.where(), o.Dir(), local)
 	}
 }
 
@@ -67,8 +143,8 @@ func TestRequeueLostSession(t *testing.T) {
 	} {
 		dir := t.TempDir()
 		b := &sessionLosing{lose: 2}
-		app := New(WithBackend(func(c elect.Config) (Backend, error) {
-			lk, err := elect.Open(c)
+		app := New(WithBackend(func(FlagValue) (Backend, error) {
+			lk, err := elect.Open(elect.Config{Dir: dir})
 			if err != nil {
 				return nil, err
 			}

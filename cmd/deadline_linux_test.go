@@ -5,6 +5,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -38,6 +39,9 @@ func init() {
 	}
 	switch os.Args[2] {
 	case "lrlease":
+		if i := slices.Index(os.Args, "--dir"); i > 0 && i+1 < len(os.Args) {
+			leaseDir = os.Args[i+1]
+		}
 		os.Exit(ExitCode(New(renewingOptions()...).Run(context.Background(), append([]string{"leaderrun"}, os.Args[3:]...))))
 	case "termrecorder":
 		terms := make(chan os.Signal, 1)
@@ -67,10 +71,14 @@ func (a *App) runLateRoleOrExit() int {
 	return code
 }
 
+// leaseDir is the --dir of an lrlease line: renewingBackend's locks are
+// there, as they are for the flock backend.
+var leaseDir string
+
 func renewingOptions() []Option {
 	return []Option{
-		WithBackendFlags(nil, func(c elect.Config, _ FlagValue) (Backend, error) {
-			lk, err := elect.Open(c)
+		WithBackend(func(FlagValue) (Backend, error) {
+			lk, err := elect.Open(elect.Config{Dir: leaseDir})
 			if err != nil {
 				return nil, err
 			}

@@ -11,11 +11,13 @@
 // map that the argument rewriting (protectDashDash, passThrough) needs is
 // takesValueOf; who, status, publish, subscribe and lockfile start with
 // the one prologue begin (prologue.go); the name rules are elect's
-// (ValidateName, NameByte). New(WithBackend(open)) builds the command line
-// over another election backend than elect.Open's flock directory, and
-// WithBackendFlags adds that backend's flags (leaderrun-etcd's, in the etcd
-// module); a BusBackend carries its own bus, a TermEnder's terms can be
-// ended by the watchdog. The plain leaderrun hands a command line with
+// (ValidateName, NameByte). The backend seam is backend.go, the whole of
+// it: New(WithBackend(open, flags...)) builds the command line over
+// another election backend than elect.Open's flock directory, with that
+// backend's flags (leaderrun-etcd's, in the etcd module), and the
+// capabilities a backend may have besides Backend's methods are named
+// there (LockDir, Remote, BusBackend, TermEnder, HolderEnder,
+// GraceFitter). The plain leaderrun hands a command line with
 // --etcd-endpoints over to leaderrun-etcd (handover.go).
 //
 // # Guarantees

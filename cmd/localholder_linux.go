@@ -15,10 +15,9 @@ import (
 // pidfd. When that leaderrun dies without ending its term (its marker is
 // still there), it fences the term as the next holder would, then ends
 // the term in the backend. Until ctx ends.
-func watchLocalHolder(ctx context.Context, lk Backend, name string) {
-	he, ok := lk.(HolderEnder)
-	b, own := lk.(BusBackend)
-	if !ok || !own {
+func watchLocalHolder(ctx context.Context, lk *opened, name string) {
+	he, b, ok := lk.holderEnder()
+	if !ok {
 		return
 	}
 	endWait := func() {}

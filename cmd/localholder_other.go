@@ -6,4 +6,4 @@ import "context"
 
 // Without pidfds and the term fence there is nothing a waiter could do
 // safely: a dead holder's term expires with its lease.
-func watchLocalHolder(context.Context, Backend, string) {}
+func watchLocalHolder(context.Context, *opened, string) {}

@@ -5,18 +5,28 @@ import (
 	"github.com/urfave/cli/v3"
 )
 
-// openLocker opens the lock directory c names (lockDir), or the default
-// directory (created 0700) when it names none; an explicit directory must
-// exist already. --group-shared and --allow-unsafe-fs, app flags, are
-// seen from every subcommand. The Backend is the app's (WithBackend).
-func openLocker(c *cli.Command) (Backend, error) {
-	open, value := FlagOpener(openElect), FlagValue(nil)
-	if a, ok := c.Root().Metadata[backendKey].(*App); ok && a.open != nil {
-		open, value = a.open, a.flagValue(c)
-	}
-	return open(elect.Config{
+// openLocker opens the app's Backend (WithBackend) for the command line c
+// runs, or elect's flock backend in the lock directory c names (lockDir),
+// or the default directory (created 0700) when it names none; an explicit
+// directory must exist already. --group-shared and --allow-unsafe-fs, app
+// flags, are seen from every subcommand.
+func openLocker(c *cli.Command) (*opened, error) {
+	cfg := elect.Config{
 		Dir:           lockDir(c),
 		GroupShared:   c.Bool("group-shared"),
 		AllowUnsafeFS: c.Bool("allow-unsafe-fs"),
-	}, value)
+	}
+	a, ok := c.Root().Metadata[backendKey].(*App)
+	if !ok || a.open == nil {
+		lk, err := elect.Open(cfg)
+		if err != nil {
+			return nil, err
+		}
+		return &opened{b: lk, dir: lk.Dir()}, nil
+	}
+	b, err := a.open(a.flagValue(c))
+	if err != nil {
+		return nil, err
+	}
+	return openBackend(b, cfg)
 }

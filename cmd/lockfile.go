@@ -36,7 +36,7 @@ func lockfileAction(ctx context.Context, c *cli.Command) error {
 		return err
 	}
 	defer s.close()
-	if _, flock := s.lk.(*elect.Locker); !flock {
+	if !s.lk.flock() {
 		return usageErrorf("leaderrun lockfile: this leaderrun elects over another backend than flock(2) (etcd), where %s has no lock file that flock(1) could share; run flock(1) jobs under leaderrun instead", s.name)
 	}
 	dir, err := filepath.Abs(s.dir)

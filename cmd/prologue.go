@@ -12,7 +12,7 @@ import (
 // SIGTERM or SIGHUP (signalContext). End it with close.
 type cmdSession struct {
 	name string
-	lk   Backend // nil after begin(..., keepOpen=false)
+	lk   *opened // nil after begin(..., keepOpen=false)
 	dir  string  // lk.Dir()
 	bus  busPort // NAME's bus: lk's own (kept open) or the Unix socket's in dir
 	ctx  context.Context
@@ -36,8 +36,8 @@ func begin(ctx context.Context, c *cli.Command, cmd, name string, keepOpen bool)
 		return nil, explainCtx(c, err)
 	}
 	s := &cmdSession{name: name, lk: lk, dir: lk.Dir()}
-	s.bus = busOf(lk, s.dir)
-	if _, own := s.bus.(BusBackend); !keepOpen && !own {
+	s.bus = lk.bus()
+	if !keepOpen && !lk.ownBus() {
 		lk.Close()
 		s.lk = nil
 	}

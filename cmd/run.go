@@ -36,7 +36,7 @@ type runOptions struct {
 	argv     []string
 	name     string
 	dir      string // --dir, LEADERRUN_DIR, or "" for the default
-	open     func() (Backend, error)
+	open     func() (*opened, error)
 	req      elect.Request
 	wait     time.Duration
 	waitSet  bool
@@ -106,7 +106,7 @@ func readRunFlags(c *cli.Command, argv []string) *runOptions {
 		argv:     argv,
 		name:     c.String("name"),
 		dir:      lockDir(c),
-		open:     func() (Backend, error) { return openLocker(c) },
+		open:     func() (*opened, error) { return openLocker(c) },
 		conflict: c.Int("conflict-exit-code"),
 		restart:  c.String("restart"),
 		fanout:   c.Bool("fanout"),
@@ -140,12 +140,8 @@ func readRunFlags(c *cli.Command, argv []string) *runOptions {
 }
 
 // fitGrace takes the --grace that a GraceFitter backend fits its terms to.
-func (o *runOptions) fitGrace(lk Backend) error {
-	gf, ok := lk.(GraceFitter)
-	if !ok {
-		return nil
-	}
-	g, note, err := gf.FitGrace(o.grace, o.graceSet)
+func (o *runOptions) fitGrace(lk *opened) error {
+	g, note, err := lk.fitGrace(o.grace, o.graceSet)
 	if err != nil || g == o.grace {
 		return err
 	}
@@ -251,7 +247,7 @@ func (o *runOptions) run(ctx context.Context) error {
 // acquire's lostPlace) before COMMAND ever started: the caller queues
 // again (found by the etcd module's TestQuorumLossWaiters: 1 or 2 of 20
 // waiters exited 80 so).
-func (o *runOptions) term(ctx context.Context, lk Backend, dir string, lead *elect.Leadership, sigs <-chan os.Signal) (again bool, err error) {
+func (o *runOptions) term(ctx context.Context, lk *opened, dir string, lead *elect.Leadership, sigs <-chan os.Signal) (again bool, err error) {
 	o.commandStarted = false
 	defer func() {
 		again = err != nil && !o.commandStarted && !o.req.IfAvailable && lostPlace(context.Cause(lead.Context()))
@@ -273,7 +269,7 @@ func (o *runOptions) term(ctx context.Context, lk Backend, dir string, lead *ele
 	// --fanout; it stops serving (deferred later, so earlier) before it
 	// releases the lock. It listens before COMMAND starts, so that a
 	// COMMAND may publish at once.
-	srv, stopServing := o.serveBus(busOf(lk, dir), lead)
+	srv, stopServing := o.serveBus(lk.bus(), lead)
 	defer stopServing()
 	return false, o.lead(lead, tm, dir, srv, sigs)
 }
@@ -311,7 +307,7 @@ type signalled struct{ sig os.Signal }
 func (s signalled) Error() string { return "got " + s.sig.String() }
 
 // acquire waits for the lock, in line, until -w runs out or a signal comes.
-func (o *runOptions) acquire(ctx context.Context, lk Backend, sigs <-chan os.Signal) (*elect.Leadership, error) {
+func (o *runOptions) acquire(ctx context.Context, lk *opened, sigs <-chan os.Signal) (*elect.Leadership, error) {
 	// ctx's cancellation is deliberately dropped: main's ctx ends on
 	// SIGINT and SIGTERM, which this function receives through sigs
 	// instead, so that it exits 128+N and reports which signal it was.
@@ -369,7 +365,7 @@ func (o *runOptions) acquire(ctx context.Context, lk Backend, sigs <-chan os.Sig
 
 // whileWaiting starts, on wg until done is closed, what runs while this
 // instance waits in line: the -v queue report and the --fanout follower.
-func (o *runOptions) whileWaiting(ctx context.Context, lk Backend, wg *sync.WaitGroup, done <-chan struct{}) {
+func (o *runOptions) whileWaiting(ctx context.Context, lk *opened, wg *sync.WaitGroup, done <-chan struct{}) {
 	if o.req.IfAvailable {
 		return
 	}
@@ -382,7 +378,7 @@ func (o *runOptions) whileWaiting(ctx context.Context, lk Backend, wg *sync.Wait
 		stop()
 	})
 	if o.fanout {
-		wg.Go(func() { followLeader(fctx, busOf(lk, lk.Dir()), o.name) })
+		wg.Go(func() { followLeader(fctx, lk.bus(), o.name) })
 	}
 	// Returns at once unless lk can end a dead holder's term (etcd).
 	wg.Go(func() { watchLocalHolder(fctx, lk, o.name) }) // localholder_linux.go
@@ -396,7 +392,7 @@ func lostPlace(err error) bool {
 
 // acquireOrSignal runs the request until it returns, or until stuckAcquire
 // after a signal (gotSig) for a request that does not end (stuck).
-func (o *runOptions) acquireOrSignal(ctx context.Context, lk Backend, gotSig <-chan struct{}) (lead *elect.Leadership, err error, stuck bool) {
+func (o *runOptions) acquireOrSignal(ctx context.Context, lk *opened, gotSig <-chan struct{}) (lead *elect.Leadership, err error, stuck bool) {
 	type acquired struct {
 		lead *elect.Leadership
 		err  error
@@ -426,7 +422,7 @@ func (o *runOptions) acquireOrSignal(ctx context.Context, lk Backend, gotSig <-c
 }
 
 // acquired maps the request's outcome to the leadership or the exit.
-func (o *runOptions) acquired(lk Backend, lead *elect.Leadership, err error) (*elect.Leadership, error) {
+func (o *runOptions) acquired(lk *opened, lead *elect.Leadership, err error) (*elect.Leadership, error) {
 	switch {
 	case err == nil:
 		return lead, nil
@@ -451,7 +447,7 @@ func (o *runOptions) explain(err error) error {
 // warnExternal says, for --steal, that a holder which is not leaderrun
 // (flock(1) on the lock file) cannot be preempted: --steal then waits for
 // it, as any request would.
-func (o *runOptions) warnExternal(lk Backend) {
+func (o *runOptions) warnExternal(lk *opened) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 	defer cancel()
 	snap, err := lk.Query(ctx, o.name)
@@ -467,7 +463,7 @@ func (o *runOptions) warnExternal(lk Backend) {
 }
 
 // leaderLine describes who holds the lock, for messages.
-func (o *runOptions) leaderLine(lk Backend) string {
+func (o *runOptions) leaderLine(lk *opened) string {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 	defer cancel()
 	snap, err := lk.Query(ctx, o.name)
@@ -501,7 +497,7 @@ func describeHolder(h elect.Holder) string {
 // the user's few instances per waiter). Without -v it reports once, as the
 // request joins: an idle waiter wakes for nothing, so systemd's status
 // line shows the place taken in line, and leading is told at once (run).
-func (o *runOptions) reportQueue(ctx context.Context, lk Backend, done <-chan struct{}) {
+func (o *runOptions) reportQueue(ctx context.Context, lk *opened, done <-chan struct{}) {
 	last := ""
 	t := time.NewTimer(50 * time.Millisecond)
 	defer t.Stop()

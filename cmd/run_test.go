@@ -39,7 +39,7 @@ func TestSignalEndsStuckAcquire(t *testing.T) {
 	lk := &stuckLocker{dir: t.TempDir(), entered: make(chan struct{}), release: make(chan struct{})}
 	t.Cleanup(func() { close(lk.release) })
 	o := &runOptions{argv: []string{"true"}, name: "stuck", grace: time.Second,
-		open: func() (Backend, error) { return lk, nil }}
+		open: func() (*opened, error) { return openBackend(lk, elect.Config{}) }}
 	ret := make(chan error, 1)
 	go func() { ret <- o.run(context.Background()) }()
 	select {

@@ -75,7 +75,7 @@ func statusAction(ctx context.Context, c *cli.Command) error {
 		if err != nil {
 			return s.fail(c, err)
 		}
-		return printSnapshot(os.Stdout, snap, asJSON, where(s.lk))
+		return printSnapshot(os.Stdout, snap, asJSON, s.lk.where())
 	}
 	return watchStatus(s.ctx, lk, query, asJSON)
 }
@@ -171,7 +171,7 @@ func commandLine(argv []string) string {
 // changes (fsnotify) and the snapshot differs. flock(2) itself makes no
 // filesystem event, so a slow tick catches holders that are not leaderrun,
 // such as flock(1).
-func watchStatus(ctx context.Context, lk Backend, query func(context.Context) (elect.Snapshot, error), asJSON bool) error {
+func watchStatus(ctx context.Context, lk *opened, query func(context.Context) (elect.Snapshot, error), asJSON bool) error {
 	w, err := fsnotify.NewWatcher()
 	if err != nil {
 		if e := resourceError(err); e != nil {
@@ -199,7 +199,7 @@ func watchStatus(ctx context.Context, lk Backend, query func(context.Context) (e
 		// so that SINCE keeps counting (the tick); a log or a pipe gets
 		// a new table, and JSON a new line, only when the snapshot does.
 		var text bytes.Buffer
-		_ = printSnapshot(&text, snap, asJSON, where(lk))
+		_ = printSnapshot(&text, snap, asJSON, lk.where())
 		if last == nil || !reflect.DeepEqual(snap, *last) || tty && !asJSON && text.String() != shown {
 			if !asJSON {
 				if tty {

@@ -389,16 +389,12 @@ func (t *term) startWatchdog() {
 // so that it stops COMMAND when this leaderrun, stopped or starved, cannot
 // (watchdog_linux.go). It fails when the watchdog cannot be started: a
 // COMMAND that could outlive its lease must not start.
-func (t *term) expire(lk Backend, lead *elect.Leadership, grace time.Duration) error {
+func (t *term) expire(lk *opened, lead *elect.Leadership, grace time.Duration) error {
 	at, moved, ok := lead.Deadline()
 	if t == nil || !ok {
 		return nil
 	}
-	if te, ok := lk.(TermEnder); ok {
-		if tok, err := te.TermToken(lead); err == nil {
-			t.token = tok
-		}
-	}
+	t.token = lk.termToken(lead)
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if t.wd = startWatchdog(t); t.wd == nil {

@@ -78,7 +78,7 @@ func whoAction(ctx context.Context, c *cli.Command) error {
 			b, _ := json.Marshal(noLeaderJSON{Name: name})
 			fmt.Printf("%s\n", b)
 		}
-		fmt.Fprintf(os.Stderr, "leaderrun: nobody leads %s in %s\n", name, where(s.lk))
+		fmt.Fprintf(os.Stderr, "leaderrun: nobody leads %s in %s\n", name, s.lk.where())
 		return silentExit(ExitNoLeader)
 	}
 	if c.Bool("json") {

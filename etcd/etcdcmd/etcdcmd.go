@@ -1,8 +1,9 @@
 // Package etcdcmd is the leaderrun command line over etcd: leaderrun-etcd's
 // flags, and the glue that gives package cmd an etcd Locker as its
-// Backend, BusBackend and TermEnder. Everything else (flags, subcommands,
-// exit codes, output, the term fence and the watchdog) is package cmd's,
-// unchanged.
+// Backend, with the capabilities Remote, BusBackend, TermEnder,
+// HolderEnder and GraceFitter (see cmd.Backend). Everything else (flags,
+// subcommands, exit codes, output, the term fence and the watchdog) is
+// package cmd's, unchanged.
 //
 // # Guarantees
 //
@@ -65,7 +66,7 @@ var Flags = []cmd.BackendFlag{
 // Options builds leaderrun-etcd: cmd.Main(etcdcmd.Options()...).
 func Options() []cmd.Option {
 	return []cmd.Option{
-		cmd.WithBackendFlags(Flags, Open),
+		cmd.WithBackend(Open, Flags...),
 		cmd.WithTermEnder(EndTerm),
 		cmd.WithUsage("run a command on only one instance at a time, across hosts, elected over etcd"),
 	}
@@ -189,24 +190,19 @@ func unreachable(s settings, err error) error {
 	return cmd.Exitf(cmd.ExitUnavailable, "leaderrun: etcd at %s cannot be reached: %v; check --etcd-endpoints and that the cluster has a quorum", eps, err)
 }
 
-// Open is leaderrun-etcd's cmd.FlagOpener: an etcd Locker for the
-// election, and the local lock directory (elect.Open of c) for the term
-// markers and the watchdog.
-func Open(c elect.Config, v cmd.FlagValue) (cmd.Backend, error) {
+// Open is leaderrun-etcd's cmd.Opener: an etcd Locker for the election.
+// The commands keep the term markers and the watchdog in the local lock
+// directory, which they open themselves.
+func Open(v cmd.FlagValue) (cmd.Backend, error) {
 	s, cfg, err := parse(v)
-	if err != nil {
-		return nil, err
-	}
-	local, err := elect.Open(c)
 	if err != nil {
 		return nil, err
 	}
 	cli, lk, err := connect(s, cfg)
 	if err != nil {
-		local.Close()
 		return nil, err
 	}
-	return &backend{Locker: lk, cli: cli, local: local, s: s}, nil
+	return &backend{Locker: lk, cli: cli, s: s}, nil
 }
 
 // connect dials etcd and makes the first round trip (openLocker), while
@@ -285,26 +281,21 @@ func openLocker(cli *clientv3.Client, s settings, cfg etcd.Config) (*etcd.Locker
 	return etcd.Open(cfg)
 }
 
-// backend is an etcd Locker with the local lock directory.
+// backend is an etcd Locker and its client.
 type backend struct {
 	*etcd.Locker
 	cli   *clientv3.Client
-	local *elect.Locker
 	s     settings
 	noted atomic.Bool // Ignored was looked at
 }
 
-// Dir is the local lock directory: the commands keep the term's marker
-// there, and name it to COMMAND as LEADERRUN_DIR.
-func (b *backend) Dir() string { return b.local.Dir() }
-
-// Where is what messages name as where the locks are.
+// Where (cmd.Remote) is what messages name as where the locks are.
 func (b *backend) Where() string {
 	return "etcd " + strings.Join(b.s.Endpoints, ",") + " under " + b.s.prefix
 }
 
 func (b *backend) Close() error {
-	return errors.Join(b.Locker.Close(), b.cli.Close(), b.local.Close())
+	return errors.Join(b.Locker.Close(), b.cli.Close())
 }
 
 // Query is the Locker's; the first time, it also names on stderr the keys
@@ -410,11 +401,9 @@ func (b *backend) DialBus(ctx context.Context, name string, o cmd.BusOptions) (c
 }
 
 var (
-	_ cmd.BusBackend = (*backend)(nil)
-	_ cmd.TermEnder  = (*backend)(nil)
-)
-
-var (
+	_ cmd.Remote      = (*backend)(nil)
+	_ cmd.BusBackend  = (*backend)(nil)
+	_ cmd.TermEnder   = (*backend)(nil)
 	_ cmd.HolderEnder = (*backend)(nil)
 	_ cmd.GraceFitter = (*backend)(nil)
 )

@@ -1,6 +1,7 @@
 // Package pgcmd is the leaderrun command line over PostgreSQL:
 // leaderrun-pg's flags, and the glue that gives package cmd a pg Locker as
-// its Backend, TermEnder and HolderEnder. Everything else (flags,
+// its Backend, with the capabilities Remote, BusBackend, TermEnder and
+// HolderEnder (see cmd.Backend). Everything else (flags,
 // subcommands, exit codes, output, the term fence and the watchdog) is
 // package cmd's, unchanged.
 //
@@ -63,7 +64,7 @@ var Flags = []cmd.BackendFlag{
 // Options builds leaderrun-pg: cmd.Main(pgcmd.Options()...).
 func Options() []cmd.Option {
 	return []cmd.Option{
-		cmd.WithBackendFlags(Flags, Open),
+		cmd.WithBackend(Open, Flags...),
 		cmd.WithTermEnder(EndTerm),
 		cmd.WithUsage("run a command on only one instance at a time, across hosts, elected over PostgreSQL"),
 	}
@@ -204,21 +205,16 @@ func refused(cc *pgx.ConnConfig, schema string, err error) error {
 	return cmd.Exitf(cmd.ExitUnavailable, "leaderrun: PostgreSQL at %s cannot be reached: %s; check --pg-url (or LEADERRUN_PG_URL and PGHOST) and that the server runs", srv, msg)
 }
 
-// Open is leaderrun-pg's cmd.FlagOpener: a pg Locker for the election,
-// and the local lock directory (elect.Open of c) for the term markers and
-// the watchdog.
-func Open(c elect.Config, v cmd.FlagValue) (cmd.Backend, error) {
+// Open is leaderrun-pg's cmd.Opener: a pg Locker for the election. The
+// commands keep the term markers and the watchdog in the local lock
+// directory, which they open themselves.
+func Open(v cmd.FlagValue) (cmd.Backend, error) {
 	s, cfg, err := parse(v)
-	if err != nil {
-		return nil, err
-	}
-	local, err := elect.Open(c)
 	if err != nil {
 		return nil, err
 	}
 	lk, err := pg.Open(cfg)
 	if err != nil {
-		local.Close()
 		return nil, usage("%v", err)
 	}
 	// A first round trip, bounded, so that a wrong URL, a refused login,
@@ -229,31 +225,21 @@ func Open(c elect.Config, v cmd.FlagValue) (cmd.Backend, error) {
 	cancel()
 	if err != nil {
 		lk.Close()
-		local.Close()
 		return nil, refused(cfg.ConnConfig, s.Schema, err)
 	}
-	return &backend{Locker: lk, local: local, s: s, cc: cfg.ConnConfig}, nil
+	return &backend{Locker: lk, s: s, cc: cfg.ConnConfig}, nil
 }
 
-// backend is a pg Locker with the local lock directory.
+// backend is a pg Locker.
 type backend struct {
 	*pg.Locker
-	local *elect.Locker
-	s     settings
-	cc    *pgx.ConnConfig
+	s  settings
+	cc *pgx.ConnConfig
 }
 
-// Dir is the local lock directory: the commands keep the term's marker
-// there, and name it to COMMAND as LEADERRUN_DIR.
-func (b *backend) Dir() string { return b.local.Dir() }
-
-// Where is what messages name as where the locks are.
+// Where (cmd.Remote) is what messages name as where the locks are.
 func (b *backend) Where() string {
 	return "PostgreSQL " + server(b.cc) + " schema " + b.s.Schema
-}
-
-func (b *backend) Close() error {
-	return errors.Join(b.Locker.Close(), b.local.Close())
 }
 
 // TermToken is what the term's watchdog needs to end its session.
@@ -295,6 +281,7 @@ func EndTerm(ctx context.Context, token string) error {
 }
 
 var (
+	_ cmd.Remote      = (*backend)(nil)
 	_ cmd.TermEnder   = (*backend)(nil)
 	_ cmd.HolderEnder = (*backend)(nil)
 )
