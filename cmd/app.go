@@ -13,6 +13,8 @@ import (
 	"unicode/utf8"
 
 	"github.com/urfave/cli/v3"
+
+	"github.com/leaderrun/leaderrun/supervise"
 )
 
 // App is the leaderrun command line, built by New and run by Run. It
@@ -200,13 +202,14 @@ const backendKey = "leaderrun.app"
 // Main runs leaderrun, built with opts, on os.Args and returns its exit
 // status; main.go, leaderrun-etcd's main and the CLI tests
 // (tests/clichaos) call it. It is also where a term's watchdog that needs
-// the app's TermEnder runs (see watchdog_linux.go).
+// the app's TermEnder runs (see supervise.RunWatchdog).
 func Main(opts ...Option) int {
 	a := New(opts...)
 	if code, ok := a.runLateRole(); ok {
 		return code
 	}
-	if err := pidsLimitError(); err != nil { // pidslimit_linux.go
+	if err := supervise.PidsLimit(); err != nil {
+		err = exitf(ExitOSErr, "leaderrun: %v", err)
 		printErr(err)
 		return ExitCode(err)
 	}
@@ -217,6 +220,10 @@ func Main(opts ...Option) int {
 	defer stop()
 	return ExitCode(a.Run(ctx, os.Args))
 }
+
+// runLateRole runs this process as a term's watchdog that ends its term
+// with the app's WithTermEnder function, if it is one (supervise.RunWatchdog).
+func (a *App) runLateRole() (int, bool) { return supervise.RunWatchdog(a.ender) }
 
 func onUsageError(_ context.Context, c *cli.Command, err error, isSubcommand bool) error {
 	help := "leaderrun --help"

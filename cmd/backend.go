@@ -139,7 +139,7 @@ type BusClient interface {
 // TermEnder is a Backend whose terms outlive a leaderrun that dies or
 // stops unless someone ends them: an etcd term lasts until its lease
 // expires, TTL after the last renewal. leaderrun hands each term's token
-// to the term's watchdog (a process of its own, see watchdog_linux.go),
+// to the term's watchdog (a process of its own, see package supervise),
 // which, once it has stopped COMMAND because leaderrun died or stopped
 // renewing the term, ends the term with the app's WithTermEnder function,
 // so that the next holder, on any host, need not wait for the TTL.

@@ -20,7 +20,7 @@ import (
 // The deadline tests run leaderrun over renewingBackend: the flock lock,
 // with terms that end unless renewed every lease/3, as etcd's do, and a
 // TermEnder that records, in the file its token names, that the watchdog
-// ended the term. Roles, with T_HELPER set (see fence_term_linux_test.go):
+// ended the term. Roles, with T_HELPER set:
 //
 //	lrlease ARGS...   leaderrun over renewingBackend
 //	termrecorder      COMMAND: writes "ready" to T_PIDS, then "term" at
@@ -31,8 +31,8 @@ import (
 const testLease = time.Second
 
 func init() {
-	if os.Getenv(watchdogRole) == roleLate {
-		os.Exit(New(renewingOptions()...).runLateRoleOrExit())
+	if code, ok := New(renewingOptions()...).runLateRole(); ok {
+		os.Exit(code)
 	}
 	if os.Getenv("T_HELPER") == "" || len(os.Args) < 3 {
 		return
@@ -61,14 +61,6 @@ func init() {
 		time.Sleep(time.Minute)
 		os.Exit(0)
 	}
-}
-
-func (a *App) runLateRoleOrExit() int {
-	code, ok := a.runLateRole()
-	if !ok {
-		return 2
-	}
-	return code
 }
 
 // leaseDir is the --dir of an lrlease line: renewingBackend's locks are

@@ -3,6 +3,8 @@ package cmd
 import (
 	"os"
 	"strconv"
+
+	"github.com/leaderrun/leaderrun/supervise"
 )
 
 // nestedIn reports the pid of the leaderrun that already holds name in
@@ -30,5 +32,5 @@ func nestedIn(dir, name string) (pid int, nested bool) {
 	if err != nil || !os.SameFile(theirs, ours) {
 		return 0, false
 	}
-	return pid, isAncestor(pid)
+	return pid, supervise.IsAncestor(pid)
 }

@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/leaderrun/leaderrun/elect"
+	"github.com/leaderrun/leaderrun/supervise"
 	"github.com/urfave/cli/v3"
 )
 
@@ -195,7 +196,7 @@ func (o *runOptions) run(ctx context.Context) error {
 	// A signal ignored when leaderrun started (nohup's SIGHUP) stays
 	// ignored, for leaderrun and so for COMMAND.
 	sigs := make(chan os.Signal, 8)
-	for _, s := range forwarded {
+	for _, s := range supervise.Forwarded() {
 		if !signal.Ignored(s) {
 			signal.Notify(sigs, s)
 		}
@@ -259,9 +260,12 @@ func (o *runOptions) term(ctx context.Context, lk *opened, dir string, lead *ele
 	o.notify.leading(o.name, lead.Epoch())
 	// Deferred after lead.Release, so it runs before it: the marker goes
 	// only once COMMAND has been stopped.
-	tm := o.beginTerm(ctx, lead, dir)
-	defer tm.end()
-	if err := tm.expire(lk, lead, o.grace); err != nil {
+	tm := supervise.Begin(ctx, lead, dir)
+	defer tm.End()
+	if err := tm.Expire(lk.termToken(lead), lead, o.grace); err != nil {
+		if errors.Is(err, supervise.ErrNoWatchdog) {
+			err = exitf(ExitOSErr, "leaderrun: %v; COMMAND was not started", err)
+		}
 		return false, err
 	}
 
@@ -351,14 +355,14 @@ func (o *runOptions) acquire(ctx context.Context, lk *opened, sigs <-chan os.Sig
 	wg.Wait()
 	if stuck {
 		o.logf("%v while waiting for %s; giving up (the request did not end: its system call is stuck)", got, o.name)
-		return nil, silentExit(ExitSignalBase + signalNumber(got))
+		return nil, silentExit(ExitSignalBase + supervise.SignalNumber(got))
 	}
 	if got != nil {
 		if lead != nil {
 			lead.Release()
 		}
 		o.logf("%v while waiting for %s; giving up", got, o.name)
-		return nil, silentExit(ExitSignalBase + signalNumber(got))
+		return nil, silentExit(ExitSignalBase + supervise.SignalNumber(got))
 	}
 	return o.acquired(lk, lead, err)
 }
@@ -561,8 +565,8 @@ func (o *runOptions) env(dir string, lead *elect.Leadership) []string {
 
 // lead runs COMMAND for as long as the term lasts and the restart policy
 // wants it, and returns the exit status.
-func (o *runOptions) lead(lead *elect.Leadership, tm *term, dir string, srv BusServer, sigs <-chan os.Signal) error {
-	env := tm.environ(o.env(dir, lead))
+func (o *runOptions) lead(lead *elect.Leadership, tm *supervise.Term, dir string, srv BusServer, sigs <-chan os.Signal) error {
+	env := tm.Environ(o.env(dir, lead))
 	var stdout io.Writer = os.Stdout
 	if o.fanout && srv != nil {
 		tee := &lineTee{w: os.Stdout, srv: srv}
@@ -571,14 +575,14 @@ func (o *runOptions) lead(lead *elect.Leadership, tm *term, dir string, srv BusS
 	}
 	backoff := backoffStart
 	finishing := false
-	hup := watchHangup()
+	hup := supervise.WatchHangup()
 	for {
 		if err := o.overdue(lead); err != nil {
 			return err
 		}
-		ch, err := tm.start(o.argv, env, stdout)
+		ch, err := tm.Start(o.argv, env, stdout)
 		if err != nil {
-			return err
+			return startFailure(o.argv[0], err)
 		}
 		o.commandStarted = true
 		status, err := o.supervise(ch, lead, sigs, hup, &finishing)
@@ -588,7 +592,7 @@ func (o *runOptions) lead(lead *elect.Leadership, tm *term, dir string, srv BusS
 		if finishing || !o.restarts(status) {
 			return silentExit(status)
 		}
-		if time.Since(ch.started) >= resetAfter {
+		if time.Since(ch.Started()) >= resetAfter {
 			backoff = backoffStart
 		}
 		o.logf("COMMAND exited with status %d; restarting in %s (--restart %s)", status, backoff, o.restart)
@@ -597,8 +601,8 @@ func (o *runOptions) lead(lead *elect.Leadership, tm *term, dir string, srv BusS
 		case <-t.C:
 		case s := <-sigs:
 			t.Stop()
-			if terminating(s) {
-				return silentExit(ExitSignalBase + signalNumber(s))
+			if supervise.Terminating(s) {
+				return silentExit(ExitSignalBase + supervise.SignalNumber(s))
 			}
 		case <-hup:
 			t.Stop()
@@ -627,7 +631,7 @@ func (o *runOptions) restarts(status int) bool {
 // forwarded and gives COMMAND --grace to finish; then its processes get
 // SIGKILL. A second terminating signal sends SIGKILL at once; the SIGHUP
 // that comes with a hang-up is not a second one.
-func (o *runOptions) supervise(ch *child, lead *elect.Leadership, sigs <-chan os.Signal, hup <-chan struct{}, finishing *bool) (int, error) {
+func (o *runOptions) supervise(ch *supervise.Command, lead *elect.Leadership, sigs <-chan os.Signal, hup <-chan struct{}, finishing *bool) (int, error) {
 	var graceOver <-chan time.Time
 	hungUp := false
 	finish := func(s os.Signal) {
@@ -635,28 +639,28 @@ func (o *runOptions) supervise(ch *child, lead *elect.Leadership, sigs <-chan os
 		case *finishing && hungUp && s == syscall.SIGHUP:
 		case *finishing:
 			o.logf("%v again; killing COMMAND (SIGKILL)", s)
-			ch.kill()
+			ch.Kill()
 		default:
 			*finishing = true
 			o.notify.stopping()
-			ch.signalGroup(s)
+			ch.Signal(s)
 			t := time.NewTimer(o.grace)
 			graceOver = t.C
 		}
 	}
 	for {
 		select {
-		case <-ch.done:
-			ch.stop(o.grace, sigs)
+		case <-ch.Done():
+			ch.Stop(o.grace, sigs)
 			if err := o.overdue(lead); err != nil {
 				return 0, err // the watchdog stopped COMMAND
 			}
-			return ch.status(), nil
+			return ch.Status(), nil
 		case s := <-sigs:
-			if terminating(s) {
+			if supervise.Terminating(s) {
 				finish(s)
 			} else {
-				ch.signalGroup(s)
+				ch.Signal(s)
 			}
 		case <-hup:
 			hup = nil
@@ -665,19 +669,19 @@ func (o *runOptions) supervise(ch *child, lead *elect.Leadership, sigs <-chan os
 				finish(syscall.SIGHUP)
 			}
 			hungUp = true
-		case <-ch.stopped:
+		case <-ch.Stopped():
 			if !*finishing {
 				o.logf("COMMAND was stopped; stopping too, until continued")
-				ch.suspend()
+				ch.Suspend()
 			}
 		case <-graceOver:
 			graceOver = nil
 			o.logf("COMMAND still runs %s after it was told to stop; killing it (SIGKILL)", o.grace)
-			ch.kill()
+			ch.Kill()
 		case <-lead.Done():
 			o.notify.stopping()
 			o.logf("leadership of %s ended (%v); stopping COMMAND (grace %s)", o.name, lead.Err(), o.grace)
-			ch.stop(o.grace, sigs)
+			ch.Stop(o.grace, sigs)
 			return 0, o.ended(lead)
 		}
 	}

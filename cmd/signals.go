@@ -7,11 +7,12 @@ import (
 	"os/signal"
 
 	"github.com/leaderrun/leaderrun/elect"
+	"github.com/leaderrun/leaderrun/supervise"
 )
 
 // stopSignals end publish, subscribe, who and status at once, with
 // 128+N.
-var stopSignals = terminatingSignals()
+var stopSignals = supervise.TerminatingSignals()
 
 // signalContext is a context cancelled, with cause signalled{sig}, by the
 // first of stopSignals. It does not follow ctx's cancellation, which main
@@ -40,7 +41,7 @@ func signalContext(ctx context.Context) (context.Context, context.CancelFunc) {
 func signalExit(ctx context.Context) error {
 	var s signalled
 	if errors.As(context.Cause(ctx), &s) {
-		return silentExit(ExitSignalBase + signalNumber(s.sig))
+		return silentExit(ExitSignalBase + supervise.SignalNumber(s.sig))
 	}
 	return nil
 }

@@ -12,6 +12,8 @@ import (
 
 	"github.com/leaderrun/leaderrun/instance"
 	"github.com/urfave/cli/v3"
+
+	"github.com/leaderrun/leaderrun/supervise"
 )
 
 // ExitAcceptedLost: the primary accepted the forwarded arguments and ended
@@ -116,7 +118,7 @@ func singleAction(ctx context.Context, c *cli.Command) error {
 	}
 	s := &singleRun{o: o}
 	sigs := make(chan os.Signal, 8)
-	for _, sig := range forwarded {
+	for _, sig := range supervise.Forwarded() {
 		if !signal.Ignored(sig) {
 			signal.Notify(sigs, sig)
 		}
@@ -134,7 +136,7 @@ func singleAction(ctx context.Context, c *cli.Command) error {
 		for sig := range sigs {
 			if s.leading.Load() {
 				s.sigs <- sig
-			} else if terminating(sig) {
+			} else if supervise.Terminating(sig) {
 				cancel(signalled{sig})
 			}
 		}
@@ -152,7 +154,7 @@ func singleAction(ctx context.Context, c *cli.Command) error {
 	if err != nil {
 		var sig signalled
 		if errors.As(context.Cause(ctx), &sig) {
-			return exitf(ExitSignalBase+signalNumber(sig.sig), "leaderrun: %v while handing the arguments to the primary of %s; if it had accepted them, it goes on with them", sig.sig, o.name)
+			return exitf(ExitSignalBase+supervise.SignalNumber(sig.sig), "leaderrun: %v while handing the arguments to the primary of %s; if it had accepted them, it goes on with them", sig.sig, o.name)
 		}
 		return singleError(o.name, err)
 	}

@@ -14,6 +14,8 @@ import (
 	"time"
 
 	"github.com/leaderrun/leaderrun/instance"
+
+	"github.com/leaderrun/leaderrun/supervise"
 )
 
 // singleRun is the primary's side: COMMAND, and the bridge between
@@ -76,10 +78,11 @@ func (s *singleRun) primary(ctx context.Context, p *instance.Primary) error {
 	}
 	env := append(s.o.env(dir, p.Leadership()),
 		fmt.Sprintf("LEADERRUN_INVOCATIONS_FD=%d", invocationsFD), fmt.Sprintf("LEADERRUN_REPLIES_FD=%d", repliesFD))
-	ch, err := startChild(s.o.argv, env, os.Stdout, func(cmd *exec.Cmd) { cmd.ExtraFiles = []*os.File{invR, repW} })
+	ch, err := supervise.Start(s.o.argv, env, os.Stdout, func(cmd *exec.Cmd) { cmd.ExtraFiles = []*os.File{invR, repW} })
 	invR.Close()
 	repW.Close()
 	if err != nil {
+		err = startFailure(s.o.argv[0], err)
 		invW.Close()
 		repR.Close()
 		s.err = err
@@ -122,36 +125,36 @@ func (s *singleRun) primary(ctx context.Context, p *instance.Primary) error {
 			s.mu.Unlock()
 			select {
 			case lines <- append(b, '\n'):
-			case <-ch.done:
+			case <-ch.Done():
 				// Exiting: the next round says so.
 			}
 			if inv.Stdin != nil {
 				go copyStdin(inv, lines, stopped)
 			}
-		case <-ch.done:
-			ch.stop(s.o.grace, s.sigs)
-			own.Done(ch.status())
+		case <-ch.Done():
+			ch.Stop(s.o.grace, s.sigs)
+			own.Done(ch.Status())
 			return nil
 		case sig := <-s.sigs:
 			switch {
-			case !terminating(sig):
-				ch.signalGroup(sig)
+			case !supervise.Terminating(sig):
+				ch.Signal(sig)
 			case finishing:
-				ch.kill()
+				ch.Kill()
 			default:
 				finishing = true
-				ch.signalGroup(sig)
+				ch.Signal(sig)
 				graceOver = time.After(s.o.grace)
 			}
 		case <-graceOver:
 			graceOver = nil
-			ch.kill()
+			ch.Kill()
 		case <-ctx.Done():
-			ch.stop(s.o.grace, s.sigs)
+			ch.Stop(s.o.grace, s.sigs)
 			if lead := p.Leadership(); lead.Err() != nil {
 				s.err = s.o.ended(lead)
 			}
-			own.Done(ch.status())
+			own.Done(ch.Status())
 			return nil
 		}
 	}

@@ -1,6 +1,7 @@
 package oslock
 
 import (
+	"bytes"
 	"context"
 	"os"
 )
@@ -55,6 +56,39 @@ func FlockWaiters() (map[int]bool, error) { return sysFlockWaiters() }
 // or running, from /proc on Linux. Elsewhere it tells only whether pid
 // exists (ProcGone or ProcUnknown).
 func StateOf(pid int) ProcState { return sysStateOf(pid) }
+
+// StatNumber returns field n (from 1, as proc(5) counts) of
+// /proc/PID/stat as a number: 4 is the parent's pid, 5 the process
+// group, 22 the start time in clock ticks after boot, which, with the pid,
+// names one process whatever pids are reused. ok is false when pid is
+// gone, the field is no number, or off Linux.
+func StatNumber(pid, n int) (v uint64, ok bool) { return sysStatNumber(pid, n) }
+
+// StatField returns field n (from 1, as proc(5) counts) of st, a
+// /proc/PID/stat line, or nil. Fields from 3 on follow the command name,
+// which is in parentheses and may itself contain ") ". It is the one
+// parser of that line: StateOf and StatNumber use it too.
+func StatField(st []byte, n int) []byte {
+	i := bytes.LastIndexByte(st, ')')
+	if i < 0 || n < 3 {
+		return nil
+	}
+	st = st[i+1:]
+	for k := 3; ; k++ {
+		st = bytes.TrimLeft(st, " ")
+		j := bytes.IndexAny(st, " \n")
+		if j < 0 {
+			j = len(st)
+		}
+		if k == n {
+			return st[:j]
+		}
+		if j == len(st) {
+			return nil
+		}
+		st = st[j:]
+	}
+}
 
 // Cmdline returns pid's command line, or nil where the platform does not
 // say (off Linux) or the process is gone.

@@ -2,7 +2,6 @@ package oslock
 
 import (
 	"bufio"
-	"bytes"
 	"context"
 	"os"
 	"strconv"
@@ -72,30 +71,51 @@ func scanFlocks(fn func(blocked bool, id FileID, h LockHolder)) error {
 }
 
 func sysStateOf(pid int) ProcState {
-	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	var buf [512]byte
+	b, err := readStat(pid, buf[:])
 	if err != nil {
 		return ProcGone
 	}
-	// The state follows the command name, which is in parentheses and may
-	// itself contain ") ".
-	i := bytes.LastIndexByte(b, ')')
-	if i < 0 || i+2 >= len(b) {
+	state := StatField(b, 3)
+	if len(state) != 1 {
 		return ProcUnknown
 	}
-	switch b[i+2] {
+	switch state[0] {
 	case 'T', 't':
 		return ProcStopped
 	case 'Z', 'X', 'x':
-		f := strings.Fields(string(b[i+2:]))
-		if len(f) < 18 {
-			return ProcGone
-		}
-		if n, err := strconv.Atoi(f[17]); err == nil && n > 1 {
+		if n, err := strconv.Atoi(string(StatField(b, 20))); err == nil && n > 1 {
 			return ProcRunning // threads still exiting
 		}
 		return ProcGone
 	}
 	return ProcRunning
+}
+
+func sysStatNumber(pid, n int) (uint64, bool) {
+	var buf [512]byte
+	b, err := readStat(pid, buf[:])
+	if err != nil {
+		return 0, false
+	}
+	v, err := strconv.ParseUint(string(StatField(b, n)), 10, 64)
+	return v, err == nil
+}
+
+// readStat reads /proc/PID/stat into buf with one read(2): the line is
+// short, and os.ReadFile's stat and growing reads would cost more than
+// the parse (the term fence reads it for every process it checks).
+func readStat(pid int, buf []byte) ([]byte, error) {
+	fd, err := unix.Open("/proc/"+strconv.Itoa(pid)+"/stat", unix.O_RDONLY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return nil, err
+	}
+	defer unix.Close(fd)
+	n, err := unix.Read(fd, buf)
+	if err != nil || n < 0 {
+		return nil, err
+	}
+	return buf[:n], nil
 }
 
 func sysCmdline(pid int) []string {

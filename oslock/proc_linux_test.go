@@ -7,6 +7,8 @@ import (
 	"os/exec"
 	"testing"
 	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 func TestWaitGone(t *testing.T) {
@@ -88,5 +90,32 @@ func TestFlockWaiters(t *testing.T) {
 				t.Fatalf("a blocked waiter is listed as a holder: %+v", h)
 			}
 		}
+	}
+}
+
+// TestStatField: fields are counted as proc(5) counts them, after a
+// command name that holds parentheses and spaces; StatNumber reads this
+// process's parent, process group and start time so.
+func TestStatField(t *testing.T) {
+	st := []byte("42 (a) b) c) S 1 42 42 0 -1 4194560 0 0 0 0 0 0 0 0 20 0 1 0 12345 0 0\n")
+	for n, want := range map[int]string{3: "S", 4: "1", 9: "4194560", 22: "12345", 24: "0", 25: ""} {
+		if got := string(StatField(st, n)); got != want {
+			t.Errorf("StatField(%d) = %q, want %q", n, got, want)
+		}
+	}
+	if got := StatField([]byte("42 no parentheses S 1"), 3); got != nil {
+		t.Errorf("StatField of a line without the command name = %q, want nil", got)
+	}
+	if ppid, ok := StatNumber(os.Getpid(), 4); !ok || int(ppid) != os.Getppid() {
+		t.Errorf("StatNumber(self, 4) = %d, %v; want the parent %d", ppid, ok, os.Getppid())
+	}
+	if pgrp, ok := StatNumber(os.Getpid(), 5); !ok || int(pgrp) != unix.Getpgrp() {
+		t.Errorf("StatNumber(self, 5) = %d, %v; want the process group %d", pgrp, ok, unix.Getpgrp())
+	}
+	if start, ok := StatNumber(os.Getpid(), 22); !ok || start == 0 {
+		t.Errorf("StatNumber(self, 22) = %d, %v; want a start time", start, ok)
+	}
+	if _, ok := StatNumber(os.Getpid(), 2); ok {
+		t.Errorf("StatNumber(self, 2), the command name, is a number")
 	}
 }

@@ -21,6 +21,8 @@ func sysStateOf(pid int) ProcState {
 
 func sysCmdline(pid int) []string { return nil }
 
+func sysStatNumber(pid, n int) (uint64, bool) { return 0, false }
+
 func sysUIDOf(pid int) int { return -1 }
 
 func kill(pid int) error { return syscall.Kill(pid, syscall.SIGKILL) }

@@ -46,6 +46,7 @@ func sysLockTable() (map[FileID][]LockHolder, error)         { return nil, ErrUn
 func sysFlockWaiters() (map[int]bool, error)                 { return nil, ErrUnsupported }
 func sysStateOf(pid int) ProcState                           { return ProcUnknown }
 func sysCmdline(pid int) []string                            { return nil }
+func sysStatNumber(pid, n int) (uint64, bool)                { return 0, false }
 func sysUIDOf(pid int) int                                   { return -1 }
 func kill(pid int) error                                     { return ErrUnsupported }
 func sysWaitGone(ctx context.Context, pid int) error         { return nil }

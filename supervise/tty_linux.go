@@ -1,10 +1,9 @@
-package cmd
+package supervise
 
 import (
 	"os"
 	"runtime"
 	"strconv"
-	"strings"
 	"sync"
 	"syscall"
 
@@ -69,7 +68,7 @@ func aloneInGroup(pgrp int) bool {
 		if err != nil || pid == self {
 			continue
 		}
-		if pgrpOf(pid) == pgrp && !isAncestor(pid) {
+		if pgrpOf(pid) == pgrp && !IsAncestor(pid) {
 			return false
 		}
 	}
@@ -78,22 +77,8 @@ func aloneInGroup(pgrp int) bool {
 
 // pgrpOf is the process group of pid (/proc/PID/stat), or 0.
 func pgrpOf(pid int) int {
-	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
-	if err != nil {
-		return 0
-	}
-	// After the command name, in parentheses that it may hold too:
-	// state, ppid, pgrp.
-	i := strings.LastIndexByte(string(b), ')')
-	if i < 0 {
-		return 0
-	}
-	f := strings.Fields(string(b[i+1:]))
-	if len(f) < 3 {
-		return 0
-	}
-	pgrp, _ := strconv.Atoi(f[2])
-	return pgrp
+	pgrp, _ := oslock.StatNumber(pid, 5)
+	return int(pgrp)
 }
 
 // setForeground makes pgrp the terminal's foreground group. A process of
@@ -127,7 +112,7 @@ func restoreForeground(pgid int) {
 // stopped (Ctrl-Z, SIGTTIN, SIGSTOP). waitid without WEXITED consumes
 // only the stop report, never the exit status that cmd.Wait collects; it
 // returns ECHILD once the process has exited.
-func watchStops(c *child) {
+func watchStops(c *Command) {
 	for {
 		var info unix.Siginfo
 		err := unix.Waitid(unix.P_PID, c.pgid, &info, unix.WSTOPPED, nil)
@@ -152,7 +137,7 @@ func watchStops(c *child) {
 //
 // A report is acted on only while COMMAND is still stopped: one that
 // arrives after leaderrun itself continued COMMAND is stale.
-func (c *child) suspend() {
+func (c *Command) Suspend() {
 	if oslock.StateOf(c.pgid) != oslock.ProcStopped {
 		return
 	}
@@ -164,14 +149,14 @@ func (c *child) suspend() {
 	_ = syscall.Kill(-c.pgid, syscall.SIGCONT)
 }
 
-// watchHangup returns a channel closed when the terminal hangs up
+// WatchHangup returns a channel closed when the terminal hangs up
 // (closed, its session leader gone), or nil when COMMAND does not get the
 // terminal (foregroundTTY): a background leaderrun that was disowned must
 // survive it.
 // poll(2) with no events asked reports only that (POLLHUP), and does not
 // touch the terminal's input, which belongs to COMMAND. It keeps one
 // thread blocked in poll for leaderrun's life, in a terminal only.
-func watchHangup() <-chan struct{} {
+func WatchHangup() <-chan struct{} {
 	fd, ok := foregroundTTY()
 	if !ok {
 		return nil

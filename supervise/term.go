@@ -1,4 +1,4 @@
-package cmd
+package supervise
 
 import (
 	"bufio"
@@ -96,6 +96,10 @@ func parseCommand(val string, r *termRecord) bool {
 
 var errBadMarker = errors.New("not a term marker leaderrun writes")
 
+// ErrNoWatchdog is Term.Expire's error when the term's watchdog cannot be
+// started.
+var ErrNoWatchdog = errors.New("cannot start the watchdog that stops COMMAND should this leaderrun be stopped past its lease")
+
 // foreignPids reports whether r's pids are of another pid namespace.
 func foreignPids(r *termRecord) bool {
 	return r.pidns != 0 && selfPidNS != 0 && r.pidns != selfPidNS
@@ -155,9 +159,9 @@ func markerID(file, name string) string {
 	return id
 }
 
-// term is this leaderrun's term: its marker, its cgroup and its watchdog.
-// A nil *term (no fence on this platform) does nothing.
-type term struct {
+// Term is a supervisor's term: its marker, its cgroup and its watchdog.
+// A nil *Term (no fence on this platform) does nothing.
+type Term struct {
 	d    *oslock.Dir
 	name string
 	file string // the marker's name in d
@@ -185,7 +189,7 @@ const watchdogDelay = 20 * time.Millisecond
 // once every leftover it found is gone, or after a bounded wait, also when
 // ctx is cancelled: a fence cut short would let the new COMMAND overlap
 // the old one.
-func beginTerm(ctx context.Context, dir, name string, exclusive bool) *term {
+func beginTerm(ctx context.Context, dir, name string, exclusive bool) *Term {
 	if !fenceSupported {
 		return nil
 	}
@@ -198,16 +202,22 @@ func beginTerm(ctx context.Context, dir, name string, exclusive bool) *term {
 	return beginTermIn(ctx, d, name, exclusive)
 }
 
-// beginTerm starts the term's fence and marker in the directory lead was
-// granted in (elect.Leadership.OpenDir), or, for a backend without one,
-// in dir reopened.
-func (o *runOptions) beginTerm(ctx context.Context, lead *elect.Leadership, dir string) *term {
+// Begin begins the term of lead: it fences off what earlier terms of
+// lead's name left running (see the package doc), then marks this term,
+// in the directory lead was granted in (elect.Leadership.OpenDir) or,
+// for a backend without one, in the lock directory dir, reopened. End
+// undoes the mark once COMMAND has been stopped. Begin returns once every
+// leftover it found is gone, or after a bounded wait, also when ctx is
+// cancelled: a fence cut short would let the new COMMAND overlap the old
+// one. It returns nil where there is no fence (not Linux), or when the
+// marker cannot be made.
+func Begin(ctx context.Context, lead *elect.Leadership, dir string) *Term {
 	exclusive := lead.Mode() == elect.Exclusive
-	var t *term
+	var t *Term
 	if d, err := lead.OpenDir(); err == nil {
-		t = beginTermIn(ctx, d, o.name, exclusive)
+		t = beginTermIn(ctx, d, lead.Name(), exclusive)
 	} else {
-		t = beginTerm(ctx, dir, o.name, exclusive)
+		t = beginTerm(ctx, dir, lead.Name(), exclusive)
 	}
 	if t != nil {
 		t.claim = lead.Claim()
@@ -217,7 +227,7 @@ func (o *runOptions) beginTerm(ctx context.Context, lead *elect.Leadership, dir 
 
 // beginTermIn is beginTerm in the lock directory d, which the term then
 // owns (and closes).
-func beginTermIn(ctx context.Context, d *oslock.Dir, name string, exclusive bool) *term {
+func beginTermIn(ctx context.Context, d *oslock.Dir, name string, exclusive bool) *Term {
 	if !fenceSupported {
 		d.Close()
 		return nil
@@ -226,7 +236,7 @@ func beginTermIn(ctx context.Context, d *oslock.Dir, name string, exclusive bool
 	defer cancel()
 	var err error
 	fenceDir(ctx, d, name, exclusive)
-	t := &term{d: d, name: name}
+	t := &Term{d: d, name: name}
 	var id [termIDLen / 2]byte
 	rand.Read(id[:])
 	t.rec = termRecord{id: hex.EncodeToString(id[:]), wpid: os.Getpid(), wstart: selfStart(), pidns: selfPidNS}
@@ -313,15 +323,15 @@ func readMarker(d *oslock.Dir, file string) (*termRecord, error) {
 // write rewrites the marker in place: one pwrite(2) of a few hundred
 // bytes, so that a SIGKILL leaves either version; a longer earlier version
 // leaves a tail after "." that readers ignore until the truncate.
-func (t *term) write() {
+func (t *Term) write() {
 	s := t.rec.String()
 	if _, err := t.f.WriteAt([]byte(s), 0); err == nil {
 		t.f.Truncate(int64(len(s)))
 	}
 }
 
-// environ adds this term's id to COMMAND's environment.
-func (t *term) environ(env []string) []string {
+// Environ adds this term's id to COMMAND's environment.
+func (t *Term) Environ(env []string) []string {
 	if t == nil {
 		return env
 	}
@@ -334,13 +344,13 @@ func (t *term) environ(env []string) []string {
 	return append(out, termEnv+"="+t.rec.id)
 }
 
-// start starts COMMAND in this term (in its cgroup, if it has one) and
+// Start starts COMMAND in this term (in its cgroup, if it has one) and
 // records it in the marker and with the watchdog.
-func (t *term) start(argv, env []string, stdout io.Writer) (*child, error) {
+func (t *Term) Start(argv, env []string, stdout io.Writer) (*Command, error) {
 	if t == nil {
 		return startChild(argv, env, stdout)
 	}
-	var ch *child
+	var ch *Command
 	var err error
 	if t.cg != nil {
 		if ch, err = startChild(argv, env, stdout, t.cg.prepare); err != nil {
@@ -373,7 +383,7 @@ func (t *term) start(argv, env []string, stdout io.Writer) (*child, error) {
 	return ch, nil
 }
 
-func (t *term) startWatchdog() {
+func (t *Term) startWatchdog() {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if t.ended {
@@ -383,25 +393,26 @@ func (t *term) startWatchdog() {
 	t.wd.command(&t.rec)
 }
 
-// expire ties the term to lead's deadline, for a backend whose terms end
+// Expire ties the term to lead's deadline, for a backend whose terms end
 // unless renewed (etcd's lease): the watchdog starts now, before COMMAND,
-// learns how to end the term (TermEnder), and is told every new deadline,
-// so that it stops COMMAND when this leaderrun, stopped or starved, cannot
-// (watchdog_linux.go). It fails when the watchdog cannot be started: a
-// COMMAND that could outlive its lease must not start.
-func (t *term) expire(lk *opened, lead *elect.Leadership, grace time.Duration) error {
+// learns how to end the term (token, the backend's: see RunWatchdog), and
+// is told every new deadline, so that it stops COMMAND when this
+// supervisor, stopped or starved, cannot. It fails with ErrNoWatchdog
+// when the watchdog cannot be started: a COMMAND that could outlive its
+// lease must not start. It does nothing for a term without a deadline.
+func (t *Term) Expire(token string, lead *elect.Leadership, grace time.Duration) error {
 	at, moved, ok := lead.Deadline()
 	if t == nil || !ok {
 		return nil
 	}
-	t.token = lk.termToken(lead)
+	t.token = token
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if t.wd = startWatchdog(t); t.wd == nil {
 		if strings.Contains(testFence, "nowatchdog") {
 			return nil
 		}
-		return exitf(ExitOSErr, "leaderrun: cannot start the watchdog that stops COMMAND should this leaderrun be stopped past its lease (%s); COMMAND was not started", lead.Name())
+		return fmt.Errorf("%w (%s)", ErrNoWatchdog, lead.Name())
 	}
 	if t.token != "" {
 		t.wd.say("endterm " + t.token)
@@ -423,7 +434,7 @@ func (t *term) expire(lk *opened, lead *elect.Leadership, grace time.Duration) e
 }
 
 // tell gives the watchdog a message, unless the term has ended.
-func (t *term) tell(say func(*watchdog)) {
+func (t *Term) tell(say func(*watchdog)) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if !t.ended {
@@ -431,10 +442,10 @@ func (t *term) tell(say func(*watchdog)) {
 	}
 }
 
-// end removes the mark once COMMAND has been stopped, and tells the
+// End removes the mark once COMMAND has been stopped, and tells the
 // watchdog the term ended cleanly. If the cgroup cannot be emptied, the
 // marker stays for the next holder to fence.
-func (t *term) end() {
+func (t *Term) End() {
 	if t == nil {
 		return
 	}

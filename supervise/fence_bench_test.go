@@ -1,6 +1,6 @@
 //go:build linux
 
-package cmd
+package supervise
 
 import (
 	"bytes"
@@ -79,7 +79,7 @@ func BenchmarkFence(b *testing.B) {
 			noCgroup = mode == "nocgroup"
 			dir := b.TempDir()
 			for b.Loop() {
-				beginTerm(context.Background(), dir, "x", true).end()
+				beginTerm(context.Background(), dir, "x", true).End()
 			}
 		})
 	}

@@ -2,77 +2,20 @@ package cmd
 
 import (
 	"errors"
-	"io"
 	"io/fs"
 	"os"
 	"os/exec"
 	"strings"
-	"syscall"
-	"time"
+
+	"github.com/leaderrun/leaderrun/supervise"
 )
-
-// child is one run of COMMAND: the leader of its own process group, so that
-// signals and the final stop reach every process it started.
-type child struct {
-	cmd     *exec.Cmd
-	pgid    int
-	started time.Time
-	done    chan struct{} // closed once Wait has returned
-	tty     bool          // COMMAND's group was given the terminal (tty_linux.go)
-	stopped chan struct{} // COMMAND's main process was stopped; only with tty
-}
-
-// newCmd prepares COMMAND. Lock descriptors are O_CLOEXEC and are not
-// passed on: COMMAND never holds the lock itself (see doc.go).
-func newCmd(argv, env []string, stdout io.Writer) *exec.Cmd {
-	cmd := exec.Command(argv[0], argv[1:]...)
-	if path, err := lookPath(argv[0]); err == nil {
-		cmd.Path = path // PATH unset: the default search path
-	}
-	cmd.Env = env
-	cmd.Stdin = os.Stdin
-	cmd.Stdout = stdout
-	cmd.Stderr = os.Stderr
-	if _, ok := stdout.(*os.File); !ok {
-		// A pipe that a leftover grandchild keeps open must not keep
-		// Wait from returning: stop() deals with the grandchild.
-		cmd.WaitDelay = time.Second
-	}
-	// exec.Command's own lookup error, if any, is reported by checkCommand
-	// before the lock is requested.
-	cmd.Err = nil
-	return cmd
-}
-
-// exited reports whether COMMAND's main process has been waited for.
-func (c *child) exited() bool {
-	select {
-	case <-c.done:
-		return true
-	default:
-		return false
-	}
-}
-
-// status is COMMAND's exit status as a shell reports it: its exit code, or
-// 128+N when it died of signal N.
-func (c *child) status() int {
-	ps := c.cmd.ProcessState
-	if ps == nil {
-		return ExitSoftware
-	}
-	if ws, ok := ps.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
-		return ExitSignalBase + int(ws.Signal())
-	}
-	return ps.ExitCode()
-}
 
 // checkCommand resolves COMMAND before the lock is requested, so that a typo
 // fails at once with 127 (or 126) instead of after waiting in line. dashed
 // says COMMAND followed --: without it, a word that is close to a
 // subcommand's name is taken for a misspelt subcommand (64).
 func checkCommand(name string, dashed bool) error {
-	path, err := lookPath(name)
+	path, err := supervise.LookPath(name)
 	if err == nil {
 		return nil
 	}

@@ -1,4 +1,4 @@
-package cmd
+package supervise
 
 import (
 	"bufio"
@@ -79,13 +79,17 @@ func init() {
 	}
 }
 
-// runLateRole runs this process as a watchdog that can end its term, if
-// it is one.
-func (a *App) runLateRole() (int, bool) {
+// RunWatchdog runs this process as a term's watchdog that can end its
+// term with end, if it is one (ok), and returns its exit status. A term
+// whose Expire was given a token has such a watchdog: call RunWatchdog
+// first thing in main with the function that ends a term from that token
+// (the backend's); the other watchdogs run as the program starts, before
+// main.
+func RunWatchdog(end func(ctx context.Context, token string) error) (code int, ok bool) {
 	if os.Getenv(watchdogRole) != roleLate {
 		return 0, false
 	}
-	return runWatchdog(a.ender), true
+	return runWatchdog(end), true
 }
 
 // watchdogPID is the pid of this process's watchdog, which stop and alive
@@ -101,7 +105,7 @@ type watchdog struct {
 
 // startWatchdog starts the term's watchdog, or returns nil if it cannot;
 // the term then relies on its successor's fence alone.
-func startWatchdog(t *term) *watchdog {
+func startWatchdog(t *Term) *watchdog {
 	if strings.Contains(testFence, "nowatchdog") {
 		return nil
 	}

@@ -1,4 +1,4 @@
-package cmd
+package supervise
 
 import (
 	"bytes"
@@ -119,40 +119,7 @@ func lockHolders(d *oslock.Dir, file string) map[int]bool {
 
 // procStart returns the start time of pid in clock ticks after boot
 // (proc(5), /proc/PID/stat field 22).
-func procStart(pid int) (uint64, bool) {
-	var buf [512]byte
-	st, err := readSmall("/proc/"+strconv.Itoa(pid)+"/stat", buf[:])
-	if err != nil {
-		return 0, false
-	}
-	n, err := strconv.ParseUint(string(statField(st, 22)), 10, 64)
-	return n, err == nil
-}
-
-// statField returns field n (from 1, as proc(5) counts) of a
-// /proc/PID/stat line, or nil. Fields from 3 on follow the command name,
-// which is in parentheses and may itself contain ") ".
-func statField(st []byte, n int) []byte {
-	i := bytes.LastIndexByte(st, ')')
-	if i < 0 || n < 3 {
-		return nil
-	}
-	st = st[i+1:]
-	for k := 3; ; k++ {
-		st = bytes.TrimLeft(st, " ")
-		j := bytes.IndexAny(st, " \n")
-		if j < 0 {
-			j = len(st)
-		}
-		if k == n {
-			return st[:j]
-		}
-		if j == len(st) {
-			return nil
-		}
-		st = st[j:]
-	}
-}
+func procStart(pid int) (uint64, bool) { return oslock.StatNumber(pid, 22) }
 
 var selfStartTime, _ = procStart(os.Getpid())
 
@@ -290,11 +257,11 @@ func readEnviron(pid string, buf []byte) (env []byte, out bool) {
 	if err != nil {
 		return nil, false // reaped meanwhile
 	}
-	flags, _ := strconv.ParseUint(string(statField(st, 9)), 10, 32)
+	flags, _ := strconv.ParseUint(string(oslock.StatField(st, 9)), 10, 32)
 	if flags&pfKthread != 0 {
 		return nil, false
 	}
-	if state := statField(st, 3); len(state) == 1 && state[0] == 'Z' {
+	if state := oslock.StatField(st, 3); len(state) == 1 && state[0] == 'Z' {
 		// The leader has exited; another thread may still run.
 		tasks, _ := os.ReadDir("/proc/" + pid + "/task")
 		for _, t := range tasks {

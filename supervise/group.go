@@ -1,6 +1,6 @@
 //go:build unix
 
-package cmd
+package supervise
 
 import (
 	"io"
@@ -10,22 +10,34 @@ import (
 	"time"
 )
 
-// forwarded are the signals passed on to COMMAND's process group.
-var forwarded = []os.Signal{syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP,
-	syscall.SIGQUIT, syscall.SIGUSR1, syscall.SIGUSR2}
+// Forwarded are the signals passed on to COMMAND's process group.
+func Forwarded() []os.Signal {
+	return []os.Signal{syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP,
+		syscall.SIGQUIT, syscall.SIGUSR1, syscall.SIGUSR2}
+}
 
-// terminating reports whether sig asks leaderrun to finish: after it,
-// COMMAND is not restarted.
-func terminating(sig os.Signal) bool { return sig != syscall.SIGUSR1 && sig != syscall.SIGUSR2 }
+// Terminating reports whether sig asks the supervisor to finish: after
+// it, COMMAND is not restarted.
+func Terminating(sig os.Signal) bool { return sig != syscall.SIGUSR1 && sig != syscall.SIGUSR2 }
 
-func signalNumber(sig os.Signal) int {
+// SignalNumber is sig's number, for an exit status of 128+N.
+func SignalNumber(sig os.Signal) int {
 	if s, ok := sig.(syscall.Signal); ok {
 		return int(s)
 	}
 	return 0
 }
 
-func startChild(argv, env []string, stdout io.Writer, prepare ...func(*exec.Cmd)) (*child, error) {
+// Start starts COMMAND, argv with env, in a process group of its own; it
+// gets the terminal when this process is in the terminal's foreground, and
+// writes to stdout; prepare may change the exec.Cmd before it starts
+// (descriptors to pass on). A failed start's error is exec's (see
+// LookPath).
+func Start(argv, env []string, stdout io.Writer, prepare ...func(*exec.Cmd)) (*Command, error) {
+	return startChild(argv, env, stdout, prepare...)
+}
+
+func startChild(argv, env []string, stdout io.Writer, prepare ...func(*exec.Cmd)) (*Command, error) {
 	tty, ok := foregroundTTY()
 	if !ok {
 		tty = -1
@@ -37,17 +49,17 @@ func startChild(argv, env []string, stdout io.Writer, prepare ...func(*exec.Cmd)
 		c, err = startIn(argv, env, stdout, -1, prepare)
 	}
 	if err != nil {
-		return nil, startFailure(argv[0], err)
+		return nil, err
 	}
 	return c, nil
 }
 
 // startIn starts COMMAND; tty >= 0 is the terminal (leaderrun's
 // descriptor of it) whose foreground COMMAND's group gets.
-func startIn(argv, env []string, stdout io.Writer, tty int, prepare []func(*exec.Cmd)) (*child, error) {
+func startIn(argv, env []string, stdout io.Writer, tty int, prepare []func(*exec.Cmd)) (*Command, error) {
 	cmd := newCmd(argv, env, stdout)
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	c := &child{cmd: cmd, done: make(chan struct{}), stopped: make(chan struct{}, 1), tty: tty >= 0}
+	c := &Command{cmd: cmd, done: make(chan struct{}), stopped: make(chan struct{}, 1), tty: tty >= 0}
 	if tty >= 0 {
 		// With Foreground, Ctty is a descriptor of this process (the
 		// ioctl happens in the child before its descriptors are
@@ -60,8 +72,8 @@ func startIn(argv, env []string, stdout io.Writer, tty int, prepare []func(*exec
 	return c, startAndWait(c)
 }
 
-// signalGroup forwards sig to COMMAND's process group.
-func (c *child) signalGroup(sig os.Signal) {
+// Signal forwards sig to COMMAND's process group.
+func (c *Command) Signal(sig os.Signal) {
 	if s, ok := sig.(syscall.Signal); ok {
 		_ = syscall.Kill(-c.pgid, s)
 	}
@@ -69,7 +81,7 @@ func (c *child) signalGroup(sig os.Signal) {
 
 // signal sends sig to COMMAND's process group and to every process that
 // left it but is still a descendant of leaderrun.
-func (c *child) signal(sig syscall.Signal) {
+func (c *Command) signal(sig syscall.Signal) {
 	_ = syscall.Kill(-c.pgid, sig)
 	for _, pid := range descendants() {
 		_ = syscall.Kill(pid, sig)
@@ -78,8 +90,8 @@ func (c *child) signal(sig syscall.Signal) {
 
 // alive reports whether any process of COMMAND is left, after reaping the
 // orphans that were handed to leaderrun as their subreaper.
-func (c *child) alive() bool {
-	if !c.exited() {
+func (c *Command) alive() bool {
+	if !c.Exited() {
 		return true
 	}
 	childless := reapOrphans()
@@ -89,15 +101,15 @@ func (c *child) alive() bool {
 	return !childless && len(descendants()) > 0
 }
 
-// kill sends SIGKILL to every process of COMMAND.
-func (c *child) kill() { c.signal(syscall.SIGKILL) }
+// Kill sends SIGKILL to every process of COMMAND.
+func (c *Command) Kill() { c.signal(syscall.SIGKILL) }
 
-// stop ends every process of COMMAND: SIGTERM (and SIGCONT, so that a
+// Stop ends every process of COMMAND: SIGTERM (and SIGCONT, so that a
 // stopped process can act on it), then SIGKILL after grace, or at once
 // when a terminating signal arrives on sigs meanwhile. It returns once
 // they are all gone, or after a bounded wait for processes that ignore even
 // SIGKILL (uninterruptible sleep).
-func (c *child) stop(grace time.Duration, sigs <-chan os.Signal) {
+func (c *Command) Stop(grace time.Duration, sigs <-chan os.Signal) {
 	if !c.alive() {
 		return
 	}
@@ -106,20 +118,20 @@ func (c *child) stop(grace time.Duration, sigs <-chan os.Signal) {
 	if waitGone(c, grace, sigs) {
 		return
 	}
-	c.kill()
+	c.Kill()
 	waitGone(c, 5*time.Second, nil)
 }
 
 // waitGone waits until every process of COMMAND is gone (true), or d
 // passes or a terminating signal arrives on sigs (false).
-func waitGone(c *child, d time.Duration, sigs <-chan os.Signal) bool {
+func waitGone(c *Command, d time.Duration, sigs <-chan os.Signal) bool {
 	deadline := time.NewTimer(d)
 	defer deadline.Stop()
 	tick := time.NewTicker(10 * time.Millisecond)
 	defer tick.Stop()
 	for {
 		done, wake := c.done, (<-chan time.Time)(nil)
-		if c.exited() {
+		if c.Exited() {
 			if !c.alive() {
 				return true
 			}
@@ -131,13 +143,14 @@ func waitGone(c *child, d time.Duration, sigs <-chan os.Signal) bool {
 		case <-deadline.C:
 			return false
 		case s := <-sigs:
-			if terminating(s) {
+			if Terminating(s) {
 				return false
 			}
 		}
 	}
 }
 
-func terminatingSignals() []os.Signal {
+// TerminatingSignals are the signals that end the supervisor.
+func TerminatingSignals() []os.Signal {
 	return []os.Signal{syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP, syscall.SIGQUIT}
 }

@@ -1,4 +1,4 @@
-package cmd
+package supervise
 
 import (
 	"os"
@@ -24,7 +24,7 @@ func init() {
 // when leaderrun dies, even of SIGKILL. Pdeathsig follows the thread that
 // forked, not the process (golang/go#27505): the start and the wait happen
 // on one goroutine locked to its thread for the child's whole life.
-func startAndWait(c *child) error {
+func startAndWait(c *Command) error {
 	c.cmd.SysProcAttr.Pdeathsig = syscall.SIGKILL
 	started := make(chan error, 1)
 	go func() {
@@ -99,9 +99,9 @@ func descendants() []int {
 // have all exited (see oslock.StateOf).
 func isZombie(pid int) bool { return oslock.StateOf(pid) == oslock.ProcGone }
 
-// isAncestor reports whether pid is a living ancestor of this process,
+// IsAncestor reports whether pid is a living ancestor of this process,
 // walking the parent chain in /proc/PID/stat.
-func isAncestor(pid int) bool {
+func IsAncestor(pid int) bool {
 	for p, hops := os.Getppid(), 0; p > 1 && hops < 4096; hops++ {
 		if p == pid {
 			return !isZombie(pid)
@@ -113,19 +113,6 @@ func isAncestor(pid int) bool {
 
 // parentOf is the ppid field of /proc/PID/stat, or 0.
 func parentOf(pid int) int {
-	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
-	if err != nil {
-		return 0
-	}
-	// The command name, in parentheses, may hold spaces and parentheses.
-	i := strings.LastIndexByte(string(b), ')')
-	if i < 0 {
-		return 0
-	}
-	f := strings.Fields(string(b[i+1:]))
-	if len(f) < 2 {
-		return 0
-	}
-	ppid, _ := strconv.Atoi(f[1])
-	return ppid
+	ppid, _ := oslock.StatNumber(pid, 4)
+	return int(ppid)
 }

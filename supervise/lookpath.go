@@ -1,4 +1,4 @@
-package cmd
+package supervise
 
 import (
 	"errors"
@@ -15,8 +15,8 @@ import (
 // An empty PATH is a PATH: it is searched as it is (nothing is found).
 const DefaultSearchPath = "/usr/local/bin:/bin:/usr/bin"
 
-// lookPath is exec.LookPath, on DefaultSearchPath when PATH is unset.
-func lookPath(name string) (string, error) {
+// LookPath is exec.LookPath, on DefaultSearchPath when PATH is unset.
+func LookPath(name string) (string, error) {
 	if _, set := os.LookupEnv("PATH"); set || strings.Contains(name, "/") {
 		return exec.LookPath(name)
 	}

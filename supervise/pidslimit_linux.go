@@ -1,6 +1,7 @@
-package cmd
+package supervise
 
 import (
+	"fmt"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -15,14 +16,15 @@ import (
 // sleep 1`, with -v, --fanout, in line.
 const tasksNeeded = 10
 
-// pidsLimitError is the exit for a pids cgroup (systemd's TasksMax=, a
+// PidsLimit is the error for a pids cgroup (systemd's TasksMax=, a
 // container's pids limit) too close to its limit for leaderrun to run:
 // where the Go runtime cannot create a thread it needs it aborts with a
 // dump of every goroutine (exit 2), which no code of leaderrun can
 // catch. So the limit is checked first, and the same one line and 71
-// that a fork of COMMAND refused with EAGAIN gets are given at once.
-// Nil when there is room, or no limit can be read.
-func pidsLimitError() error {
+// that a fork of COMMAND refused with EAGAIN gets are given at once
+// (cmd: "leaderrun: " and the error, exit 71). Nil when there is room, or
+// no limit can be read; always nil but on Linux.
+func PidsLimit() error {
 	threads := ownThreads()
 	for _, cg := range pidsCgroups() {
 		max, err := readInt(filepath.Join(cg, "pids.max"))
@@ -34,7 +36,7 @@ func pidsLimitError() error {
 			continue
 		}
 		if room := max - cur; room < tasksNeeded-threads {
-			return exitf(ExitOSErr, "leaderrun: the pids cgroup %s is at its limit (%d of pids.max %d tasks in use; leaderrun needs about %d and COMMAND its own); raise the limit (TasksMax= of the unit, the container's pids limit) or end some processes, and try again",
+			return fmt.Errorf("the pids cgroup %s is at its limit (%d of pids.max %d tasks in use; leaderrun needs about %d and COMMAND its own); raise the limit (TasksMax= of the unit, the container's pids limit) or end some processes, and try again",
 				strings.TrimPrefix(cg, "/sys/fs/cgroup"), cur, max, tasksNeeded)
 		}
 	}

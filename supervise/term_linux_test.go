@@ -1,4 +1,4 @@
-package cmd
+package supervise
 
 import (
 	"context"
@@ -6,6 +6,7 @@ import (
 	"io"
 	"os"
 	"os/exec"
+	"os/signal"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -20,7 +21,7 @@ import (
 // Helper processes of the term tests, re-executions of the test binary
 // with T_HELPER set and the role in os.Args[2]:
 //
-//	lr ARGS...     leaderrun itself (New().Run)
+//	lr ARGS...     a supervisor as leaderrun is one (helperSupervisor)
 //	leftover KIDS  COMMAND: starts the kids named in KIDS (a comma list of
 //	               group, setsid, forker), writes "<kind> <pid>" lines and
 //	               "ready" to T_PIDS, and sleeps until T_PIDS is removed
@@ -35,7 +36,7 @@ func init() {
 	}
 	switch os.Args[2] {
 	case "lr":
-		os.Exit(ExitCode(New().Run(context.Background(), append([]string{"leaderrun"}, os.Args[3:]...))))
+		os.Exit(helperSupervisor(os.Args[3:]))
 	case "leftover":
 		os.Exit(helperLeftover(os.Args[3]))
 	case "sleeper":
@@ -51,6 +52,61 @@ func init() {
 		}
 		os.Exit(0)
 	}
+}
+
+// helperSupervisor does what leaderrun does around COMMAND, for the
+// tests of the fence and the watchdog: ARGS are --dir DIR --name NAME
+// --grace DURATION [--shared] -- COMMAND [ARG...]. It leads NAME in DIR,
+// begins the term, runs COMMAND in it, and when COMMAND exits, or a
+// terminating signal comes, stops it and ends the term.
+func helperSupervisor(args []string) int {
+	var dir, name string
+	grace, mode := time.Second, elect.Exclusive
+	for len(args) > 1 && args[0] != "--" {
+		switch args[0] {
+		case "--dir":
+			dir, args = args[1], args[1:]
+		case "--name":
+			name, args = args[1], args[1:]
+		case "--grace":
+			grace, _ = time.ParseDuration(args[1])
+			args = args[1:]
+		case "--shared":
+			mode = elect.Shared
+		}
+		args = args[1:]
+	}
+	if len(args) < 2 {
+		fmt.Fprintln(os.Stderr, "lr: no COMMAND after --")
+		return 2
+	}
+	sigs := make(chan os.Signal, 1)
+	signal.Notify(sigs, TerminatingSignals()...)
+	lk, err := elect.Open(elect.Config{Dir: dir})
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "lr:", err)
+		return 1
+	}
+	lead, err := lk.Acquire(context.Background(), name, elect.Request{Mode: mode})
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "lr:", err)
+		return 1
+	}
+	defer lead.Release()
+	tm := Begin(context.Background(), lead, dir)
+	defer tm.End()
+	env := append(os.Environ(), "LEADERRUN_DIR="+dir, "LEADERRUN_NAME="+name)
+	ch, err := tm.Start(args[1:], tm.Environ(env), os.Stdout)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "lr:", err)
+		return 1
+	}
+	select {
+	case <-ch.Done():
+	case <-sigs:
+	}
+	ch.Stop(grace, sigs)
+	return ch.Status()
 }
 
 func helperCmd(role string, args ...string) *exec.Cmd {
@@ -225,7 +281,7 @@ func succeed(t *testing.T, dir, name string, exclusive bool) {
 	if tm == nil {
 		t.Fatal("beginTerm could not mark the term")
 	}
-	tm.end()
+	tm.End()
 }
 
 // fenceModes runs f with the cgroup (where this machine has a writable
@@ -566,13 +622,9 @@ func TestParseTermRecord(t *testing.T) {
 	}
 }
 
-func TestStatField(t *testing.T) {
-	st := []byte("42 (a) b) c) S 1 42 42 0 -1 4194560 0 0 0 0 0 0 0 0 20 0 1 0 12345 0 0\n")
-	for n, want := range map[int]string{3: "S", 4: "1", 9: "4194560", 22: "12345", 24: "0", 25: ""} {
-		if got := string(statField(st, n)); got != want {
-			t.Errorf("statField(%d) = %q, want %q", n, got, want)
-		}
-	}
+// TestProcStart: the start time of a process (oslock.StatField parses
+// the line; see its test) and the match of a whole environment entry.
+func TestProcStart(t *testing.T) {
 	if pid, ok := procStart(os.Getpid()); !ok || pid == 0 {
 		t.Errorf("procStart(self) = %d, %v", pid, ok)
 	}
@@ -594,7 +646,7 @@ func TestTermStartOutsideCgroup(t *testing.T) {
 	if tm == nil || tm.cg == nil {
 		t.Fatal("no term, or no cgroup for it")
 	}
-	defer tm.end()
+	defer tm.End()
 	cg := tm.cg
 	real := cg.dir
 	defer real.Close()
@@ -603,7 +655,7 @@ func TestTermStartOutsideCgroup(t *testing.T) {
 		t.Fatal(err)
 	}
 	cg.dir = notCgroup // closed by the fallback
-	ch, err := tm.start([]string{"true"}, os.Environ(), io.Discard)
+	ch, err := tm.Start([]string{"true"}, os.Environ(), io.Discard)
 	if err != nil {
 		t.Fatalf("COMMAND did not start without the cgroup: %v", err)
 	}
@@ -614,7 +666,7 @@ func TestTermStartOutsideCgroup(t *testing.T) {
 		t.Errorf("the unusable cgroup %s was not removed: %v", cg.path, err)
 	}
 	select {
-	case <-ch.done:
+	case <-ch.Done():
 	case <-time.After(10 * time.Second):
 		t.Fatal("true did not exit within 10s")
 	}
@@ -662,7 +714,7 @@ func TestTermWatchdogStarts(t *testing.T) {
 	if tm == nil {
 		t.Fatal("no term")
 	}
-	ch, err := tm.start([]string{os.Args[0], "-test.run=^$", "sleeper"}, append(os.Environ(), "T_HELPER=1"), io.Discard)
+	ch, err := tm.Start([]string{os.Args[0], "-test.run=^$", "sleeper"}, append(os.Environ(), "T_HELPER=1"), io.Discard)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -678,8 +730,8 @@ func TestTermWatchdogStarts(t *testing.T) {
 	}
 	endProcess(t, wd.pid)
 	ch.cmd.Process.Kill()
-	<-ch.done
-	tm.end()
+	<-ch.Done()
+	tm.End()
 	if alive := waitGoneAll([]int{wd.pid}, 10*time.Second); len(alive) > 0 {
 		t.Fatalf("the watchdog %d did not exit within 10s of the term's end", wd.pid)
 	}

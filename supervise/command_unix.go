@@ -1,6 +1,6 @@
 //go:build unix && !linux
 
-package cmd
+package supervise
 
 import (
 	"syscall"
@@ -9,7 +9,7 @@ import (
 
 // startAndWait starts COMMAND. Without Pdeathsig, a COMMAND whose leaderrun
 // is killed with SIGKILL keeps running; see doc.go.
-func startAndWait(c *child) error {
+func startAndWait(c *Command) error {
 	if err := c.cmd.Start(); err != nil {
 		return err
 	}
@@ -25,6 +25,6 @@ func startAndWait(c *child) error {
 func reapOrphans() bool  { return false }
 func descendants() []int { return nil }
 
-// isAncestor cannot walk the parent chain without /proc: it trusts the
+// IsAncestor cannot walk the parent chain without /proc: it trusts the
 // environment and checks only that pid is alive.
-func isAncestor(pid int) bool { return syscall.Kill(pid, 0) == nil }
+func IsAncestor(pid int) bool { return syscall.Kill(pid, 0) == nil }

@@ -1,5 +1,0 @@
-//go:build !linux
-
-package cmd
-
-func pidsLimitError() error { return nil }

@@ -1,0 +1,69 @@
+package supervise
+
+import (
+	"context"
+
+	"github.com/leaderrun/leaderrun/oslock"
+)
+
+// OutliveHolder is for a waiter in line, over a backend whose terms
+// outlive a holder that died until they expire (etcd's lease), and that
+// can end one at once: when pid, the holder of name, is a supervisor of
+// the lock directory dir (its term marker is there), it sleeps on pid's
+// pidfd; when that supervisor dies without ending its term (its marker is
+// still there), it fences the term as the next holder would, then calls
+// end to end the term in the backend. It returns when ctx ends (another
+// holder, or this waiter's turn) or once that is done. Not on Linux, it
+// returns at once: without pidfds and the fence there is nothing a waiter
+// could do safely, and a dead holder's term expires with its lease.
+func OutliveHolder(ctx context.Context, dir, name string, pid int, end func(context.Context) error) {
+	d, err := oslock.OpenDir(dir, oslock.DirOptions{GroupShared: true, AllowUnsafeFS: true})
+	if err != nil {
+		return
+	}
+	defer d.Close()
+	file, r := markerOf(d, name, pid)
+	if r == nil || foreignPids(r) {
+		return // not a leaderrun of this directory
+	}
+	pidfd, err := oslock.OpenPidfd(r.wpid)
+	if err != nil {
+		return
+	}
+	defer pidfd.Close()
+	if !wrapperAlive(r) {
+		return // a recycled pid, or a term already over
+	}
+	if oslock.WaitPidfd(ctx, pidfd) != nil {
+		return // ctx ended: another leader, or this one's turn
+	}
+	// A leaderrun that ends its term cleanly removes its marker before it
+	// lets go of the lock; one that died left it, and maybe COMMAND.
+	if r, err = readMarker(d, file); err != nil {
+		return
+	}
+	fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*fenceBudget)
+	defer cancel()
+	if !fenceTerm(fctx, r) {
+		return // COMMAND may still run: its lease must expire first
+	}
+	d.Remove(file)
+	_ = end(fctx)
+}
+
+// markerOf finds the term marker of name whose leaderrun is pid.
+func markerOf(d *oslock.Dir, name string, pid int) (string, *termRecord) {
+	names, err := d.Names()
+	if err != nil || pid < 2 {
+		return "", nil
+	}
+	for _, file := range names {
+		if markerID(file, name) == "" {
+			continue
+		}
+		if r, err := readMarker(d, file); err == nil && r.wpid == pid {
+			return file, r
+		}
+	}
+	return "", nil
+}

@@ -1,0 +1,63 @@
+//go:build !linux
+
+package supervise
+
+import (
+	"context"
+	"os/exec"
+	"time"
+
+	"github.com/leaderrun/leaderrun/oslock"
+)
+
+// What Linux alone has: the fence needs /proc, pidfds and cgroups, the
+// watchdog Pdeathsig and /proc, the terminal's hand-over its job control
+// as Linux reports it. Elsewhere no term is marked, a COMMAND whose
+// supervisor was killed with SIGKILL is not stopped by the next leader,
+// and COMMAND runs in a background process group without the terminal.
+const fenceSupported = false
+
+func fenceTerm(context.Context, *termRecord) bool { return true }
+func wrapperAlive(*termRecord) bool               { return false }
+func procStart(int) (uint64, bool)                { return 0, false }
+func selfStart() uint64                           { return 0 }
+
+const selfPidNS = 0
+
+func lockHolders(*oslock.Dir, string) map[int]bool { return nil }
+
+type termCgroup struct{ path string }
+
+func newTermCgroup(string) *termCgroup                { return nil }
+func (c *termCgroup) prepare(*exec.Cmd)               {}
+func (c *termCgroup) remove(ctx context.Context) bool { return true }
+
+type watchdog struct{}
+
+func startWatchdog(*Term) *watchdog                    { return nil }
+func (wd *watchdog) command(*termRecord)               {}
+func (wd *watchdog) deadline(time.Time, time.Duration) {}
+func (wd *watchdog) say(string)                        {}
+func (wd *watchdog) close()                            {}
+
+// RunWatchdog runs this process as a term's watchdog, if it is one: never
+// but on Linux.
+func RunWatchdog(func(ctx context.Context, token string) error) (code int, ok bool) { return 0, false }
+
+// OutliveHolder returns at once but on Linux: without pidfds and the
+// fence there is nothing a waiter could do safely, and a dead holder's
+// term expires with its lease.
+func OutliveHolder(context.Context, string, string, int, func(context.Context) error) {}
+
+// PidsLimit is nil but on Linux.
+func PidsLimit() error { return nil }
+
+func foregroundTTY() (int, bool) { return -1, false }
+func restoreForeground(int)      {}
+func watchStops(*Command)        {}
+
+// Suspend does nothing but on Linux.
+func (c *Command) Suspend() {}
+
+// WatchHangup returns nil but on Linux.
+func WatchHangup() <-chan struct{} { return nil }
