@@ -1,0 +1,172 @@
+package cmd
+
+import (
+	"fmt"
+	"os"
+	"time"
+
+	"github.com/leaderrun/leaderrun/elect"
+	"github.com/urfave/cli/v3"
+)
+
+// The default action's command line: its flags read, checked and fitted to
+// the backend (runOptions).
+
+// Back-off between restarts: doubled after each run, back to the start
+// after a run that lasted resetAfter.
+const (
+	backoffStart = 100 * time.Millisecond
+	backoffMax   = 30 * time.Second
+	resetAfter   = 10 * time.Second
+)
+
+// stuckAcquire is how long a request told to stop by a signal may take to
+// end before leaderrun exits without it.
+const stuckAcquire = 2 * time.Second
+
+// runOptions is the validated command line of the default action.
+type runOptions struct {
+	argv     []string
+	name     string
+	dir      string // --dir, LEADERRUN_DIR, or "" for the default
+	open     func() (*opened, error)
+	req      elect.Request
+	wait     time.Duration
+	waitSet  bool
+	conflict int
+	// commandStarted: COMMAND ran in the current term (see term).
+	commandStarted bool
+	grace          time.Duration
+	graceSet       bool // --grace was given
+	restart        string
+	fanout         bool
+	verbose        bool
+	// exclusive: -x/-e was given; the mode is exclusive anyway unless
+	// -s, which contradicts it.
+	exclusive bool
+	ready     string    // --notify-ready
+	notify    *notifier // NOTIFY_SOCKET (sdnotify.go), or nil
+}
+
+// runOptionsFrom reads and checks the command line of the default action.
+func runOptionsFrom(c *cli.Command) (*runOptions, error) {
+	argv := c.Args().Slice()
+	dashed := len(argv) > 0 && argv[0] == "--" // see protectDashDash
+	if dashed {
+		argv = argv[1:]
+	}
+	if len(argv) == 0 {
+		return nil, usageErrorf("leaderrun: no COMMAND given; write leaderrun [flags] -- COMMAND [ARG...], or see leaderrun --help")
+	}
+	if !dashed && len(argv[0]) > 1 && argv[0][0] == '-' {
+		// urfave/cli v3 takes a dash and a digit (-5) for an argument;
+		// before --, it is a flag leaderrun does not know.
+		return nil, usageErrorf("leaderrun: flag provided but not defined: %s; see leaderrun --help", argv[0])
+	}
+	if !dashed && argv[0] == "version" {
+		return nil, usageErrorf("leaderrun: version is not a subcommand; for leaderrun's version write leaderrun --version, to run a program named version write leaderrun -- version")
+	}
+	if c.IsSet("name") && c.String("name") == "" {
+		return nil, usageErrorf("leaderrun: --name is empty; give a NAME such as --name backup, or leave --name out to derive one from COMMAND")
+	}
+	o := readRunFlags(c, argv)
+	if err := o.check(); err != nil {
+		return nil, err
+	}
+	if err := elect.ValidateName(o.name); err != nil {
+		return nil, usageErrorf("leaderrun: --name: %v", err)
+	}
+	if err := checkCommand(argv[0], dashed); err != nil {
+		return nil, err
+	}
+	return o, nil
+}
+
+// readRunFlags copies the default action's flags into runOptions.
+func readRunFlags(c *cli.Command, argv []string) *runOptions {
+	o := &runOptions{
+		argv:     argv,
+		name:     c.String("name"),
+		dir:      lockDir(c),
+		open:     func() (*opened, error) { return openLocker(c) },
+		conflict: c.Int("conflict-exit-code"),
+		restart:  c.String("restart"),
+		fanout:   c.Bool("fanout"),
+		verbose:  c.Bool("verbose"),
+		req:      elect.Request{IfAvailable: c.Bool("nonblock"), Steal: c.Bool("steal"), Command: argv},
+	}
+	o.wait, o.waitSet = durationFlag(c, "wait")
+	o.grace, _ = durationFlag(c, "grace")
+	o.graceSet = c.IsSet("grace")
+	o.req.StealStopped, _ = durationFlag(c, "steal-stopped")
+	if c.Bool("shared") {
+		o.req.Mode = elect.Shared
+	}
+	o.exclusive = c.Bool("exclusive")
+	o.ready = c.String("notify-ready")
+	o.notify = newNotifier(o.ready)
+	if o.req.Steal {
+		// A holder that has not let go after twice our grace (stopped,
+		// or a COMMAND that ignores SIGTERM under a longer --grace) is
+		// killed; its COMMAND dies with it and the orphan fence waits
+		// for that before ours starts.
+		o.req.KillAfter = max(2*o.grace, time.Second)
+	}
+	if o.name == "" {
+		o.name = deriveName(argv)
+	}
+	o.req.OnPolling = func(why string) {
+		o.logf("waiting for %s by polling (every 1ms to 100ms): %s", o.name, why)
+	}
+	return o
+}
+
+// fitGrace takes the --grace that a GraceFitter backend fits its terms to.
+func (o *runOptions) fitGrace(lk *opened) error {
+	g, note, err := lk.fitGrace(o.grace, o.graceSet)
+	if err != nil || g == o.grace {
+		return err
+	}
+	o.logf("%s", note)
+	o.grace = g
+	if o.req.Steal {
+		o.req.KillAfter = max(2*o.grace, time.Second)
+	}
+	return nil
+}
+
+// check refuses contradictory flags, and turns -w 0 into -n.
+func (o *runOptions) check() error {
+	switch {
+	case o.conflict < 0 || o.conflict > 255:
+		return usageErrorf("leaderrun: -E %d is out of range; give an exit code from 0 to 255", o.conflict)
+	case o.req.IfAvailable && o.waitSet:
+		return usageErrorf("leaderrun: -n and -w contradict each other; use -n to never wait, or -w DURATION to wait that long")
+	case o.req.StealStopped > 0 && o.req.IfAvailable:
+		return usageErrorf("leaderrun: --steal-stopped and -n contradict each other; -n never waits behind a holder")
+	case o.req.Steal && o.req.IfAvailable:
+		return usageErrorf("leaderrun: --steal and -n contradict each other; --steal always takes the lock")
+	case o.req.Steal && o.waitSet:
+		return usageErrorf("leaderrun: --steal and -w contradict each other; --steal always takes the lock")
+	case o.exclusive && o.req.Mode == elect.Shared:
+		return usageErrorf("leaderrun: -s (shared) and -x (exclusive) contradict each other; give one of them (exclusive is the default)")
+	case o.req.Steal && o.req.Mode == elect.Shared:
+		return usageErrorf("leaderrun: --steal works only in exclusive mode; drop -s")
+	case o.fanout && o.req.Mode == elect.Shared:
+		return usageErrorf("leaderrun: --fanout works only in exclusive mode (shared holders serve no bus); drop -s or --fanout")
+	case o.ready != readyLead && o.ready != readyStart && o.ready != readyCommand:
+		return usageErrorf("leaderrun: --notify-ready %q is not a mode; use lead, start or command", o.ready)
+	case o.restart != "never" && o.restart != "on-failure" && o.restart != "always":
+		return usageErrorf("leaderrun: --restart %q is not a mode; use never, on-failure or always", o.restart)
+	}
+	if o.waitSet && o.wait == 0 {
+		o.req.IfAvailable, o.waitSet = true, false
+	}
+	return nil
+}
+
+func (o *runOptions) logf(format string, args ...any) {
+	if o.verbose {
+		fmt.Fprintf(os.Stderr, "leaderrun: "+format+"\n", args...)
+	}
+}
