@@ -22,11 +22,12 @@ import (
 // does not expose. An App runs one command line (its flags keep what was
 // parsed): build another with New for the next.
 type App struct {
-	root  *cli.Command
-	open  FlagOpener
-	flags []BackendFlag
-	usage string
-	ender func(ctx context.Context, token string) error
+	root    *cli.Command
+	open    FlagOpener
+	flags   []BackendFlag
+	usage   string
+	ender   func(ctx context.Context, token string) error
+	prepare TermEndPreparer
 	// helpErr is `leaderrun help NOSUCH`'s usage error (noHelpTopic).
 	helpErr error
 }
