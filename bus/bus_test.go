@@ -204,6 +204,11 @@ func TestNoLeader(t *testing.T) {
 		t.Fatalf("waiting Dial: %v, want DeadlineExceeded", err)
 	}
 	got := make(chan *Client, 1)
+	sleeping := make(chan struct{})
+	var once sync.Once
+	hook := func() { once.Do(func() { close(sleeping) }) }
+	awaitHook.Store(&hook)
+	defer awaitHook.Store(nil)
 	go func() {
 		c, err := Dial(ctx, dir, testName, WaitForLeader())
 		if err != nil {
@@ -211,7 +216,11 @@ func TestNoLeader(t *testing.T) {
 		}
 		got <- c
 	}()
-	time.Sleep(50 * time.Millisecond)
+	select { // the server must come while Dial sleeps, or the case is not tested
+	case <-sleeping:
+	case <-ctx.Done():
+		t.Fatal("Dial with WaitForLeader never started waiting")
+	}
 	_, stop := startServer(t, dir, 1)
 	c := <-got
 	if c == nil {

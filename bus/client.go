@@ -7,6 +7,7 @@ import (
 	"net"
 	"os"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -334,6 +335,9 @@ func (c *Client) emit(ev Event) bool {
 // that a socket appearing in between is not missed. Without a leader it
 // sleeps until the directory says a socket appeared; a leader that is
 // there but fails the handshake is tried again with a growing pause.
+// awaitHook, when set by a test, runs each time await is about to sleep.
+var awaitHook atomic.Pointer[func()]
+
 func (c *Client) await(ctx context.Context) (*session, error) {
 	w, werr := watchFor(c.dir.Path(), sockName(c.name))
 	defer w.close()
@@ -359,6 +363,9 @@ func (c *Client) await(ctx context.Context) (*session, error) {
 		var tick <-chan time.Time
 		if timer != nil {
 			tick = timer.C
+		}
+		if hook := awaitHook.Load(); hook != nil {
+			(*hook)()
 		}
 		select {
 		case <-wake:

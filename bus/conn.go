@@ -5,7 +5,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"net"
 	"sync"
 	"time"
@@ -188,59 +187,81 @@ func (c *conn) readLoop(fr *frameReader) {
 	for {
 		t, body, err := fr.next()
 		if err != nil {
-			switch {
-			case errors.Is(err, io.EOF), errors.Is(err, net.ErrClosed):
-				c.close()
-			case errors.Is(err, ErrTooLarge):
-				c.end(bye{reason: byeTooLarge, text: err.Error()}, true)
-			case errors.Is(err, ErrProtocol):
-				c.end(bye{reason: byeProtocol, text: err.Error()}, true)
-			default:
-				c.close()
-			}
+			c.endOnReadError(err)
 			return
 		}
-		switch t {
-		case fPublish:
-			id, data, err := decodeID(t, body)
-			if err == nil && len(data) > c.s.cfg.maxMsg {
-				err = fmt.Errorf("%w: %d bytes, the limit is %d", ErrTooLarge, len(data), c.s.cfg.maxMsg)
-				c.end(bye{reason: byeTooLarge, text: err.Error()}, true)
-				return
-			}
-			if err != nil {
-				c.end(bye{reason: byeProtocol, text: err.Error()}, true)
-				return
-			}
-			if _, err := c.s.publish(c, id, c.pid, data); err != nil {
-				return // stepping down: the bye is on its way
-			}
-		case fRequest:
-			id, data, err := decodeID(t, body)
-			if err != nil {
-				c.end(bye{reason: byeProtocol, text: err.Error()}, true)
-				return
-			}
-			if len(data) > c.s.cfg.maxMsg {
-				c.enqueue(encodeReply(id, replyTooLarge, fmt.Appendf(nil, "%d bytes, the limit is %d", len(data), c.s.cfg.maxMsg)))
-				continue
-			}
-			select {
-			case c.sem <- struct{}{}:
-			case <-c.ctx.Done():
-				return
-			}
-			c.s.wg.Add(1)
-			go c.serveRequest(id, Request{PID: c.pid, UID: c.uid, Data: append([]byte(nil), data...)})
-		case fBye:
-			c.close()
-			return
-		default:
-			err := fmt.Errorf("%w: unexpected frame type %d from a member", ErrProtocol, t)
-			c.end(bye{reason: byeProtocol, text: err.Error()}, true)
+		if !c.handleFrame(t, body) {
 			return
 		}
 	}
+}
+
+// endOnReadError ends the connection after a failed read, telling the
+// member why when the fault was its frame.
+func (c *conn) endOnReadError(err error) {
+	switch {
+	case errors.Is(err, ErrTooLarge):
+		c.end(bye{reason: byeTooLarge, text: err.Error()}, true)
+	case errors.Is(err, ErrProtocol):
+		c.end(bye{reason: byeProtocol, text: err.Error()}, true)
+	default: // EOF, a closed or broken connection
+		c.close()
+	}
+}
+
+// handleFrame acts on one frame from the member and reports whether the
+// connection goes on.
+func (c *conn) handleFrame(t frameType, body []byte) bool {
+	switch t {
+	case fPublish:
+		return c.handlePublish(t, body)
+	case fRequest:
+		return c.handleRequest(t, body)
+	case fBye:
+		c.close()
+		return false
+	default:
+		err := fmt.Errorf("%w: unexpected frame type %d from a member", ErrProtocol, t)
+		c.end(bye{reason: byeProtocol, text: err.Error()}, true)
+		return false
+	}
+}
+
+func (c *conn) handlePublish(t frameType, body []byte) bool {
+	id, data, err := decodeID(t, body)
+	if err != nil {
+		c.end(bye{reason: byeProtocol, text: err.Error()}, true)
+		return false
+	}
+	if len(data) > c.s.cfg.maxMsg {
+		err = fmt.Errorf("%w: %d bytes, the limit is %d", ErrTooLarge, len(data), c.s.cfg.maxMsg)
+		c.end(bye{reason: byeTooLarge, text: err.Error()}, true)
+		return false
+	}
+	_, err = c.s.publish(c, id, c.pid, data)
+	return err == nil // else stepping down: the bye is on its way
+}
+
+// handleRequest starts serving one request, at most cap(c.sem) at once
+// per member; an oversized one is refused with a reply, not a bye.
+func (c *conn) handleRequest(t frameType, body []byte) bool {
+	id, data, err := decodeID(t, body)
+	if err != nil {
+		c.end(bye{reason: byeProtocol, text: err.Error()}, true)
+		return false
+	}
+	if len(data) > c.s.cfg.maxMsg {
+		c.enqueue(encodeReply(id, replyTooLarge, fmt.Appendf(nil, "%d bytes, the limit is %d", len(data), c.s.cfg.maxMsg)))
+		return true
+	}
+	select {
+	case c.sem <- struct{}{}:
+	case <-c.ctx.Done():
+		return false
+	}
+	c.s.wg.Add(1)
+	go c.serveRequest(id, Request{PID: c.pid, UID: c.uid, Data: append([]byte(nil), data...)})
+	return true
 }
 
 func (c *conn) serveRequest(id uint64, req Request) {

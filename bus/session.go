@@ -135,57 +135,77 @@ func (s *session) readLoop() {
 
 // read handles frames until the session ends, and returns why.
 func (s *session) read() error {
-	c := s.c
 	for {
 		t, body, err := s.fr.next()
 		if err != nil {
-			select {
-			case <-s.dead:
-				return s.err
-			default:
-			}
-			if errors.Is(err, io.EOF) {
-				return fmt.Errorf("%w: connection closed without a reason", ErrLeaderGone)
-			}
-			if errors.Is(err, ErrProtocol) || errors.Is(err, ErrTooLarge) {
-				return err
-			}
-			return fmt.Errorf("%w: %v", ErrLeaderGone, err)
+			return s.readError(err)
 		}
-		switch t {
-		case fMessage:
-			m, err := decodeMessage(body)
-			if err != nil {
-				return err
-			}
-			ev := Event{Kind: EventMessage, Message: Message{Epoch: m.epoch, Seq: m.seq, PID: int(m.pid), Data: append([]byte(nil), m.data...)}}
-			select {
-			case c.events <- ev:
-				c.lastSeq = m.seq
-			default:
-				return fmt.Errorf("%w: %d events were not read", ErrSlowConsumer, len(c.events))
-			}
-		case fAck:
-			id, seq, err := decodeAck(body)
-			if err != nil {
-				return err
-			}
+		if err := s.handleFrame(t, body); err != nil {
+			return err
+		}
+	}
+}
+
+// readError is why the session ended when a read failed.
+func (s *session) readError(err error) error {
+	select {
+	case <-s.dead:
+		return s.err
+	default:
+	}
+	switch {
+	case errors.Is(err, io.EOF):
+		return fmt.Errorf("%w: connection closed without a reason", ErrLeaderGone)
+	case errors.Is(err, ErrProtocol), errors.Is(err, ErrTooLarge):
+		return err
+	default:
+		return fmt.Errorf("%w: %v", ErrLeaderGone, err)
+	}
+}
+
+// handleFrame acts on one frame from the leader; an error ends the session.
+func (s *session) handleFrame(t frameType, body []byte) error {
+	switch t {
+	case fMessage:
+		return s.deliver(body)
+	case fAck:
+		id, seq, err := decodeAck(body)
+		if err == nil {
 			s.answer(id, result{seq: seq})
-		case fReply:
-			id, status, data, err := decodeReply(body)
-			if err != nil {
-				return err
-			}
-			s.answer(id, result{status: status, data: append([]byte(nil), data...)})
-		case fBye:
-			y, err := decodeBye(body)
-			if err != nil {
-				return err
-			}
-			s.bye = &y
-			return byeErr(y.reason, y.text)
-		default:
-			return fmt.Errorf("%w: unexpected frame type %d from the leader", ErrProtocol, t)
 		}
+		return err
+	case fReply:
+		id, status, data, err := decodeReply(body)
+		if err == nil {
+			s.answer(id, result{status: status, data: append([]byte(nil), data...)})
+		}
+		return err
+	case fBye:
+		y, err := decodeBye(body)
+		if err != nil {
+			return err
+		}
+		s.bye = &y
+		return byeErr(y.reason, y.text)
+	default:
+		return fmt.Errorf("%w: unexpected frame type %d from the leader", ErrProtocol, t)
+	}
+}
+
+// deliver queues one message for the application, or ends the session of
+// a member that left too many unread.
+func (s *session) deliver(body []byte) error {
+	m, err := decodeMessage(body)
+	if err != nil {
+		return err
+	}
+	c := s.c
+	ev := Event{Kind: EventMessage, Message: Message{Epoch: m.epoch, Seq: m.seq, PID: int(m.pid), Data: append([]byte(nil), m.data...)}}
+	select {
+	case c.events <- ev:
+		c.lastSeq = m.seq
+		return nil
+	default:
+		return fmt.Errorf("%w: %d events were not read", ErrSlowConsumer, len(c.events))
 	}
 }

@@ -23,11 +23,12 @@ import (
 // does not expose. An App runs one command line (its flags keep what was
 // parsed): build another with New for the next.
 type App struct {
-	root  *cli.Command
-	open  Opener // nil: elect.Open's flock backend
-	flags []BackendFlag
-	usage string
-	ender func(ctx context.Context, token string) error
+	root    *cli.Command
+	open    Opener // nil: elect.Open's flock backend
+	flags   []BackendFlag
+	usage   string
+	ender   func(ctx context.Context, token string) error
+	prepare TermEndPreparer
 	// helpErr is `leaderrun help NOSUCH`'s usage error (noHelpTopic).
 	helpErr error
 }
@@ -223,7 +224,13 @@ func Main(opts ...Option) int {
 
 // runLateRole runs this process as a term's watchdog that ends its term
 // with the app's WithTermEnder function, if it is one (supervise.RunWatchdog).
-func (a *App) runLateRole() (int, bool) { return supervise.RunWatchdog(a.ender) }
+func (a *App) runLateRole() (int, bool) {
+	te := supervise.TermEnd{End: a.ender}
+	if a.prepare != nil {
+		te.Prepare = a.prepare.PrepareTermEnd
+	}
+	return supervise.RunWatchdog(te)
+}
 
 func onUsageError(_ context.Context, c *cli.Command, err error, isSubcommand bool) error {
 	help := "leaderrun --help"

@@ -56,6 +56,29 @@ func WithTermEnder(end func(ctx context.Context, token string) error) Option {
 	return func(a *App) { a.ender = end }
 }
 
+// TermEndPreparer readies ahead, while a term runs, the end its watchdog
+// may have to make: a backend whose WithTermEnder function connects to a
+// server each time (PostgreSQL: a connection and an authentication, many
+// milliseconds) connects while COMMAND runs instead, so that ending the
+// term once COMMAND is gone is one round trip. It is optional; give it
+// with WithTermEndPreparer beside WithTermEnder.
+type TermEndPreparer interface {
+	// PrepareTermEnd is called by the watchdog when it learns the term's
+	// token, and returns at once (it readies in the background). end
+	// ends the term as the WithTermEnder function would, over what was
+	// readied if that still serves and afresh otherwise: what was readied
+	// failing, or gone stale (the server ended an idle connection), must
+	// not fail the end. release frees what was readied. The watchdog
+	// calls end (then release) only once COMMAND is gone, or release
+	// alone when the term ended cleanly.
+	PrepareTermEnd(token string) (end func(ctx context.Context) error, release func())
+}
+
+// WithTermEndPreparer gives the app's watchdog a TermEndPreparer.
+func WithTermEndPreparer(p TermEndPreparer) Option {
+	return func(a *App) { a.prepare = p }
+}
+
 // BackendFlag is a flag that a backend adds to the command line
 // (WithBackend), on the app and on every subcommand, such as
 // leaderrun-etcd's --etcd-endpoints.

@@ -79,7 +79,23 @@ func renewingOptions() []Option {
 		WithTermEnder(func(_ context.Context, token string) error {
 			return os.WriteFile(token, []byte("ended\n"), 0o600)
 		}),
+		WithTermEndPreparer(recordingPreparer{}),
 	}
+}
+
+// recordingPreparer readies the end of a term by writing "prepared" to
+// the file its token names; the end it returns writes "ended prepared"
+// there, if the preparation was made.
+type recordingPreparer struct{}
+
+func (recordingPreparer) PrepareTermEnd(token string) (func(context.Context) error, func()) {
+	err := os.WriteFile(token, []byte("prepared\n"), 0o600)
+	return func(context.Context) error {
+		if err != nil {
+			return err
+		}
+		return os.WriteFile(token, []byte("ended prepared\n"), 0o600)
+	}, func() {}
 }
 
 // renewingBackend is elect's Locker whose terms, like etcd's, end unless
@@ -202,8 +218,10 @@ func (r *leaseRun) waitFor(t *testing.T, line string, d time.Duration) {
 func (r *leaseRun) waitEnded(t *testing.T, d time.Duration) {
 	t.Helper()
 	for end := time.Now().Add(d); ; time.Sleep(5 * time.Millisecond) {
-		if _, err := os.Stat(r.ended); err == nil {
+		if b, _ := os.ReadFile(r.ended); string(b) == "ended prepared\n" {
 			return
+		} else if len(b) > 0 && string(b) != "prepared\n" {
+			t.Fatalf("the watchdog ended the term as %q, not by the end its TermEndPreparer readied", b)
 		}
 		if time.Now().After(end) {
 			t.Fatalf("the watchdog did not end the term within %v", d)
@@ -221,8 +239,8 @@ func TestWatchdogStoppedWrapper(t *testing.T) {
 		t.Fatal(err)
 	}
 	r.waitFor(t, "term", 10*time.Second)
-	if _, err := os.Stat(r.ended); err == nil {
-		t.Fatal("the term was ended before COMMAND had its grace")
+	if b, _ := os.ReadFile(r.ended); string(b) != "prepared\n" {
+		t.Fatalf("before COMMAND had its grace, the term's end file says %q, want the preparation alone", b)
 	}
 	r.waitEnded(t, 10*time.Second)
 	if running(r.command) {
@@ -287,7 +305,7 @@ func TestWatchdogRenewed(t *testing.T) {
 	}
 	r.cmd.Signal(syscall.SIGTERM)
 	r.cmd.Wait()
-	if _, err := os.Stat(r.ended); err == nil {
-		t.Fatal("a clean end ended the term through the watchdog")
+	if b, _ := os.ReadFile(r.ended); string(b) != "prepared\n" {
+		t.Fatalf("after a clean end the term's end file says %q, want the watchdog's preparation alone", b)
 	}
 }

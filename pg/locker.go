@@ -309,7 +309,7 @@ func (l *Locker) EndSession(ctx context.Context, id int64) error {
 	l.schemaOK = true
 	l.schemaMu.Unlock()
 	return l.withAdmin(ctx, func(c *pgx.Conn) error {
-		_, err := c.Exec(ctx, "SELECT "+l.q+".end_session($1)", id)
+		_, err := c.Exec(ctx, l.endSessionSQL(), id)
 		return err
 	})
 }

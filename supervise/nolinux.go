@@ -42,7 +42,7 @@ func (wd *watchdog) close()                            {}
 
 // RunWatchdog runs this process as a term's watchdog, if it is one: never
 // but on Linux.
-func RunWatchdog(func(ctx context.Context, token string) error) (code int, ok bool) { return 0, false }
+func RunWatchdog(TermEnd) (code int, ok bool) { return 0, false }
 
 // OutliveHolder returns at once but on Linux: without pidfds and the
 // fence there is nothing a waiter could do safely, and a dead holder's

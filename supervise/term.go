@@ -96,6 +96,21 @@ func parseCommand(val string, r *termRecord) bool {
 
 var errBadMarker = errors.New("not a term marker leaderrun writes")
 
+// TermEnd is how a term's watchdog, a process of its own, ends the term in
+// its backend once COMMAND is gone, from the token given to Term.Expire
+// (see RunWatchdog).
+type TermEnd struct {
+	// End ends the term that token names.
+	End func(ctx context.Context, token string) error
+	// Prepare, if not nil, is called as the watchdog learns the token,
+	// returns at once and readies the end in the background (opens a
+	// connection, say): end then ends the term as End would, over what
+	// was readied if that still serves and afresh otherwise, and release
+	// frees what was readied. The watchdog calls end (then release) once
+	// COMMAND is gone, or release alone when the term ended cleanly.
+	Prepare func(token string) (end func(ctx context.Context) error, release func())
+}
+
 // ErrNoWatchdog is Term.Expire's error when the term's watchdog cannot be
 // started.
 var ErrNoWatchdog = errors.New("cannot start the watchdog that stops COMMAND should this leaderrun be stopped past its lease")

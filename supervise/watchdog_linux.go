@@ -43,7 +43,10 @@ import (
 // the term as its successor would (cgroup.kill, or the process group and
 // the term id), removes the marker and, given an endterm token, ends the
 // term in its backend (etcd: revokes the lease), so that the next holder,
-// on any host, is granted at once instead of after the lease's TTL.
+// on any host, is granted at once instead of after the lease's TTL. With
+// a TermEnd.Prepare, it readies that end as it learns the
+// token (PostgreSQL: opens the connection), so that the end is then one
+// round trip.
 //
 // A term with a deadline (a lease that leaderrun must renew, etcd's) also
 // ends when the deadline passes without a later one: leaderrun stopped
@@ -75,21 +78,20 @@ const (
 
 func init() {
 	if os.Getenv(watchdogRole) == roleEarly {
-		os.Exit(runWatchdog(nil))
+		os.Exit(runWatchdog(TermEnd{}))
 	}
 }
 
 // RunWatchdog runs this process as a term's watchdog that can end its
-// term with end, if it is one (ok), and returns its exit status. A term
+// term as te says, if it is one (ok), and returns its exit status. A term
 // whose Expire was given a token has such a watchdog: call RunWatchdog
-// first thing in main with the function that ends a term from that token
-// (the backend's); the other watchdogs run as the program starts, before
-// main.
-func RunWatchdog(end func(ctx context.Context, token string) error) (code int, ok bool) {
+// first thing in main with the backend's TermEnd; the other watchdogs run
+// as the program starts, before main.
+func RunWatchdog(te TermEnd) (code int, ok bool) {
 	if os.Getenv(watchdogRole) != roleLate {
 		return 0, false
 	}
-	return runWatchdog(end), true
+	return runWatchdog(te), true
 }
 
 // watchdogPID is the pid of this process's watchdog, which stop and alive
@@ -195,15 +197,24 @@ func (wd *watchdog) close() {
 // watch is what the watchdog knows of its term.
 type watch struct {
 	r        termRecord
-	token    string        // endterm: how to end the term in its backend
+	token    string // endterm: how to end the term in its backend
+	prepare  func(token string) (end func(context.Context) error, release func())
+	end      func(context.Context) error // readied by prepare for token
+	release  func()
 	grace    time.Duration // from the last deadline
 	stopping bool          // leaderrun is stopping COMMAND itself
 	timer    *time.Timer   // fires at the last deadline; nil without one
 }
 
-func runWatchdog(endTerm func(ctx context.Context, token string) error) int {
+func runWatchdog(te TermEnd) int {
+	endTerm := te.End
 	signal.Ignore(syscall.SIGINT, syscall.SIGHUP, syscall.SIGQUIT, syscall.SIGTTIN, syscall.SIGTTOU)
-	w := &watch{r: termRecord{id: os.Getenv(watchdogTerm), cgroup: os.Getenv(watchdogCgroup)}}
+	w := &watch{r: termRecord{id: os.Getenv(watchdogTerm), cgroup: os.Getenv(watchdogCgroup)}, prepare: te.Prepare}
+	defer func() {
+		if w.release != nil {
+			w.release()
+		}
+	}()
 	w.r.wstart, _ = strconv.ParseUint(os.Getenv(watchdogSince), 10, 64)
 	if !validTermID(w.r.id) {
 		return 2
@@ -240,7 +251,12 @@ func runWatchdog(endTerm func(ctx context.Context, token string) error) int {
 		d.Close()
 		elect.Nudge(os.Getenv(watchdogDir), os.Getenv(watchdogName))
 	}
-	if w.token != "" && endTerm != nil {
+	switch {
+	case w.end != nil:
+		if w.end(ctx) != nil {
+			return 1
+		}
+	case w.token != "" && endTerm != nil:
 		if endTerm(ctx, w.token) != nil {
 			return 1
 		}
@@ -272,6 +288,12 @@ func (w *watch) follow(lines <-chan string) bool {
 					w.r.cpid, w.r.cstart, w.r.pgid, w.r.commandStarted = c.cpid, c.cstart, c.pgid, true
 				}
 			case "endterm":
+				if w.prepare != nil && val != w.token {
+					if w.release != nil {
+						w.release()
+					}
+					w.end, w.release = w.prepare(val)
+				}
 				w.token = val
 			case "stopping":
 				w.stopping = true

@@ -18,7 +18,9 @@ import (
 // another wrapper waiting on host A). The waiter on host B starts within
 // 30 s although the lease lasts 60 s, so the term was ended, not expired
 // (by A's watchdog, or by the waiter on A that saw A's wrapper die and
-// fenced its COMMAND); and A's COMMAND was gone by then.
+// fenced its COMMAND); and A's COMMAND was gone by then. In the third
+// case the server ended, before the SIGKILL, the connection A's watchdog
+// opened ahead to end the term: the watchdog ends it on a fresh one.
 func TestDeadHolderEnded(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts PostgreSQL and leaderrun-pg processes")
@@ -43,7 +45,7 @@ func TestDeadHolderEnded(t *testing.T) {
 	for _, tc := range []struct {
 		name string
 		kill victims
-	}{{"watchdog", wrapperOnly}, {"local-waiter", wrapperAndWatchdog}} {
+	}{{"watchdog", wrapperOnly}, {"local-waiter", wrapperAndWatchdog}, {"end-conn-gone", wrapperEndConnGone}} {
 		t.Run(tc.name, func(t *testing.T) {
 			gap, overlap := failoverOnce(t, lk, admin, start, false, tc.kill, "dead-"+tc.name)
 			if overlap {

@@ -66,6 +66,7 @@ func Options() []cmd.Option {
 	return []cmd.Option{
 		cmd.WithBackend(Open, Flags...),
 		cmd.WithTermEnder(EndTerm),
+		cmd.WithTermEndPreparer(preparer{}),
 		cmd.WithUsage("run a command on only one instance at a time, across hosts, elected over PostgreSQL"),
 	}
 }
@@ -260,24 +261,54 @@ func (b *backend) TermToken(lead *elect.Leadership) (string, error) {
 // EndTerm ends the session a TermToken names: the watchdog's last act,
 // once COMMAND is gone.
 func EndTerm(ctx context.Context, token string) error {
-	j, err := base64.RawStdEncoding.DecodeString(token)
-	if err != nil {
-		return fmt.Errorf("pgcmd: bad term token: %w", err)
-	}
-	var s settings
-	if err := json.Unmarshal(j, &s); err != nil || s.Session == 0 {
-		return fmt.Errorf("pgcmd: bad term token: %v", err)
-	}
-	cc, err := s.connConfig()
-	if err != nil {
-		return err
-	}
-	lk, err := pg.Open(pg.Config{ConnConfig: cc, Schema: s.Schema})
+	lk, id, err := openToken(token)
 	if err != nil {
 		return err
 	}
 	defer lk.Close()
-	return lk.EndSession(ctx, s.Session)
+	return lk.EndSession(ctx, id)
+}
+
+// openToken is a Locker for the server and schema a TermToken names, and
+// the session to end.
+func openToken(token string) (*pg.Locker, int64, error) {
+	j, err := base64.RawStdEncoding.DecodeString(token)
+	if err != nil {
+		return nil, 0, fmt.Errorf("pgcmd: bad term token: %w", err)
+	}
+	var s settings
+	if err := json.Unmarshal(j, &s); err != nil || s.Session == 0 {
+		return nil, 0, fmt.Errorf("pgcmd: bad term token: %v", err)
+	}
+	cc, err := s.connConfig()
+	if err != nil {
+		return nil, 0, err
+	}
+	lk, err := pg.Open(pg.Config{ConnConfig: cc, Schema: s.Schema})
+	if err != nil {
+		return nil, 0, err
+	}
+	return lk, s.Session, nil
+}
+
+// preparer is the watchdog's cmd.TermEndPreparer: as the term begins it
+// opens the connection that will end the term's session should
+// leaderrun die (pg.Locker.PrepareEndSession), so that the end, once
+// COMMAND is gone, is one round trip instead of a connection, an
+// authentication and a cold backend's first call. A connection the
+// server ended meanwhile is replaced by a fresh one at the end.
+type preparer struct{}
+
+func (preparer) PrepareTermEnd(token string) (func(context.Context) error, func()) {
+	lk, id, err := openToken(token)
+	if err != nil {
+		return func(ctx context.Context) error { return EndTerm(ctx, token) }, func() {}
+	}
+	e := lk.PrepareEndSession(id)
+	return e.End, func() {
+		e.Close()
+		lk.Close()
+	}
 }
 
 var (
