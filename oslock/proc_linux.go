@@ -71,8 +71,7 @@ func scanFlocks(fn func(blocked bool, id FileID, h LockHolder)) error {
 }
 
 func sysStateOf(pid int) ProcState {
-	var buf [512]byte
-	b, err := readStat(pid, buf[:])
+	b, err := readStat(pid)
 	if err != nil {
 		return ProcGone
 	}
@@ -93,8 +92,7 @@ func sysStateOf(pid int) ProcState {
 }
 
 func sysStatNumber(pid, n int) (uint64, bool) {
-	var buf [512]byte
-	b, err := readStat(pid, buf[:])
+	b, err := readStat(pid)
 	if err != nil {
 		return 0, false
 	}
@@ -102,20 +100,46 @@ func sysStatNumber(pid, n int) (uint64, bool) {
 	return v, err == nil
 }
 
-// readStat reads /proc/PID/stat into buf with one read(2): the line is
-// short, and os.ReadFile's stat and growing reads would cost more than
-// the parse (the term fence reads it for every process it checks).
-func readStat(pid int, buf []byte) ([]byte, error) {
-	fd, err := unix.Open("/proc/"+strconv.Itoa(pid)+"/stat", unix.O_RDONLY|unix.O_CLOEXEC, 0)
+// readStat reads /proc/PID/stat: with one open, read and close into a
+// buffer that fits the usual line (every release and stall check reads
+// one or two), and through os.ReadFile when it is longer.
+func readStat(pid int) ([]byte, error) {
+	var path [32]byte
+	p := strconv.AppendInt(append(path[:0], "/proc/"...), int64(pid), 10)
+	p = append(p, "/stat"...)
+	fd, err := unix.Open(string(p), unix.O_RDONLY|unix.O_CLOEXEC, 0)
 	if err != nil {
 		return nil, err
 	}
-	defer unix.Close(fd)
-	n, err := unix.Read(fd, buf)
-	if err != nil || n < 0 {
+	buf := make([]byte, 1024)
+	n, err := readFull(fd, buf)
+	unix.Close(fd)
+	if err != nil {
 		return nil, err
 	}
-	return buf[:n], nil
+	if n < len(buf) {
+		return buf[:n], nil
+	}
+	return os.ReadFile(string(p))
+}
+
+// readFull reads fd until buf is full or end of file.
+func readFull(fd int, buf []byte) (int, error) {
+	n := 0
+	for n < len(buf) {
+		m, err := unix.Read(fd, buf[n:])
+		if err == unix.EINTR {
+			continue
+		}
+		if err != nil {
+			return n, err
+		}
+		if m == 0 {
+			break
+		}
+		n += m
+	}
+	return n, nil
 }
 
 func sysCmdline(pid int) []string {
