@@ -6,11 +6,7 @@ import (
 	"io"
 	"os"
 	"os/signal"
-	"slices"
-	"strings"
 	"syscall"
-	"unicode"
-	"unicode/utf8"
 
 	"github.com/urfave/cli/v3"
 
@@ -71,16 +67,6 @@ func init() {
 		printHelp(w, templ, data)
 	}
 }
-
-// appHelpTemplate is the app's --help without a VERSION section: the
-// version is read from the build info only for --version (VersionPrinter),
-// and the placeholder in Version is not shown.
-var appHelpTemplate = strings.Replace(cli.RootCommandHelpTemplate, "{{if .Version}}{{if not .HideVersion}}\n\nVERSION:\n   {{.Version}}{{end}}{{end}}", "", 1)
-
-// stopAtCommand makes the app stop parsing its flags at COMMAND (`leaderrun
-// -n sleep -n 5` gives -n to sleep), as flock(1) and timeout(1) do; the
-// subcommands take their flags anywhere before a --.
-var stopAtCommand = 1
 
 // New builds the command line.
 func New(opts ...Option) *App {
@@ -155,28 +141,6 @@ leaderrun send APP [--] [ARG...]`,
 	return a
 }
 
-// helpCommand is the app's help command, as urfave/cli's own (which it
-// adds when there is none), but a bad line is a usage error (64), not
-// urfave/cli's plain error (70), and `leaderrun help <TAB>` completes the
-// commands.
-func helpCommand() *cli.Command {
-	return &cli.Command{
-		Name:         "help",
-		Aliases:      []string{"h"},
-		Usage:        cli.UsageCommandHelp,
-		ArgsUsage:    cli.ArgsUsageCommandHelp,
-		HideHelp:     true,
-		OnUsageError: onUsageError,
-		Action: func(ctx context.Context, c *cli.Command) error {
-			if topic := c.Args().First(); topic != "" {
-				return cli.ShowCommandHelp(ctx, c.Root(), topic) // noHelpTopic when there is none
-			}
-			return cli.ShowRootCommandHelp(c.Root())
-		},
-		ShellComplete: func(ctx context.Context, c *cli.Command) { completeCommands(ctx, c.Root()) },
-	}
-}
-
 // localFlags marks every flag of c and its subcommands local.
 func localFlags(c *cli.Command) {
 	for _, f := range c.Flags {
@@ -232,26 +196,6 @@ func (a *App) runLateRole() (int, bool) {
 	return supervise.RunWatchdog(te)
 }
 
-func onUsageError(_ context.Context, c *cli.Command, err error, isSubcommand bool) error {
-	help := "leaderrun --help"
-	if isSubcommand && c.Name != "help" { // help has no --help
-		help = "leaderrun " + c.Name + " --help"
-	}
-	return usageErrorf("leaderrun: %v; see %s", err, help)
-}
-
-// subcommandHelp prints c's help, whatever topic its --help or help
-// command was given.
-func subcommandHelp(ctx context.Context, c *cli.Command, _ string) {
-	_ = cli.ShowCommandHelp(ctx, c.Root(), c.Name)
-}
-
-// noHelpTopic refuses `leaderrun help NOSUCH` with a usage error
-// (urfave/cli's own would exit 3); Run returns it.
-func (a *App) noHelpTopic(_ context.Context, _ *cli.Command, topic string) {
-	a.helpErr = usageErrorf("leaderrun help: %q is not a command; the commands are %s", topic, strings.Join(subcommandNames(commands()), ", "))
-}
-
 // Run runs the command line in args (os.Args) and prints the error, if
 // any, once. Map the error to an exit status with ExitCode.
 func (a *App) Run(ctx context.Context, args []string) error {
@@ -288,113 +232,6 @@ func (a *App) run(ctx context.Context, args []string) error {
 	return err
 }
 
-// passThrough puts a -- in front of the first word after send's NAME or
-// publish's NAME that looks like a flag the command does not have, so that
-// it and what follows are ARGs (MESSAGE words), as before urfave/cli v3,
-// which refuses such a word: `leaderrun send app --new-window` hands
-// --new-window to the primary. The command's own flags (--forward-stdin)
-// are still its own anywhere before that word or a --.
-func passThrough(args []string, root *cli.Command) []string {
-	at := subcommandAt(args, root.Flags)
-	if at >= len(args) || args[at] != "send" && args[at] != "publish" {
-		return args
-	}
-	takesValue := takesValueOf(root.Command(args[at]).Flags)
-	takesValue["help"], takesValue["h"] = false, false
-	named := false
-	for i := at + 1; i < len(args); i++ {
-		a := args[i]
-		if a == "--" {
-			return args
-		}
-		if !isFlagWord(a) {
-			named = true
-			continue
-		}
-		name, _, hasValue := strings.Cut(strings.TrimLeft(a, "-"), "=")
-		value, known := takesValue[name]
-		if !known && named {
-			out := append(slices.Clone(args[:i]), "--")
-			return append(out, args[i:]...)
-		}
-		if value && !hasValue {
-			i++
-		}
-	}
-	return args
-}
-
-// subcommandAt is the index in args of the first word after the app's
-// own flags (`leaderrun --dir D who NAME --json`): the subcommand, if
-// any, or COMMAND, or a --.
-func subcommandAt(args []string, appFlags []cli.Flag) int {
-	at := 1
-	appValue := takesValueOf(appFlags)
-	for at < len(args) && strings.HasPrefix(args[at], "-") && args[at] != "-" && args[at] != "--" {
-		name, _, hasValue := strings.Cut(strings.TrimLeft(args[at], "-"), "=")
-		if appValue[name] && !hasValue {
-			at++
-		}
-		at++
-	}
-	return at
-}
-
-// runsCommand reports whether args is a line of the default action that
-// asks for no help, version or completion: the app's flags, then COMMAND
-// or a -- (or nothing, for the usage error).
-func runsCommand(args []string, root *cli.Command) bool {
-	if n := len(args); n > 1 && args[n-1] == "--generate-shell-completion" {
-		return false
-	}
-	at := subcommandAt(args, root.Flags)
-	for _, w := range args[1:min(at, len(args))] {
-		if !strings.HasPrefix(w, "-") {
-			continue // a flag's value
-		}
-		name, _, _ := strings.Cut(strings.TrimLeft(w, "-"), "=")
-		if name == "help" || name == "h" || name == "version" || !strings.HasPrefix(w, "--") && strings.Contains(name, "h") {
-			return false // -h, or a group with it (-nh)
-		}
-	}
-	return at >= len(args) || args[at] == "--" || args[at] != "help" && args[at] != "h" && root.Command(args[at]) == nil
-}
-
-// isFlagWord reports whether urfave/cli takes a for a flag: a dash, or
-// two, then a letter.
-func isFlagWord(a string) bool {
-	r, _ := utf8.DecodeRuneInString(strings.TrimPrefix(strings.TrimPrefix(a, "-"), "-"))
-	return strings.HasPrefix(a, "-") && unicode.IsLetter(r)
-}
-
-// protectDashDash doubles the `--` that ends leaderrun's own flags, so that
-// urfave/cli, which drops it while parsing, leaves one in front of COMMAND
-// and does not take a COMMAND named like a subcommand (who, status) for
-// that subcommand. runAction removes it again.
-func protectDashDash(args []string, flags []cli.Flag) []string {
-	takesValue := takesValueOf(flags)
-	for i := 1; i < len(args); i++ {
-		a := args[i]
-		switch {
-		case a == "--":
-			out := append([]string{}, args[:i+1]...)
-			return append(append(out, "--"), args[i+1:]...)
-		case !strings.HasPrefix(a, "-") || a == "-":
-			return args // COMMAND without --, or a subcommand
-		case !strings.Contains(a, "="):
-			// A short group like -nE 3 ends with the flag that takes the value.
-			name := strings.TrimLeft(a, "-")
-			if !strings.HasPrefix(a, "--") && len(name) > 1 {
-				name = name[len(name)-1:]
-			}
-			if takesValue[name] {
-				i++
-			}
-		}
-	}
-	return args
-}
-
 // subcommandNames lists the names of cmds.
 func subcommandNames(cmds []*cli.Command) []string {
 	var names []string
@@ -402,21 +239,6 @@ func subcommandNames(cmds []*cli.Command) []string {
 		names = append(names, c.Name)
 	}
 	return names
-}
-
-// The flag-arity map: protectDashDash and the completion ask it whether
-// a flag takes a value.
-//
-// takesValueOf maps each flag name to whether it takes a value.
-func takesValueOf(flags []cli.Flag) map[string]bool {
-	m := map[string]bool{}
-	for _, f := range flags {
-		_, isBool := f.(*cli.BoolFlag)
-		for _, n := range f.Names() {
-			m[n] = !isBool
-		}
-	}
-	return m
 }
 
 // isSubcommand reports whether name is one of commands() or help.
@@ -431,55 +253,3 @@ func isSubcommand(name string) bool {
 	}
 	return false
 }
-
-const runDescription = `Runs COMMAND when this instance leads NAME; other instances wait in line
-(first come, first served) or give up (-n, -w). When leaderrun dies, even
-of SIGKILL, COMMAND is stopped before another instance's COMMAND starts.
-
-COMMAND runs in its own process group. SIGINT, SIGTERM, SIGHUP, SIGQUIT,
-SIGUSR1 and SIGUSR2 are forwarded to that group; when COMMAND exits, is
-stolen from, or leaderrun is told to stop, the whole group gets SIGTERM,
-then SIGKILL after --grace. COMMAND does not inherit the lock: a stray
-background process can never keep the lock after its leader is gone.
-
-COMMAND's environment gains LEADERRUN_NAME, LEADERRUN_EPOCH (the fencing
-token: it grows with every new leader), LEADERRUN_DIR, LEADERRUN_PID and
-LEADERRUN_TERM; with --single-instance also LEADERRUN_INVOCATIONS_FD and
-LEADERRUN_REPLIES_FD (see ENVIRONMENT below). COMMAND gets the terminal
-when leaderrun is in the terminal's foreground, whatever its stdin is,
-unless leaderrun writes into a pipeline (leaderrun -- cmd | less).
-
-NAMES:
-   Without --name, the name is BASE-HASH: BASE is COMMAND's last path
-   element (bytes outside [A-Za-z0-9._@+=,:-] become _), HASH the first 8
-   hex digits of the SHA-256 of COMMAND and its ARGs, each followed by a
-   NUL byte. Give --name to share a lock between different command lines.
-   The lock file is DIR/NAME.lock; flock(1) on it excludes leaderrun and
-   the other way round.
-
-DURATIONS:
-   "1.5" is seconds; "1500ms", "2m", "1h30m" use Go's units.
-
-` + singleHelp + `
-EXAMPLES:
-   # a cron job that must not overlap itself: skip the run if one is going
-   leaderrun -n --name backup -- /usr/local/bin/backup.sh
-
-   # standby instances: the first runs, the others take over when it dies
-   leaderrun --name poller --restart on-failure -- ./poll.sh
-
-   # wait at most 30 seconds for the lock, exit 3 if that was not enough
-   leaderrun -w 30 -E 3 --name deploy -- make deploy
-
-   # readers together, writers alone
-   leaderrun -s --name db -- ./read-report.sh
-   leaderrun --name db -- ./migrate.sh
-
-   # a script that wraps itself
-   [ "$LEADERRUN_NAME" = job ] || exec leaderrun --name job -- "$0" "$@"
-
-   # who leads, and who waits; the lock file, for flock(1)
-   leaderrun status
-   leaderrun who poller
-   flock -n "$(leaderrun lockfile backup)" ./backup.sh
-`

@@ -7,9 +7,14 @@
 //
 // # Layout
 //
-// The subcommands are listed once, in commands (app.go); the flag-arity
-// map that the argument rewriting (protectDashDash, passThrough) needs is
-// takesValueOf; who, status, publish, subscribe and lockfile start with
+// app.go builds and runs the app; each subcommand has a file of its own
+// (status.go, who.go, publish.go, subscribe.go, send.go, lockfile.go,
+// completion.go, help.go), listed once, in commands; the default action
+// is run.go, with its options (run_options.go), waiting in line
+// (run_wait.go), leading (run_lead.go) and its outcome (run_outcome.go),
+// and --single-instance (single.go). The argument rewriting
+// (protectDashDash, passThrough) and its flag-arity map, takesValueOf, are
+// args.go. Who, status, publish, subscribe and lockfile start with
 // the one prologue begin (prologue.go); the name rules are elect's
 // (ValidateName, NameByte). The backend seam is backend.go, the whole of
 // it: New(WithBackend(open, flags...)) builds the command line over

@@ -170,3 +170,55 @@ func (o *runOptions) logf(format string, args ...any) {
 		fmt.Fprintf(os.Stderr, "leaderrun: "+format+"\n", args...)
 	}
 }
+
+const runDescription = `Runs COMMAND when this instance leads NAME; other instances wait in line
+(first come, first served) or give up (-n, -w). When leaderrun dies, even
+of SIGKILL, COMMAND is stopped before another instance's COMMAND starts.
+
+COMMAND runs in its own process group. SIGINT, SIGTERM, SIGHUP, SIGQUIT,
+SIGUSR1 and SIGUSR2 are forwarded to that group; when COMMAND exits, is
+stolen from, or leaderrun is told to stop, the whole group gets SIGTERM,
+then SIGKILL after --grace. COMMAND does not inherit the lock: a stray
+background process can never keep the lock after its leader is gone.
+
+COMMAND's environment gains LEADERRUN_NAME, LEADERRUN_EPOCH (the fencing
+token: it grows with every new leader), LEADERRUN_DIR, LEADERRUN_PID and
+LEADERRUN_TERM; with --single-instance also LEADERRUN_INVOCATIONS_FD and
+LEADERRUN_REPLIES_FD (see ENVIRONMENT below). COMMAND gets the terminal
+when leaderrun is in the terminal's foreground, whatever its stdin is,
+unless leaderrun writes into a pipeline (leaderrun -- cmd | less).
+
+NAMES:
+   Without --name, the name is BASE-HASH: BASE is COMMAND's last path
+   element (bytes outside [A-Za-z0-9._@+=,:-] become _), HASH the first 8
+   hex digits of the SHA-256 of COMMAND and its ARGs, each followed by a
+   NUL byte. Give --name to share a lock between different command lines.
+   The lock file is DIR/NAME.lock; flock(1) on it excludes leaderrun and
+   the other way round.
+
+DURATIONS:
+   "1.5" is seconds; "1500ms", "2m", "1h30m" use Go's units.
+
+` + singleHelp + `
+EXAMPLES:
+   # a cron job that must not overlap itself: skip the run if one is going
+   leaderrun -n --name backup -- /usr/local/bin/backup.sh
+
+   # standby instances: the first runs, the others take over when it dies
+   leaderrun --name poller --restart on-failure -- ./poll.sh
+
+   # wait at most 30 seconds for the lock, exit 3 if that was not enough
+   leaderrun -w 30 -E 3 --name deploy -- make deploy
+
+   # readers together, writers alone
+   leaderrun -s --name db -- ./read-report.sh
+   leaderrun --name db -- ./migrate.sh
+
+   # a script that wraps itself
+   [ "$LEADERRUN_NAME" = job ] || exec leaderrun --name job -- "$0" "$@"
+
+   # who leads, and who waits; the lock file, for flock(1)
+   leaderrun status
+   leaderrun who poller
+   flock -n "$(leaderrun lockfile backup)" ./backup.sh
+`
