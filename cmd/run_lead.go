@@ -101,6 +101,31 @@ func (o *runOptions) restarts(status int) bool {
 	return false
 }
 
+// finisher is how supervise stops COMMAND on a terminating signal.
+type finisher struct {
+	o         *runOptions
+	ch        *supervise.Command
+	finishing *bool
+	hungUp    bool             // the terminal hung up: its SIGHUP is no second signal
+	graceOver <-chan time.Time // fires --grace after the first signal
+}
+
+// finish forwards the first terminating signal s and gives COMMAND
+// --grace; a second one kills it at once.
+func (f *finisher) finish(s os.Signal) {
+	switch {
+	case *f.finishing && f.hungUp && s == syscall.SIGHUP:
+	case *f.finishing:
+		f.o.logf("%v again; killing COMMAND (SIGKILL)", s)
+		f.ch.Kill()
+	default:
+		*f.finishing = true
+		f.o.notify.stopping()
+		f.ch.Signal(s)
+		f.graceOver = time.NewTimer(f.o.grace).C
+	}
+}
+
 // supervise forwards signals to COMMAND until it exits or the term ends,
 // then stops whatever COMMAND left behind. The first terminating signal
 // (SIGINT, SIGTERM, SIGHUP, SIGQUIT), or the terminal hanging up (hup), is
@@ -108,22 +133,8 @@ func (o *runOptions) restarts(status int) bool {
 // SIGKILL. A second terminating signal sends SIGKILL at once; the SIGHUP
 // that comes with a hang-up is not a second one.
 func (o *runOptions) supervise(ch *supervise.Command, lead *elect.Leadership, sigs <-chan os.Signal, hup <-chan struct{}, finishing *bool) (int, error) {
-	var graceOver <-chan time.Time
-	hungUp := false
-	finish := func(s os.Signal) {
-		switch {
-		case *finishing && hungUp && s == syscall.SIGHUP:
-		case *finishing:
-			o.logf("%v again; killing COMMAND (SIGKILL)", s)
-			ch.Kill()
-		default:
-			*finishing = true
-			o.notify.stopping()
-			ch.Signal(s)
-			t := time.NewTimer(o.grace)
-			graceOver = t.C
-		}
-	}
+	f := &finisher{o: o, ch: ch, finishing: finishing}
+	finish := f.finish
 	for {
 		select {
 		case <-ch.Done():
@@ -144,14 +155,14 @@ func (o *runOptions) supervise(ch *supervise.Command, lead *elect.Leadership, si
 			if !*finishing {
 				finish(syscall.SIGHUP)
 			}
-			hungUp = true
+			f.hungUp = true
 		case <-ch.Stopped():
 			if !*finishing {
 				o.logf("COMMAND was stopped; stopping too, until continued")
 				ch.Suspend()
 			}
-		case <-graceOver:
-			graceOver = nil
+		case <-f.graceOver:
+			f.graceOver = nil
 			o.logf("COMMAND still runs %s after it was told to stop; killing it (SIGKILL)", o.grace)
 			ch.Kill()
 		case <-lead.Done():

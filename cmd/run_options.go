@@ -137,9 +137,24 @@ func (o *runOptions) fitGrace(lk *opened) error {
 
 // check refuses contradictory flags, and turns -w 0 into -n.
 func (o *runOptions) check() error {
-	switch {
-	case o.conflict < 0 || o.conflict > 255:
+	if o.conflict < 0 || o.conflict > 255 {
 		return usageErrorf("leaderrun: -E %d is out of range; give an exit code from 0 to 255", o.conflict)
+	}
+	for _, check := range []func() error{o.checkWaiting, o.checkMode, o.checkValues} {
+		if err := check(); err != nil {
+			return err
+		}
+	}
+	if o.waitSet && o.wait == 0 {
+		o.req.IfAvailable, o.waitSet = true, false
+	}
+	return nil
+}
+
+// checkWaiting refuses flags that contradict each other on whether to
+// wait in line: -n, -w, --steal, --steal-stopped.
+func (o *runOptions) checkWaiting() error {
+	switch {
 	case o.req.IfAvailable && o.waitSet:
 		return usageErrorf("leaderrun: -n and -w contradict each other; use -n to never wait, or -w DURATION to wait that long")
 	case o.req.StealStopped > 0 && o.req.IfAvailable:
@@ -148,19 +163,33 @@ func (o *runOptions) check() error {
 		return usageErrorf("leaderrun: --steal and -n contradict each other; --steal always takes the lock")
 	case o.req.Steal && o.waitSet:
 		return usageErrorf("leaderrun: --steal and -w contradict each other; --steal always takes the lock")
-	case o.exclusive && o.req.Mode == elect.Shared:
+	}
+	return nil
+}
+
+// checkMode refuses what a shared holder cannot do.
+func (o *runOptions) checkMode() error {
+	if o.req.Mode != elect.Shared {
+		return nil
+	}
+	switch {
+	case o.exclusive:
 		return usageErrorf("leaderrun: -s (shared) and -x (exclusive) contradict each other; give one of them (exclusive is the default)")
-	case o.req.Steal && o.req.Mode == elect.Shared:
+	case o.req.Steal:
 		return usageErrorf("leaderrun: --steal works only in exclusive mode; drop -s")
-	case o.fanout && o.req.Mode == elect.Shared:
+	case o.fanout:
 		return usageErrorf("leaderrun: --fanout works only in exclusive mode (shared holders serve no bus); drop -s or --fanout")
+	}
+	return nil
+}
+
+// checkValues refuses a mode that is none.
+func (o *runOptions) checkValues() error {
+	switch {
 	case o.ready != readyLead && o.ready != readyStart && o.ready != readyCommand:
 		return usageErrorf("leaderrun: --notify-ready %q is not a mode; use lead, start or command", o.ready)
 	case o.restart != "never" && o.restart != "on-failure" && o.restart != "always":
 		return usageErrorf("leaderrun: --restart %q is not a mode; use never, on-failure or always", o.restart)
-	}
-	if o.waitSet && o.wait == 0 {
-		o.req.IfAvailable, o.waitSet = true, false
 	}
 	return nil
 }
