@@ -62,32 +62,9 @@ func (s *singleRun) primary(ctx context.Context, p *instance.Primary) error {
 		return nil
 	}
 	s.pending = map[string]*instance.Invocation{}
-	invR, invW, err := os.Pipe()
-	if err != nil {
+	ch, invW, repR, err := s.startCommand(p, own)
+	if err != nil || ch == nil {
 		return err
-	}
-	repR, repW, err := os.Pipe()
-	if err != nil {
-		invR.Close()
-		invW.Close()
-		return err
-	}
-	dir := p.Leadership().Dir()
-	if abs, err := filepath.Abs(dir); err == nil {
-		dir = abs
-	}
-	env := append(s.o.env(dir, p.Leadership()),
-		fmt.Sprintf("LEADERRUN_INVOCATIONS_FD=%d", invocationsFD), fmt.Sprintf("LEADERRUN_REPLIES_FD=%d", repliesFD))
-	ch, err := supervise.Start(s.o.argv, env, os.Stdout, func(cmd *exec.Cmd) { cmd.ExtraFiles = []*os.File{invR, repW} })
-	invR.Close()
-	repW.Close()
-	if err != nil {
-		err = startFailure(s.o.argv[0], err)
-		invW.Close()
-		repR.Close()
-		s.err = err
-		own.Done(ExitCode(err))
-		return nil
 	}
 	lines := make(chan []byte, 1024)
 	stopped := make(chan struct{})
@@ -113,7 +90,48 @@ func (s *singleRun) primary(ctx context.Context, p *instance.Primary) error {
 		repR.Close()
 		<-readDone
 	}()
+	s.serve(ctx, p, own, ch, lines, stopped)
+	return nil
+}
 
+// startCommand starts COMMAND with the invocations' pipe (its descriptor
+// invocationsFD) and the replies' (repliesFD), and returns it with this
+// end of each. A COMMAND that does not start ends own with its exit
+// status (and s.err): ch is nil then.
+func (s *singleRun) startCommand(p *instance.Primary, own *instance.Invocation) (ch *supervise.Command, invW, repR *os.File, err error) {
+	invR, invW, err := os.Pipe()
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	repR, repW, err := os.Pipe()
+	if err != nil {
+		invR.Close()
+		invW.Close()
+		return nil, nil, nil, err
+	}
+	dir := p.Leadership().Dir()
+	if abs, err := filepath.Abs(dir); err == nil {
+		dir = abs
+	}
+	env := append(s.o.env(dir, p.Leadership()),
+		fmt.Sprintf("LEADERRUN_INVOCATIONS_FD=%d", invocationsFD), fmt.Sprintf("LEADERRUN_REPLIES_FD=%d", repliesFD))
+	ch, err = supervise.Start(s.o.argv, env, os.Stdout, func(cmd *exec.Cmd) { cmd.ExtraFiles = []*os.File{invR, repW} })
+	invR.Close()
+	repW.Close()
+	if err != nil {
+		invW.Close()
+		repR.Close()
+		s.err = startFailure(s.o.argv[0], err)
+		own.Done(ExitCode(s.err))
+		return nil, nil, nil, nil
+	}
+	return ch, invW, repR, nil
+}
+
+// serve hands the invocations to COMMAND as lines until it exits or the
+// term ends, forwarding signals as the default action does, and ends own
+// with COMMAND's status.
+func (s *singleRun) serve(ctx context.Context, p *instance.Primary, own *instance.Invocation, ch *supervise.Command, lines chan []byte, stopped <-chan struct{}) {
 	var graceOver <-chan time.Time
 	finishing := false
 	for {
@@ -134,7 +152,7 @@ func (s *singleRun) primary(ctx context.Context, p *instance.Primary) error {
 		case <-ch.Done():
 			ch.Stop(s.o.grace, s.sigs)
 			own.Done(ch.Status())
-			return nil
+			return
 		case sig := <-s.sigs:
 			switch {
 			case !supervise.Terminating(sig):
@@ -155,7 +173,7 @@ func (s *singleRun) primary(ctx context.Context, p *instance.Primary) error {
 				s.err = s.o.ended(lead)
 			}
 			own.Done(ch.Status())
-			return nil
+			return
 		}
 	}
 }
