@@ -88,59 +88,13 @@ const singleHelp = `SINGLE INSTANCE:
 
 // singleAction is the default action with --single-instance.
 func singleAction(ctx context.Context, c *cli.Command) error {
-	for _, f := range []string{"nonblock", "wait", "shared", "steal", "steal-stopped", "fanout"} {
-		if c.IsSet(f) {
-			return usageErrorf("leaderrun: --single-instance cannot be combined with --%s; a later instance forwards to the first, it never waits in line to run COMMAND", f)
-		}
-	}
-	if c.String("restart") != "never" {
-		return usageErrorf("leaderrun: --single-instance cannot be combined with --restart; the primary runs COMMAND once")
-	}
-	if !c.IsSet("name") {
-		argv := c.Args().Slice()
-		if len(argv) > 0 && argv[0] == "--" {
-			argv = argv[1:]
-		}
-		if len(argv) > 0 {
-			c.Set("name", deriveName(argv[:1]))
-		}
-	}
-	o, err := runOptionsFrom(c)
+	o, ack, err := singleOptions(c)
 	if err != nil {
 		return err
 	}
-	// The primary's COMMAND is the service: it keeps NOTIFY_SOCKET and
-	// reports its own readiness; leaderrun sends nothing (sdnotify.go).
-	o.notify = nil
-	ack, _ := durationFlag(c, "ack-timeout")
-	if ack <= 0 {
-		return usageErrorf("leaderrun: --ack-timeout must be positive")
-	}
 	s := &singleRun{o: o}
-	sigs := make(chan os.Signal, 8)
-	for _, sig := range supervise.Forwarded() {
-		if !signal.Ignored(sig) {
-			signal.Notify(sigs, sig)
-		}
-	}
-	defer signal.Stop(sigs)
-	// Until this instance is the primary, a terminating signal ends the
-	// forward (the exit status says which); once it is, signals go to
-	// COMMAND as in a plain run.
-	s.sigs = make(chan os.Signal, 8)
-	// Not main's signal context: the goroutine below ends the forward
-	// with the signal as the cause, which the exit status needs.
-	ctx, cancel := context.WithCancelCause(context.WithoutCancel(ctx))
+	ctx, cancel := s.signals(ctx)
 	defer cancel(nil)
-	go func() {
-		for sig := range sigs {
-			if s.leading.Load() {
-				s.sigs <- sig
-			} else if supervise.Terminating(sig) {
-				cancel(signalled{sig})
-			}
-		}
-	}()
 	args := make([][]byte, len(o.argv)-1)
 	for i, a := range o.argv[1:] {
 		args[i] = []byte(a)
@@ -162,6 +116,74 @@ func singleAction(ctx context.Context, c *cli.Command) error {
 		return s.err
 	}
 	return silentExit(res.Exit)
+}
+
+// singleOptions are the default action's options for --single-instance,
+// with --ack-timeout, or the usage error of a flag that does not go with
+// it.
+func singleOptions(c *cli.Command) (*runOptions, time.Duration, error) {
+	for _, f := range []string{"nonblock", "wait", "shared", "steal", "steal-stopped", "fanout"} {
+		if c.IsSet(f) {
+			return nil, 0, usageErrorf("leaderrun: --single-instance cannot be combined with --%s; a later instance forwards to the first, it never waits in line to run COMMAND", f)
+		}
+	}
+	if c.String("restart") != "never" {
+		return nil, 0, usageErrorf("leaderrun: --single-instance cannot be combined with --restart; the primary runs COMMAND once")
+	}
+	if !c.IsSet("name") {
+		argv := c.Args().Slice()
+		if len(argv) > 0 && argv[0] == "--" {
+			argv = argv[1:]
+		}
+		if len(argv) > 0 {
+			c.Set("name", deriveName(argv[:1]))
+		}
+	}
+	o, err := runOptionsFrom(c)
+	if err != nil {
+		return nil, 0, err
+	}
+	// The primary's COMMAND is the service: it keeps NOTIFY_SOCKET and
+	// reports its own readiness; leaderrun sends nothing (sdnotify.go).
+	o.notify = nil
+	ack, _ := durationFlag(c, "ack-timeout")
+	if ack <= 0 {
+		return nil, 0, usageErrorf("leaderrun: --ack-timeout must be positive")
+	}
+	return o, ack, nil
+}
+
+// signals routes the forwarded signals: until this instance is the
+// primary, a terminating one ends the forward, the context returned, with
+// the signal as its cause (the exit status says which); once it is, they
+// go to COMMAND as in a plain run (s.sigs). Call cancel when done.
+func (s *singleRun) signals(ctx context.Context) (context.Context, context.CancelCauseFunc) {
+	sigs := make(chan os.Signal, 8)
+	for _, sig := range supervise.Forwarded() {
+		if !signal.Ignored(sig) {
+			signal.Notify(sigs, sig)
+		}
+	}
+	// Until this instance is the primary, a terminating signal ends the
+	// forward (the exit status says which); once it is, signals go to
+	// COMMAND as in a plain run.
+	s.sigs = make(chan os.Signal, 8)
+	// Not main's signal context: the goroutine below ends the forward
+	// with the signal as the cause, which the exit status needs.
+	ctx, cancel := context.WithCancelCause(context.WithoutCancel(ctx))
+	go func() {
+		for sig := range sigs {
+			if s.leading.Load() {
+				s.sigs <- sig
+			} else if supervise.Terminating(sig) {
+				cancel(signalled{sig})
+			}
+		}
+	}()
+	return ctx, func(cause error) {
+		signal.Stop(sigs)
+		cancel(cause)
+	}
 }
 
 func stdinIf(on bool) io.Reader {
