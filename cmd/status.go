@@ -181,11 +181,9 @@ func watchStatus(ctx context.Context, lk *opened, query func(context.Context) (e
 	}
 	defer w.Close()
 	watchTree(w, lk.Dir())
-	tty := isTerminal(os.Stdout)
+	v := &statusView{tty: isTerminal(os.Stdout), asJSON: asJSON, where: lk.where()}
 	tick := time.NewTicker(time.Second)
 	defer tick.Stop()
-	var last *elect.Snapshot
-	var shown string
 	for {
 		snap, err := query(ctx)
 		if err != nil {
@@ -194,41 +192,66 @@ func watchStatus(ctx context.Context, lk *opened, query func(context.Context) (e
 			}
 			return explainIn(lk.Dir(), true, err)
 		}
-		snap = normalize(snap)
-		// On a terminal the table is redrawn whenever its text changes,
-		// so that SINCE keeps counting (the tick); a log or a pipe gets
-		// a new table, and JSON a new line, only when the snapshot does.
-		var text bytes.Buffer
-		_ = printSnapshot(&text, snap, asJSON, lk.where())
-		if last == nil || !reflect.DeepEqual(snap, *last) || tty && !asJSON && text.String() != shown {
-			if !asJSON {
-				if tty {
-					fmt.Print("\033[H\033[2J")
-				} else if last != nil {
-					fmt.Println()
-				}
-			}
-			if _, err := os.Stdout.Write(text.Bytes()); err != nil {
-				return nil // stdout closed: the reader went away
-			}
-			last, shown = &snap, text.String()
+		if !v.show(normalize(snap)) {
+			return nil // stdout closed: the reader went away
 		}
-		select {
-		case <-ctx.Done():
+		if !waitChange(ctx, w, tick.C) {
 			return nil
-		case ev := <-w.Events:
-			if ev.Op&fsnotify.Create != 0 {
-				watchTree(w, ev.Name)
-			}
-			// Coalesce the burst of events one change makes.
-			time.Sleep(20 * time.Millisecond)
-			for len(w.Events) > 0 {
-				<-w.Events
-			}
-		case <-w.Errors:
-		case <-tick.C:
 		}
 	}
+}
+
+// statusView is what status --watch has shown.
+type statusView struct {
+	tty, asJSON bool
+	where       string
+	last        *elect.Snapshot
+	shown       string
+}
+
+// show prints snap if it is news. On a terminal the table is redrawn
+// whenever its text changes, so that SINCE keeps counting (the tick); a
+// log or a pipe gets a new table, and JSON a new line, only when the
+// snapshot does. It reports false once stdout is closed.
+func (v *statusView) show(snap elect.Snapshot) bool {
+	var text bytes.Buffer
+	_ = printSnapshot(&text, snap, v.asJSON, v.where)
+	if v.last != nil && reflect.DeepEqual(snap, *v.last) && (!v.tty || v.asJSON || text.String() == v.shown) {
+		return true
+	}
+	if !v.asJSON {
+		if v.tty {
+			fmt.Print("\033[H\033[2J")
+		} else if v.last != nil {
+			fmt.Println()
+		}
+	}
+	if _, err := os.Stdout.Write(text.Bytes()); err != nil {
+		return false
+	}
+	v.last, v.shown = &snap, text.String()
+	return true
+}
+
+// waitChange waits for a change in the watched tree, or the tick; false
+// when ctx ends.
+func waitChange(ctx context.Context, w *fsnotify.Watcher, tick <-chan time.Time) bool {
+	select {
+	case <-ctx.Done():
+		return false
+	case ev := <-w.Events:
+		if ev.Op&fsnotify.Create != 0 {
+			watchTree(w, ev.Name)
+		}
+		// Coalesce the burst of events one change makes.
+		time.Sleep(20 * time.Millisecond)
+		for len(w.Events) > 0 {
+			<-w.Events
+		}
+	case <-w.Errors:
+	case <-tick:
+	}
+	return true
 }
 
 func watchTree(w *fsnotify.Watcher, path string) {
