@@ -114,20 +114,7 @@ leaderrun send APP [--] [ARG...]`,
 	}
 	root.Flags = append(root.Flags, backendFlags...)
 	for _, c := range root.Commands {
-		c.OnUsageError = onUsageError
-		c.Before = checkDirFlags
-		// `leaderrun who NAME --help` asks for who's help, not for a
-		// topic NAME.
-		c.CommandNotFound = subcommandHelp
-		if c.ShellComplete == nil {
-			c.ShellComplete = completeCommands // its flags, and help
-		}
-		if c.Name != "completion" {
-			c.Flags = append(c.Flags, a.cliFlags()...)
-			if len(a.flags) == 0 {
-				c.Flags = append(c.Flags, handoverFlagDefs()...)
-			}
-		}
+		a.setUp(c)
 	}
 	root.Commands = append(root.Commands, helpCommand())
 	// urfave/cli flags apply to the subcommands too unless local: the
@@ -139,6 +126,26 @@ leaderrun send APP [--] [ARG...]`,
 	}
 	a.root = root
 	return a
+}
+
+// setUp gives the subcommand c what every subcommand has: the usage
+// errors, the checks of --dir, the help of `leaderrun who NAME --help`
+// (who's, not a topic NAME's), the completion of its flags, and the
+// backend's flags (or, for the plain leaderrun, the flags it hands over
+// to a backend's command).
+func (a *App) setUp(c *cli.Command) {
+	c.OnUsageError = onUsageError
+	c.Before = checkDirFlags
+	c.CommandNotFound = subcommandHelp
+	if c.ShellComplete == nil {
+		c.ShellComplete = completeCommands // its flags, and help
+	}
+	if c.Name != "completion" {
+		c.Flags = append(c.Flags, a.cliFlags()...)
+		if len(a.flags) == 0 {
+			c.Flags = append(c.Flags, handoverFlagDefs()...)
+		}
+	}
 }
 
 // localFlags marks every flag of c and its subcommands local.
