@@ -34,6 +34,11 @@ func jsonFlag(usage string) cli.Flag { return &cli.BoolFlag{Name: "json", Usage:
 
 // runFlags are the flags of the default action, running COMMAND.
 func runFlags() []cli.Flag {
+	return append(append(lockFlags(), lineFlags()...), commandFlags()...)
+}
+
+// lockFlags say which lock: its name and directory.
+func lockFlags() []cli.Flag {
 	return []cli.Flag{
 		&cli.StringFlag{
 			Name:  "name",
@@ -50,6 +55,12 @@ func runFlags() []cli.Flag {
 			Usage:   "use a lock directory on NFS, SMB, FUSE and the like, where flock may not exclude other machines' processes, at your own risk",
 			Sources: cli.EnvVars("LEADERRUN_ALLOW_UNSAFE_FS"),
 		},
+	}
+}
+
+// lineFlags say how to wait in line, and in which mode to lead.
+func lineFlags() []cli.Flag {
+	return []cli.Flag{
 		&cli.BoolFlag{
 			Name:    "nonblock",
 			Aliases: []string{"n", "nb"},
@@ -87,6 +98,12 @@ func runFlags() []cli.Flag {
 			Value:   &durationValue{},
 			Sources: cli.EnvVars("LEADERRUN_STEAL_STOPPED"),
 		},
+	}
+}
+
+// commandFlags say how to run COMMAND while leading.
+func commandFlags() []cli.Flag {
+	return []cli.Flag{
 		&cli.GenericFlag{
 			Name:  "grace",
 			Usage: "`DURATION` between SIGTERM and SIGKILL when stopping COMMAND's process group, and that COMMAND has after leaderrun is told to stop (a second signal: SIGKILL at once)",
