@@ -1,8 +1,9 @@
 // Package electtest is the conformance suite of elect.Backend, in the
 // manner of testing/fstest.TestFS: a backend proves that it keeps elect's
-// contract by passing [Run]. The suite asks only for Acquire and Query, in
-// one process, so a backend's own tests must still cover what needs other
-// processes or hosts (crashes, KillAfter, stopped holders).
+// contract by passing [Run]. The suite asks only for Acquire and Query
+// (and QueryAll, of a [QueryAller], as the leaderrun command's backends
+// are), in one process, so a backend's own tests must still cover what
+// needs other processes or hosts (crashes, KillAfter, stopped holders).
 package electtest
 
 import (
@@ -19,6 +20,14 @@ import (
 
 	"github.com/leaderrun/leaderrun/elect"
 )
+
+// QueryAller is a Backend that also answers for every name at once, as
+// the leaderrun command's status asks its backends to (cmd.Backend). The
+// suite checks QueryAll when the backend has it, and skips that subtest
+// otherwise.
+type QueryAller interface {
+	QueryAll(ctx context.Context) (elect.Snapshot, error)
+}
 
 // Run runs the conformance suite as subtests of t. newBackend is called
 // once per subtest and returns a backend of its own (a fresh directory, a
@@ -45,6 +54,7 @@ func Run(t *testing.T, newBackend func(t *testing.T) elect.Backend) {
 		{"ReleaseIdempotent", testReleaseIdempotent},
 		{"ElectorAbdicate", testElectorAbdicate},
 		{"InvalidInput", testInvalidInput},
+		{"QueryAll", testQueryAll},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			tc.fn(t, newBackend(t))
@@ -643,4 +653,49 @@ func testInvalidInput(t *testing.T, b elect.Backend) {
 	if s := query(t, b, "iv"); len(s.Held)+len(s.Pending) != 0 {
 		t.Errorf("invalid requests left %+v", s)
 	}
+}
+
+// testQueryAll: QueryAll holds what Query of each name holds, for every
+// name the backend knows, and nothing of a name once its terms are over.
+func testQueryAll(t *testing.T, b elect.Backend) {
+	qa, ok := b.(QueryAller)
+	if !ok {
+		t.Skip("the backend has no QueryAll")
+	}
+	ctx := testCtx(t)
+	h1 := acquire(t, ctx, b, "qa1", elect.Request{Command: cmd("holder1")})
+	h2 := acquire(t, ctx, b, "qa2", elect.Request{Mode: elect.Shared, Command: cmd("holder2")})
+	async(t, ctx, b, "qa1", elect.Request{Command: cmd("waiter")})
+	queued(t, b, "qa1", 1)
+	s, err := qa.QueryAll(ctx)
+	if err != nil {
+		t.Fatalf("QueryAll: %v", err)
+	}
+	held := map[string]elect.Holder{}
+	for _, h := range s.Held {
+		held[h.Name] = h
+	}
+	if len(s.Held) != 2 || held["qa1"].Epoch != h1.Epoch() || held["qa1"].Mode != elect.Exclusive ||
+		held["qa2"].Epoch != h2.Epoch() || held["qa2"].Mode != elect.Shared {
+		t.Fatalf("QueryAll held %+v; want qa1 (exclusive, epoch %d) and qa2 (shared, epoch %d)", s.Held, h1.Epoch(), h2.Epoch())
+	}
+	if len(s.Pending) != 1 || s.Pending[0].Name != "qa1" || !slices.Equal(s.Pending[0].Command, cmd("waiter")) {
+		t.Fatalf("QueryAll pending %+v; want the waiter of qa1", s.Pending)
+	}
+	release(t, h2)
+	deadline := time.Now().Add(wait)
+	for {
+		s, err = qa.QueryAll(ctx)
+		if err != nil {
+			t.Fatalf("QueryAll: %v", err)
+		}
+		if !slices.ContainsFunc(s.Held, func(h elect.Holder) bool { return h.Name == "qa2" }) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("qa2 still held %v after its release: %+v", wait, s.Held)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	release(t, h1)
 }
