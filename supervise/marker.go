@@ -1,0 +1,166 @@
+package supervise
+
+import (
+	"bufio"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/leaderrun/leaderrun/elect"
+	"github.com/leaderrun/leaderrun/oslock"
+)
+
+// A term marker, <dir>/<name>.cmd.<id>, exists while a term's COMMAND may
+// be running: one per term, exclusive or shared. Its holder removes it once
+// COMMAND and everything it started have been stopped, before it releases
+// the lock. A marker whose leaderrun is gone means that term ended without
+// that cleanup (SIGKILL, the OOM killer), so its leftovers may still run:
+// the next holder fences them off before it starts its own COMMAND.
+//
+// The id is 128 random bits, so no other directory or term can share it,
+// whatever the directory is called (a private /tmp, a symlinked parent).
+// COMMAND carries it as LEADERRUN_TERM, and the marker records:
+//
+//	leaderrun-term 1
+//	id <id>
+//	wrapper <pid> <start>           leaderrun itself
+//	pidns <inode>                   the pid namespace the pids are in
+//	cgroup <path>                   if COMMAND runs in a cgroup of its own
+//	command <pid> <start> <pgid>    the latest COMMAND, once started
+//	.
+//
+// where start is the process's start time (proc(5) /proc/PID/stat field
+// 22), so that a recycled pid is never mistaken for the recorded one, and
+// pids of another pid namespace (a container sharing the directory) are
+// never signalled. Unknown lines are skipped.
+const (
+	termHeader  = "leaderrun-term 1"
+	termEnv     = "LEADERRUN_TERM"
+	termIDLen   = 32
+	fenceBudget = 5 * time.Second
+)
+
+// testFence, from TEST_LEADERRUN_FENCE, lets tests switch parts of the
+// fence off to exercise the others alone: "nocgroup" (the fallback on the
+// process group and the term id), "nowatchdog" (the successor's fence).
+var testFence = os.Getenv("TEST_LEADERRUN_FENCE")
+
+// termRecord is what a marker says about its term.
+type termRecord struct {
+	id             string
+	wpid           int
+	wstart         uint64
+	pidns          uint64
+	cgroup         string
+	cpid, pgid     int
+	cstart         uint64
+	commandStarted bool
+}
+
+func (r *termRecord) String() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "%s\nid %s\nwrapper %d %d\n", termHeader, r.id, r.wpid, r.wstart)
+	if r.pidns != 0 {
+		fmt.Fprintf(&b, "pidns %d\n", r.pidns)
+	}
+	if r.cgroup != "" {
+		fmt.Fprintf(&b, "cgroup %s\n", r.cgroup)
+	}
+	b.WriteString(commandMsg(r))
+	b.WriteString(".\n")
+	return b.String()
+}
+
+// commandMsg is the record's command line, also the message that tells
+// the watchdog about a new COMMAND; "" before the first.
+func commandMsg(r *termRecord) string {
+	if !r.commandStarted {
+		return ""
+	}
+	return fmt.Sprintf("command %d %d %d\n", r.cpid, r.cstart, r.pgid)
+}
+
+func parseCommand(val string, r *termRecord) bool {
+	_, err := fmt.Sscanf(val, "%d %d %d", &r.cpid, &r.cstart, &r.pgid)
+	r.commandStarted = err == nil && r.cpid > 0 && r.pgid > 0
+	return r.commandStarted
+}
+
+var errBadMarker = errors.New("not a term marker leaderrun writes")
+
+// foreignPids reports whether r's pids are of another pid namespace.
+func foreignPids(r *termRecord) bool {
+	return r.pidns != 0 && selfPidNS != 0 && r.pidns != selfPidNS
+}
+
+// parseTermRecord reads a marker. A record is complete only up to its "."
+// line: what follows is the tail of a longer earlier version.
+func parseTermRecord(b []byte) (*termRecord, error) {
+	sc := bufio.NewScanner(strings.NewReader(string(b)))
+	if !sc.Scan() || sc.Text() != termHeader {
+		return nil, errBadMarker
+	}
+	r := &termRecord{}
+	for sc.Scan() {
+		key, val, _ := strings.Cut(sc.Text(), " ")
+		var err error
+		switch key {
+		case ".":
+			if !validTermID(r.id) || r.wpid <= 0 {
+				return nil, errBadMarker
+			}
+			return r, nil
+		case "id":
+			r.id = val
+		case "wrapper":
+			_, err = fmt.Sscanf(val, "%d %d", &r.wpid, &r.wstart)
+		case "pidns":
+			r.pidns, err = strconv.ParseUint(val, 10, 64)
+		case "cgroup":
+			r.cgroup = val
+		case "command":
+			if !parseCommand(val, r) {
+				err = errBadMarker
+			}
+		}
+		if err != nil {
+			return nil, errBadMarker
+		}
+	}
+	return nil, errBadMarker
+}
+
+func validTermID(id string) bool {
+	if len(id) != termIDLen {
+		return false
+	}
+	_, err := hex.DecodeString(id)
+	return err == nil
+}
+
+// markerID returns the term id of a marker's file name for name, or "".
+func markerID(file, name string) string {
+	id, ok := strings.CutPrefix(file, elect.TermMarkerPrefix(name))
+	if !ok || !validTermID(id) {
+		return ""
+	}
+	return id
+}
+
+func readMarker(d *oslock.Dir, file string) (*termRecord, error) {
+	f, err := d.OpenFile(file, os.O_RDONLY, 0)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	b, err := io.ReadAll(io.LimitReader(f, 64<<10))
+	if err != nil {
+		return nil, err
+	}
+	return parseTermRecord(b)
+}
