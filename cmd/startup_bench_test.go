@@ -16,7 +16,13 @@ import (
 //
 //	go test -run '^$' -bench Startup -benchtime 200x ./cmd
 //
-// The binary is built without tags, as go install builds it.
+// The binary is built without tags, as go install builds it. With
+// LEADERRUN_STARTUP_PEER naming another leaderrun binary (an earlier
+// commit's, to compare a change with), that one runs interleaved too, and
+// its medians and ratios to flock are reported as peer-*:
+//
+//	git archive COMMIT | tar -x -C /tmp/peer && (cd /tmp/peer && go build -o /tmp/leaderrun-peer .)
+//	LEADERRUN_STARTUP_PEER=/tmp/leaderrun-peer go test -run '^$' -bench Startup -benchtime 300x ./cmd
 func BenchmarkStartup(b *testing.B) {
 	flock, err := exec.LookPath("flock")
 	if err != nil {
@@ -36,6 +42,10 @@ func BenchmarkStartup(b *testing.B) {
 		{bin, "-n", "--dir", dir, "--name", "x", "true"},
 		{flock, filepath.Join(dir, "F"), "true"},
 	}
+	peer := os.Getenv("LEADERRUN_STARTUP_PEER")
+	if peer != "" {
+		cmds = append(cmds, []string{peer, "-n", "--dir", dir, "--name", "x", "true"})
+	}
 	wall := make([][]float64, len(cmds))
 	cpu := make([][]float64, len(cmds))
 	run := func(i int) {
@@ -47,15 +57,20 @@ func BenchmarkStartup(b *testing.B) {
 		wall[i] = append(wall[i], float64(time.Since(t0)))
 		cpu[i] = append(cpu[i], float64(c.ProcessState.UserTime()+c.ProcessState.SystemTime()))
 	}
-	for range 5 { // warm the page cache
-		run(0)
-		run(1)
+	runAll := func() {
+		for i := range cmds {
+			run(i)
+		}
 	}
-	wall[0], wall[1], cpu[0], cpu[1] = nil, nil, nil, nil
+	for range 5 { // warm the page cache
+		runAll()
+	}
+	for i := range cmds {
+		wall[i], cpu[i] = nil, nil
+	}
 	b.ResetTimer()
 	for b.Loop() {
-		run(0)
-		run(1)
+		runAll()
 	}
 	b.StopTimer()
 	med := func(s []float64) float64 {
@@ -69,4 +84,9 @@ func BenchmarkStartup(b *testing.B) {
 	b.ReportMetric(med(cpu[0])/1e3, "leaderrun-cpu-µs")
 	b.ReportMetric(med(cpu[1])/1e3, "flock-cpu-µs")
 	b.ReportMetric(med(cpu[0])/med(cpu[1]), "cpu-ratio")
+	if peer != "" {
+		b.ReportMetric(med(wall[2])/1e3, "peer-wall-µs")
+		b.ReportMetric(med(wall[2])/med(wall[1]), "peer-wall-ratio")
+		b.ReportMetric(med(cpu[2])/med(cpu[1]), "peer-cpu-ratio")
+	}
 }
