@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/leaderrun/leaderrun/elect"
+	"github.com/leaderrun/leaderrun/internal/proctest"
 	"github.com/leaderrun/leaderrun/oslock"
 )
 
@@ -197,7 +198,7 @@ func startLeaseRun(t *testing.T) *leaseRun {
 	if r.command < 2 {
 		t.Fatalf("no COMMAND pid in %q", r.read())
 	}
-	endProcess(t, r.command)
+	proctest.EndPID(t, r.command)
 	return r
 }
 

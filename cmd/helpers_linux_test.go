@@ -4,7 +4,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"syscall"
 	"testing"
 
 	"github.com/leaderrun/leaderrun/oslock"
@@ -20,22 +19,6 @@ func helperCmd(role string, args ...string) *exec.Cmd {
 	c := exec.Command(os.Args[0], append([]string{"-test.run=^$", role}, args...)...)
 	c.Env = os.Environ()
 	return c
-}
-
-// endProcess makes sure that pid, which this test caused to be started,
-// is killed and reaped (this process is a subreaper: orphans come here).
-// A pid below 2 is a bug of the test: kill(2) would take -1 for every
-// process there is, and 0 for this process group.
-func endProcess(t *testing.T, pid int) {
-	t.Helper()
-	if pid < 2 {
-		t.Fatalf("endProcess(%d): not the pid of a process", pid)
-	}
-	t.Cleanup(func() {
-		syscall.Kill(pid, syscall.SIGKILL)
-		var ws syscall.WaitStatus
-		syscall.Wait4(pid, &ws, syscall.WNOHANG, nil)
-	})
 }
 
 func running(pid int) bool { return oslock.StateOf(pid) != oslock.ProcGone }

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/leaderrun/leaderrun/elect"
+	"github.com/leaderrun/leaderrun/internal/proctest"
 	"github.com/leaderrun/leaderrun/oslock"
 )
 
@@ -203,7 +204,7 @@ func startWrapper(t *testing.T, dir, name, kids string, env []string, flags ...s
 		time.Sleep(5 * time.Millisecond)
 	}
 	for _, pid := range w.pids {
-		endProcess(t, pid)
+		proctest.EndPID(t, pid)
 	}
 	cenv, _ := os.ReadFile("/proc/" + strconv.Itoa(w.pids["command"]) + "/environ")
 	for _, kv := range strings.Split(string(cenv), "\x00") {
@@ -215,22 +216,6 @@ func startWrapper(t *testing.T, dir, name, kids string, env []string, flags ...s
 		t.Fatalf("COMMAND has no term id in its environment")
 	}
 	return w
-}
-
-// endProcess makes sure that pid, which this test caused to be started,
-// is killed and reaped (this process is a subreaper: orphans come here).
-// A pid below 2 is a bug of the test: kill(2) would take -1 for every
-// process there is, and 0 for this process group.
-func endProcess(t *testing.T, pid int) {
-	t.Helper()
-	if pid < 2 {
-		t.Fatalf("endProcess(%d): not the pid of a process", pid)
-	}
-	t.Cleanup(func() {
-		syscall.Kill(pid, syscall.SIGKILL)
-		var ws syscall.WaitStatus
-		syscall.Wait4(pid, &ws, syscall.WNOHANG, nil)
-	})
 }
 
 // crash kills the wrapper with SIGKILL and waits until it is gone.
@@ -392,7 +377,7 @@ func TestFenceForkingLeftover(t *testing.T) {
 func termProcesses(t *testing.T, id string) []int {
 	pids, _ := scanTerm([]byte(termEnv+"="+id), make([]byte, 256<<10), 0, 0)
 	for _, pid := range pids {
-		endProcess(t, pid)
+		proctest.EndPID(t, pid)
 	}
 	return pids
 }
@@ -593,7 +578,7 @@ func watchdogOf(t *testing.T, pid int) int {
 			for _, f := range strings.Fields(string(b)) {
 				k, _ := strconv.Atoi(f)
 				if cl := oslock.Cmdline(k); len(cl) > 0 && cl[0] == "leaderrun-watchdog" {
-					endProcess(t, k)
+					proctest.EndPID(t, k)
 					return k
 				}
 			}
@@ -718,7 +703,7 @@ func TestTermWatchdogStarts(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	endProcess(t, ch.cmd.Process.Pid)
+	proctest.EndPID(t, ch.cmd.Process.Pid)
 	var wd *watchdog
 	for deadline := time.Now().Add(10 * time.Second); wd == nil && time.Now().Before(deadline); time.Sleep(5 * time.Millisecond) {
 		tm.mu.Lock()
@@ -728,7 +713,7 @@ func TestTermWatchdogStarts(t *testing.T) {
 	if wd == nil {
 		t.Fatal("no watchdog 10s after COMMAND started")
 	}
-	endProcess(t, wd.pid)
+	proctest.EndPID(t, wd.pid)
 	ch.cmd.Process.Kill()
 	<-ch.Done()
 	tm.End()

@@ -3,7 +3,7 @@ package proctest
 import "golang.org/x/sys/unix"
 
 // ReapOrphans reaps, without waiting, every child of this process that
-// has exited: the orphans a child subreaper (package cmd makes the test
+// has exited: the orphans a child subreaper (package supervise makes the test
 // binary one) was handed. Call it only once every child the test waits
 // for itself has been waited for.
 func ReapOrphans() {
