@@ -83,3 +83,64 @@ func (c *Command) Status() int {
 	}
 	return ps.ExitCode()
 }
+
+// Start starts COMMAND, argv with env, writing to stdout; prepare may
+// change the exec.Cmd before it starts (descriptors to pass on). On Unix
+// COMMAND leads a process group of its own, and gets the terminal when
+// this process is in the terminal's foreground (Linux). A failed start's
+// error is exec's (see LookPath). Term.Start starts COMMAND in a term.
+func Start(argv, env []string, stdout io.Writer, prepare ...func(*exec.Cmd)) (*Command, error) {
+	return startChild(argv, env, stdout, prepare...)
+}
+
+// Signal forwards sig to COMMAND's process group (to COMMAND alone
+// without process groups).
+func (c *Command) Signal(sig os.Signal) { c.signalGroup(sig) }
+
+// Kill sends SIGKILL to every process of COMMAND: its process group and,
+// on Linux, every process that left it but is still this process's
+// descendant.
+func (c *Command) Kill() { c.kill() }
+
+// Stop ends every process of COMMAND: SIGTERM (and SIGCONT, so that a
+// stopped process can act on it), then SIGKILL after grace, or at once
+// when a terminating signal arrives on sigs meanwhile. It returns once
+// they are all gone, or after a bounded wait for processes that ignore
+// even SIGKILL (uninterruptible sleep). Without POSIX signals COMMAND is
+// killed at once.
+func (c *Command) Stop(grace time.Duration, sigs <-chan os.Signal) { c.stop(grace, sigs) }
+
+// Suspend follows COMMAND into a job-control stop (Linux, when COMMAND
+// has the terminal; Stopped said so): the terminal goes back to this
+// process's group and this process stops itself, so that the shell sees
+// its job stopped; when the shell continues it, COMMAND's group is
+// continued too, and gets the terminal back in the foreground. Elsewhere
+// it does nothing.
+func (c *Command) Suspend() { c.suspend() }
+
+// Forwarded are the signals passed on to COMMAND's process group: SIGINT,
+// SIGTERM, SIGHUP, SIGQUIT, SIGUSR1 and SIGUSR2 (os.Interrupt without
+// POSIX signals).
+func Forwarded() []os.Signal { return forwarded() }
+
+// Terminating reports whether sig asks the supervisor to finish: after
+// it, COMMAND is not restarted (all of Forwarded but SIGUSR1 and SIGUSR2).
+func Terminating(sig os.Signal) bool { return terminating(sig) }
+
+// TerminatingSignals are the signals that end the supervisor.
+func TerminatingSignals() []os.Signal { return terminatingSignals() }
+
+// SignalNumber is sig's number, for an exit status of 128+N.
+func SignalNumber(sig os.Signal) int { return signalNumber(sig) }
+
+// IsAncestor reports whether pid is a living ancestor of this process: on
+// Linux by the parent chain in /proc/PID/stat; on other Unix systems it
+// trusts the caller and checks only that pid is alive; false elsewhere.
+func IsAncestor(pid int) bool { return isAncestor(pid) }
+
+// WatchHangup returns a channel closed when the terminal hangs up (closed,
+// its session leader gone), or nil when COMMAND does not get the terminal
+// (not Linux, or not in the terminal's foreground): a background
+// supervisor that was disowned must survive it. It keeps one thread
+// blocked in poll(2) for the process's life, in a terminal only.
+func WatchHangup() <-chan struct{} { return watchHangup() }

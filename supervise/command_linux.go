@@ -99,9 +99,9 @@ func descendants() []int {
 // have all exited (see oslock.StateOf).
 func isZombie(pid int) bool { return oslock.StateOf(pid) == oslock.ProcGone }
 
-// IsAncestor reports whether pid is a living ancestor of this process,
+// isAncestor reports whether pid is a living ancestor of this process,
 // walking the parent chain in /proc/PID/stat.
-func IsAncestor(pid int) bool {
+func isAncestor(pid int) bool {
 	for p, hops := os.Getppid(), 0; p > 1 && hops < 4096; hops++ {
 		if p == pid {
 			return !isZombie(pid)

@@ -12,19 +12,11 @@ import (
 // Without process groups and POSIX signals, only COMMAND itself is
 // signalled, and it is killed (not asked) when it must stop.
 
-// Forwarded are the signals passed on to COMMAND.
-func Forwarded() []os.Signal { return []os.Signal{os.Interrupt} }
+func forwarded() []os.Signal { return []os.Signal{os.Interrupt} }
 
-// Terminating reports whether sig asks the supervisor to finish.
-func Terminating(os.Signal) bool { return true }
+func terminating(os.Signal) bool { return true }
 
-// SignalNumber is sig's number, for an exit status of 128+N.
-func SignalNumber(os.Signal) int { return 2 }
-
-// Start starts COMMAND, argv with env, writing to stdout.
-func Start(argv, env []string, stdout io.Writer, prepare ...func(*exec.Cmd)) (*Command, error) {
-	return startChild(argv, env, stdout, prepare...)
-}
+func signalNumber(os.Signal) int { return 2 }
 
 func startChild(argv, env []string, stdout io.Writer, _ ...func(*exec.Cmd)) (*Command, error) {
 	c := &Command{cmd: newCmd(argv, env, stdout), done: make(chan struct{})}
@@ -40,11 +32,11 @@ func startChild(argv, env []string, stdout io.Writer, _ ...func(*exec.Cmd)) (*Co
 	return c, nil
 }
 
-func (c *Command) Signal(sig os.Signal) { _ = c.cmd.Process.Signal(sig) }
+func (c *Command) signalGroup(sig os.Signal) { _ = c.cmd.Process.Signal(sig) }
 
-func (c *Command) Kill() { _ = c.cmd.Process.Kill() }
+func (c *Command) kill() { _ = c.cmd.Process.Kill() }
 
-func (c *Command) Stop(grace time.Duration, sigs <-chan os.Signal) {
+func (c *Command) stop(grace time.Duration, sigs <-chan os.Signal) {
 	if c.Exited() {
 		return
 	}
@@ -52,7 +44,6 @@ func (c *Command) Stop(grace time.Duration, sigs <-chan os.Signal) {
 	<-c.done
 }
 
-func IsAncestor(int) bool { return false }
+func isAncestor(int) bool { return false }
 
-// TerminatingSignals are the signals that end the supervisor.
-func TerminatingSignals() []os.Signal { return []os.Signal{os.Interrupt} }
+func terminatingSignals() []os.Signal { return []os.Signal{os.Interrupt} }

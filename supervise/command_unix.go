@@ -25,6 +25,6 @@ func startAndWait(c *Command) error {
 func reapOrphans() bool  { return false }
 func descendants() []int { return nil }
 
-// IsAncestor cannot walk the parent chain without /proc: it trusts the
+// isAncestor cannot walk the parent chain without /proc: it trusts the
 // environment and checks only that pid is alive.
-func IsAncestor(pid int) bool { return syscall.Kill(pid, 0) == nil }
+func isAncestor(pid int) bool { return syscall.Kill(pid, 0) == nil }

@@ -94,5 +94,6 @@
 // the other Unix systems, name_other.go the rest; a file without a suffix
 // is for every platform, unless a build line says which of these it
 // serves (group.go: Unix, Linux included; nolinux.go: what Linux alone
-// has, as stubs for the others).
+// has, as stubs for the others). Every exported name and its doc is in a
+// file without a suffix, so that go doc reads the same on every GOOS.
 package supervise

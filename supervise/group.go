@@ -10,31 +10,18 @@ import (
 	"time"
 )
 
-// Forwarded are the signals passed on to COMMAND's process group.
-func Forwarded() []os.Signal {
+func forwarded() []os.Signal {
 	return []os.Signal{syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP,
 		syscall.SIGQUIT, syscall.SIGUSR1, syscall.SIGUSR2}
 }
 
-// Terminating reports whether sig asks the supervisor to finish: after
-// it, COMMAND is not restarted.
-func Terminating(sig os.Signal) bool { return sig != syscall.SIGUSR1 && sig != syscall.SIGUSR2 }
+func terminating(sig os.Signal) bool { return sig != syscall.SIGUSR1 && sig != syscall.SIGUSR2 }
 
-// SignalNumber is sig's number, for an exit status of 128+N.
-func SignalNumber(sig os.Signal) int {
+func signalNumber(sig os.Signal) int {
 	if s, ok := sig.(syscall.Signal); ok {
 		return int(s)
 	}
 	return 0
-}
-
-// Start starts COMMAND, argv with env, in a process group of its own; it
-// gets the terminal when this process is in the terminal's foreground, and
-// writes to stdout; prepare may change the exec.Cmd before it starts
-// (descriptors to pass on). A failed start's error is exec's (see
-// LookPath).
-func Start(argv, env []string, stdout io.Writer, prepare ...func(*exec.Cmd)) (*Command, error) {
-	return startChild(argv, env, stdout, prepare...)
 }
 
 func startChild(argv, env []string, stdout io.Writer, prepare ...func(*exec.Cmd)) (*Command, error) {
@@ -72,8 +59,8 @@ func startIn(argv, env []string, stdout io.Writer, tty int, prepare []func(*exec
 	return c, startAndWait(c)
 }
 
-// Signal forwards sig to COMMAND's process group.
-func (c *Command) Signal(sig os.Signal) {
+// signalGroup forwards sig to COMMAND's process group.
+func (c *Command) signalGroup(sig os.Signal) {
 	if s, ok := sig.(syscall.Signal); ok {
 		_ = syscall.Kill(-c.pgid, s)
 	}
@@ -101,15 +88,15 @@ func (c *Command) alive() bool {
 	return !childless && len(descendants()) > 0
 }
 
-// Kill sends SIGKILL to every process of COMMAND.
-func (c *Command) Kill() { c.signal(syscall.SIGKILL) }
+// kill sends SIGKILL to every process of COMMAND.
+func (c *Command) kill() { c.signal(syscall.SIGKILL) }
 
-// Stop ends every process of COMMAND: SIGTERM (and SIGCONT, so that a
+// stop ends every process of COMMAND: SIGTERM (and SIGCONT, so that a
 // stopped process can act on it), then SIGKILL after grace, or at once
 // when a terminating signal arrives on sigs meanwhile. It returns once
 // they are all gone, or after a bounded wait for processes that ignore even
 // SIGKILL (uninterruptible sleep).
-func (c *Command) Stop(grace time.Duration, sigs <-chan os.Signal) {
+func (c *Command) stop(grace time.Duration, sigs <-chan os.Signal) {
 	if !c.alive() {
 		return
 	}
@@ -143,14 +130,13 @@ func waitGone(c *Command, d time.Duration, sigs <-chan os.Signal) bool {
 		case <-deadline.C:
 			return false
 		case s := <-sigs:
-			if Terminating(s) {
+			if terminating(s) {
 				return false
 			}
 		}
 	}
 }
 
-// TerminatingSignals are the signals that end the supervisor.
-func TerminatingSignals() []os.Signal {
+func terminatingSignals() []os.Signal {
 	return []os.Signal{syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP, syscall.SIGQUIT}
 }

@@ -6,7 +6,7 @@ import (
 	"github.com/leaderrun/leaderrun/oslock"
 )
 
-// OutliveHolder is for a waiter in line, over a backend whose terms
+// outliveHolder is for a waiter in line, over a backend whose terms
 // outlive a holder that died until they expire (etcd's lease), and that
 // can end one at once: when pid, the holder of name, is a supervisor of
 // the lock directory dir (its term marker is there), it sleeps on pid's
@@ -16,7 +16,7 @@ import (
 // holder, or this waiter's turn) or once that is done. Not on Linux, it
 // returns at once: without pidfds and the fence there is nothing a waiter
 // could do safely, and a dead holder's term expires with its lease.
-func OutliveHolder(ctx context.Context, dir, name string, pid int, end func(context.Context) error) {
+func outliveHolder(ctx context.Context, dir, name string, pid int, end func(context.Context) error) {
 	d, err := oslock.OpenDir(dir, oslock.DirOptions{GroupShared: true, AllowUnsafeFS: true})
 	if err != nil {
 		return

@@ -40,24 +40,16 @@ func (wd *watchdog) deadline(time.Time, time.Duration) {}
 func (wd *watchdog) say(string)                        {}
 func (wd *watchdog) close()                            {}
 
-// RunWatchdog runs this process as a term's watchdog, if it is one: never
-// but on Linux.
-func RunWatchdog(TermEnd) (code int, ok bool) { return 0, false }
+func runWatchdogRole(TermEnd) (code int, ok bool) { return 0, false }
 
-// OutliveHolder returns at once but on Linux: without pidfds and the
-// fence there is nothing a waiter could do safely, and a dead holder's
-// term expires with its lease.
-func OutliveHolder(context.Context, string, string, int, func(context.Context) error) {}
+func outliveHolder(context.Context, string, string, int, func(context.Context) error) {}
 
-// PidsLimit is nil but on Linux.
-func PidsLimit() error { return nil }
+func pidsLimit() error { return nil }
 
 func foregroundTTY() (int, bool) { return -1, false }
 func restoreForeground(int)      {}
 func watchStops(*Command)        {}
 
-// Suspend does nothing but on Linux.
-func (c *Command) Suspend() {}
+func (c *Command) suspend() {}
 
-// WatchHangup returns nil but on Linux.
-func WatchHangup() <-chan struct{} { return nil }
+func watchHangup() <-chan struct{} { return nil }

@@ -16,7 +16,7 @@ import (
 // sleep 1`, with -v, --fanout, in line.
 const tasksNeeded = 10
 
-// PidsLimit is the error for a pids cgroup (systemd's TasksMax=, a
+// pidsLimit is the error for a pids cgroup (systemd's TasksMax=, a
 // container's pids limit) too close to its limit for leaderrun to run:
 // where the Go runtime cannot create a thread it needs it aborts with a
 // dump of every goroutine (exit 2), which no code of leaderrun can
@@ -24,7 +24,7 @@ const tasksNeeded = 10
 // that a fork of COMMAND refused with EAGAIN gets are given at once
 // (cmd: "leaderrun: " and the error, exit 71). Nil when there is room, or
 // no limit can be read; always nil but on Linux.
-func PidsLimit() error {
+func pidsLimit() error {
 	threads := ownThreads()
 	for _, cg := range pidsCgroups() {
 		max, err := readInt(filepath.Join(cg, "pids.max"))

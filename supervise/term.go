@@ -332,3 +332,33 @@ func (t *Term) End() {
 	t.d.Remove(t.file)
 	t.wd.close()
 }
+
+// RunWatchdog runs this process as a term's watchdog that can end its
+// term as te says, if it is one (ok), and returns its exit status. A term
+// whose Expire was given a token has such a watchdog: call RunWatchdog
+// first thing in main with the backend's TermEnd; the other watchdogs run
+// as the program starts, before main. There are watchdogs on Linux only.
+func RunWatchdog(te TermEnd) (code int, ok bool) { return runWatchdogRole(te) }
+
+// OutliveHolder is for a waiter in line, over a backend whose terms
+// outlive a holder that died until they expire (etcd's lease), and that
+// can end one at once: when pid, the holder of name, is a supervisor of
+// the lock directory dir (its term marker is there), it sleeps on pid's
+// pidfd; when that supervisor dies without ending its term (its marker is
+// still there), it fences the term as the next holder would, then calls
+// end to end the term in the backend. It returns when ctx ends (another
+// holder, or this waiter's turn) or once that is done. Not on Linux, it
+// returns at once: without pidfds and the fence there is nothing a waiter
+// could do safely, and a dead holder's term expires with its lease.
+func OutliveHolder(ctx context.Context, dir, name string, pid int, end func(context.Context) error) {
+	outliveHolder(ctx, dir, name, pid, end)
+}
+
+// PidsLimit is the error for a pids cgroup (systemd's TasksMax=, a
+// container's pids limit) too close to its limit for a supervisor to run:
+// where the Go runtime cannot create a thread it needs it aborts with a
+// dump of every goroutine (exit 2), which no code can catch. So the limit
+// is checked first (cmd: "leaderrun: " and the error, exit 71, as for a
+// fork of COMMAND refused with EAGAIN). Nil when there is room, or no
+// limit can be read; always nil but on Linux.
+func PidsLimit() error { return pidsLimit() }

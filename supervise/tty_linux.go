@@ -68,7 +68,7 @@ func aloneInGroup(pgrp int) bool {
 		if err != nil || pid == self {
 			continue
 		}
-		if pgrpOf(pid) == pgrp && !IsAncestor(pid) {
+		if pgrpOf(pid) == pgrp && !isAncestor(pid) {
 			return false
 		}
 	}
@@ -137,7 +137,7 @@ func watchStops(c *Command) {
 //
 // A report is acted on only while COMMAND is still stopped: one that
 // arrives after leaderrun itself continued COMMAND is stale.
-func (c *Command) Suspend() {
+func (c *Command) suspend() {
 	if oslock.StateOf(c.pgid) != oslock.ProcStopped {
 		return
 	}
@@ -149,14 +149,14 @@ func (c *Command) Suspend() {
 	_ = syscall.Kill(-c.pgid, syscall.SIGCONT)
 }
 
-// WatchHangup returns a channel closed when the terminal hangs up
+// watchHangup returns a channel closed when the terminal hangs up
 // (closed, its session leader gone), or nil when COMMAND does not get the
 // terminal (foregroundTTY): a background leaderrun that was disowned must
 // survive it.
 // poll(2) with no events asked reports only that (POLLHUP), and does not
 // touch the terminal's input, which belongs to COMMAND. It keeps one
 // thread blocked in poll for leaderrun's life, in a terminal only.
-func WatchHangup() <-chan struct{} {
+func watchHangup() <-chan struct{} {
 	fd, ok := foregroundTTY()
 	if !ok {
 		return nil

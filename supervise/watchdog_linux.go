@@ -82,12 +82,8 @@ func init() {
 	}
 }
 
-// RunWatchdog runs this process as a term's watchdog that can end its
-// term as te says, if it is one (ok), and returns its exit status. A term
-// whose Expire was given a token has such a watchdog: call RunWatchdog
-// first thing in main with the backend's TermEnd; the other watchdogs run
-// as the program starts, before main.
-func RunWatchdog(te TermEnd) (code int, ok bool) {
+// runWatchdogRole is RunWatchdog: the late role's watchdog.
+func runWatchdogRole(te TermEnd) (code int, ok bool) {
 	if os.Getenv(watchdogRole) != roleLate {
 		return 0, false
 	}
