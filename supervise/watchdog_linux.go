@@ -284,13 +284,7 @@ func (w *watch) follow(lines <-chan string) bool {
 					w.r.cpid, w.r.cstart, w.r.pgid, w.r.commandStarted = c.cpid, c.cstart, c.pgid, true
 				}
 			case "endterm":
-				if w.prepare != nil && val != w.token {
-					if w.release != nil {
-						w.release()
-					}
-					w.end, w.release = w.prepare(val)
-				}
-				w.token = val
+				w.endTerm(val)
 			case "stopping":
 				w.stopping = true
 			case "deadline":
@@ -310,6 +304,19 @@ func (w *watch) follow(lines <-chan string) bool {
 			return true
 		}
 	}
+}
+
+// endTerm takes the token that ends the term in its backend, and readies
+// that end when it can (TermEnd.Prepare): a new token releases what the
+// last one readied.
+func (w *watch) endTerm(token string) {
+	if w.prepare != nil && token != w.token {
+		if w.release != nil {
+			w.release()
+		}
+		w.end, w.release = w.prepare(token)
+	}
+	w.token = token
 }
 
 // setDeadline reads "<mono> <grace>" and returns a channel that fires

@@ -655,6 +655,23 @@ func testInvalidInput(t *testing.T, b elect.Backend) {
 	}
 }
 
+// checkQueryAll checks testQueryAll's snapshot: qa1 held by h1, qa2 by
+// h2, and the waiter of qa1 pending.
+func checkQueryAll(t *testing.T, s elect.Snapshot, h1, h2 *elect.Leadership) {
+	t.Helper()
+	held := map[string]elect.Holder{}
+	for _, h := range s.Held {
+		held[h.Name] = h
+	}
+	if len(s.Held) != 2 || held["qa1"].Epoch != h1.Epoch() || held["qa1"].Mode != elect.Exclusive ||
+		held["qa2"].Epoch != h2.Epoch() || held["qa2"].Mode != elect.Shared {
+		t.Fatalf("QueryAll held %+v; want qa1 (exclusive, epoch %d) and qa2 (shared, epoch %d)", s.Held, h1.Epoch(), h2.Epoch())
+	}
+	if len(s.Pending) != 1 || s.Pending[0].Name != "qa1" || !slices.Equal(s.Pending[0].Command, cmd("waiter")) {
+		t.Fatalf("QueryAll pending %+v; want the waiter of qa1", s.Pending)
+	}
+}
+
 // testQueryAll: QueryAll holds what Query of each name holds, for every
 // name the backend knows, and nothing of a name once its terms are over.
 func testQueryAll(t *testing.T, b elect.Backend) {
@@ -671,17 +688,7 @@ func testQueryAll(t *testing.T, b elect.Backend) {
 	if err != nil {
 		t.Fatalf("QueryAll: %v", err)
 	}
-	held := map[string]elect.Holder{}
-	for _, h := range s.Held {
-		held[h.Name] = h
-	}
-	if len(s.Held) != 2 || held["qa1"].Epoch != h1.Epoch() || held["qa1"].Mode != elect.Exclusive ||
-		held["qa2"].Epoch != h2.Epoch() || held["qa2"].Mode != elect.Shared {
-		t.Fatalf("QueryAll held %+v; want qa1 (exclusive, epoch %d) and qa2 (shared, epoch %d)", s.Held, h1.Epoch(), h2.Epoch())
-	}
-	if len(s.Pending) != 1 || s.Pending[0].Name != "qa1" || !slices.Equal(s.Pending[0].Command, cmd("waiter")) {
-		t.Fatalf("QueryAll pending %+v; want the waiter of qa1", s.Pending)
-	}
+	checkQueryAll(t, s, h1, h2)
 	release(t, h2)
 	deadline := time.Now().Add(wait)
 	for {
