@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/leaderrun/leaderrun/elect"
 )
@@ -156,5 +157,64 @@ func TestRequeueLostSession(t *testing.T) {
 		if code := ExitCode(err); code != tc.code || b.acquired != tc.tries {
 			t.Errorf("%v: exit %d after %d requests (%v), want %d after %d", tc.flags, code, b.acquired, err, tc.code, tc.tries)
 		}
+	}
+}
+
+// capableBackend is remoteBackend with the capabilities the commands look
+// for, each recording its calls: its bus is the Unix-socket bus of its own
+// directory, its grace is fitted, its terms have a token.
+type capableBackend struct {
+	remoteBackend
+	listened, dialed int
+	fitted           []time.Duration
+	given            []bool
+}
+
+func (b *capableBackend) ListenBus(lead *elect.Leadership) (BusServer, error) {
+	b.listened++
+	return unixBus{dir: b.lk.Dir()}.ListenBus(lead)
+}
+
+func (b *capableBackend) DialBus(ctx context.Context, name string, o BusOptions) (BusClient, error) {
+	b.dialed++
+	return unixBus{dir: b.lk.Dir()}.DialBus(ctx, name, o)
+}
+
+func (b *capableBackend) FitGrace(grace time.Duration, given bool) (time.Duration, string, error) {
+	b.fitted, b.given = append(b.fitted, grace), append(b.given, given)
+	return grace / 2, "halved", nil
+}
+
+// TestBackendCapabilities: the commands find a Backend's capabilities on
+// the Backend the Opener returned, not on their own wrapper of it (opened):
+// the default action fits --grace with FitGrace and serves its own bus
+// (BusBackend), publish dials it.
+func TestBackendCapabilities(t *testing.T) {
+	remote, local := t.TempDir(), t.TempDir()
+	b := &capableBackend{}
+	open := WithBackend(func(FlagValue) (Backend, error) {
+		lk, err := elect.Open(elect.Config{Dir: remote})
+		if err != nil {
+			return nil, err
+		}
+		b.lk = lk
+		return b, nil
+	})
+	err := New(open).run(context.Background(), []string{"leaderrun", "--dir", local, "--name", "x", "--", "true"})
+	if ExitCode(err) != 0 {
+		t.Fatalf("run: exit %d: %v", ExitCode(err), err)
+	}
+	if len(b.fitted) != 1 || b.fitted[0] != 5*time.Second || b.given[0] {
+		t.Errorf("FitGrace called with %v (given %v), want once with the default 5s, not given", b.fitted, b.given)
+	}
+	if b.listened != 1 {
+		t.Errorf("the leader served the backend's bus %d times, want once", b.listened)
+	}
+	if _, err := os.Stat(filepath.Join(local, "x.sock")); err == nil {
+		t.Errorf("the Unix-socket bus of the local directory was served, not the backend's")
+	}
+	err = New(open).run(context.Background(), []string{"leaderrun", "--dir", local, "publish", "x", "hi"})
+	if b.dialed != 1 {
+		t.Errorf("publish dialled the backend's bus %d times (%v), want once", b.dialed, err)
 	}
 }
