@@ -67,8 +67,13 @@ func outliveLocalHolder(ctx context.Context, he HolderEnder, dir, name string, l
 	if !fenceTerm(fctx, r) {
 		return // COMMAND may still run: its lease must expire first
 	}
+	// The term ends before its marker goes, as in the watchdog: killed
+	// in between, this leaves the marker for the other waiters here.
+	if he.EndHolder(fctx, name, elect.Holder{Name: name, PID: l.PID, Host: l.Host, Epoch: l.Epoch}) != nil {
+		return
+	}
+	stopHalfway()
 	d.Remove(file)
-	_ = he.EndHolder(fctx, name, elect.Holder{Name: name, PID: l.PID, Host: l.Host, Epoch: l.Epoch})
 }
 
 // markerOf finds the term marker of name whose leaderrun is pid.

@@ -119,7 +119,18 @@ const (
 	// the wrapper, once the server has ended the connection its watchdog
 	// opened ahead to end the term (pg_terminate_backend)
 	wrapperEndConnGone
+	// the wrapper, then its watchdog once it has done the first of ending
+	// the term and removing its marker (TEST_LEADERRUN_FENCE=halfway
+	// stops it there)
+	watchdogHalfway
+	// as wrapperAndWatchdog, then the waiter on host A once it has done
+	// the first of ending the term and removing its marker
+	localWaiterHalfway
 )
+
+// halfwayEnv stops a wrapper, or the watchdog it starts, between the end
+// of a dead term and the removal of its marker (see cmd's stopHalfway).
+const halfwayEnv = "TEST_LEADERRUN_FENCE=halfway"
 
 // failoverOnce runs one leader on host A and one waiter on host B, kills
 // the leader's wrapper (and its watchdog, with a second waiter on host A,
@@ -148,6 +159,9 @@ func failoverOnce(b testing.TB, lk *pg.Locker, admin *pgx.Conn, start func(host,
 		os.Mkdir(d, 0o700)
 	}
 	a := start("A", dirs[0], name, "echo A $$ > "+fifo+"; exec sleep 100")
+	if kill == watchdogHalfway {
+		a.Env = append(os.Environ(), halfwayEnv)
+	}
 	a.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	if err := a.Start(); err != nil {
 		b.Fatal(err)
@@ -168,13 +182,20 @@ func failoverOnce(b testing.TB, lk *pg.Locker, admin *pgx.Conn, start func(host,
 	defer reap(bw)
 	waitQueued(b, lk, admin, peer, name, 1)
 	var pids []int
-	if kill == wrapperAndWatchdog {
+	var halfway int // the process to kill once it stops half-way
+	if kill == wrapperAndWatchdog || kill == localWaiterHalfway {
 		a2 := start("A", dirs[0], name, "echo A2 > "+fifo)
+		if kill == localWaiterHalfway {
+			a2.Env = append(os.Environ(), halfwayEnv)
+		}
 		a2.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 		if err := a2.Start(); err != nil {
 			b.Fatal(err)
 		}
 		defer reap(a2)
+		if kill == localWaiterHalfway {
+			halfway = a2.Process.Pid
+		}
 		waitQueued(b, lk, admin, peer, name, 2)
 		// The waiter on A follows the leader through the bus; the kill
 		// must come after it sleeps on the leader's pidfd (cmd's
@@ -194,13 +215,26 @@ func failoverOnce(b testing.TB, lk *pg.Locker, admin *pgx.Conn, start func(host,
 	if kill == wrapperEndConnGone {
 		endEndConn(b, admin)
 	}
+	if kill == watchdogHalfway {
+		for _, k := range childrenOf(a.Process.Pid) {
+			if k != aCommand {
+				halfway = k
+			}
+		}
+		if halfway == 0 {
+			b.Fatal("found no watchdog among the wrapper's children")
+		}
+	}
 	// The wrapper last: a watchdog that saw it die first would begin its
-	// work (it removes the term's marker, then ends the term) and be
-	// killed half-way, which leaves the term to its lease.
+	// work (it fences COMMAND, ends the term, then removes the marker) and
+	// be killed part-way.
 	pids = append(pids, a.Process.Pid)
 	t0 := time.Now()
 	for _, pid := range pids {
 		syscall.Kill(pid, syscall.SIGKILL)
+	}
+	if halfway != 0 {
+		go killStopped(halfway)
 	}
 	var gap time.Duration
 	select {
@@ -236,6 +270,21 @@ func waitQueued(b testing.TB, lk *pg.Locker, admin *pgx.Conn, peer bool, name st
 		time.Sleep(2 * time.Millisecond)
 	}
 	b.Fatal("the waiter did not queue within 20s")
+}
+
+// killStopped SIGKILLs pid once it has stopped (state T), within 20s.
+func killStopped(pid int) {
+	for end := time.Now().Add(20 * time.Second); time.Now().Before(end); time.Sleep(time.Millisecond) {
+		b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+		if err != nil {
+			return
+		}
+		s := string(b)
+		if i := strings.LastIndexByte(s, ')'); i > 0 && i+2 < len(s) && (s[i+2] == 'T' || s[i+2] == 't') {
+			syscall.Kill(pid, syscall.SIGKILL)
+			return
+		}
+	}
 }
 
 // endEndConn ends, with pg_terminate_backend, the connection that the
