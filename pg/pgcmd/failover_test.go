@@ -4,7 +4,6 @@ package pgcmd_test
 
 import (
 	"context"
-	"os/exec"
 	"testing"
 
 	"github.com/jackc/pgx/v5"
@@ -41,17 +40,14 @@ func TestDeadHolderEnded(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer admin.Close(context.Background())
-	start := func(host, dir, name, cmdline string) *exec.Cmd {
-		return exec.Command(bin, "--pg-url", url, "--pg-schema", "bench", "--ttl", "60s", "--grace", "0s",
-			"--dir", dir, "--host", host, "--name", name, "--", "sh", "-c", cmdline)
-	}
+	w := pgWrapper(bin, url, "60s", lk)
 	for _, tc := range []struct {
 		name string
 		kill victims
 	}{{"watchdog", wrapperOnly}, {"local-waiter", wrapperAndWatchdog}, {"end-conn-gone", wrapperEndConnGone},
 		{"watchdog-halfway", watchdogHalfway}, {"local-waiter-halfway", localWaiterHalfway}} {
 		t.Run(tc.name, func(t *testing.T) {
-			gap, overlap := failoverOnce(t, lk, admin, start, false, tc.kill, "dead-"+tc.name)
+			gap, overlap := failoverOnce(t, admin, w, tc.kill, "dead-"+tc.name)
 			if overlap {
 				t.Fatal("A's COMMAND still ran when B's started")
 			}
