@@ -182,6 +182,9 @@ func (a *acquirer) run(ctx context.Context) (*elect.Leadership, error) {
 		return nil, elect.ErrBusy
 	}
 	a.deposed = deposed
+	// Made ahead, the first evaluate after a wake-up and the first leave
+	// are one round trip on a backend that has made them before.
+	a.s.warm()
 	if a.req.Steal && a.req.KillAfter > 0 {
 		a.killAt = time.Now().Add(a.req.KillAfter)
 	}
@@ -205,7 +208,7 @@ func (a *acquirer) run(ctx context.Context) (*elect.Leadership, error) {
 func (a *acquirer) evaluate() (verdict, error) {
 	var v verdict
 	err := a.s.do(func(c context.Context, conn *pgx.Conn) error {
-		return conn.QueryRow(c, "SELECT state, epoch, granted, blocker, blocker_live, wait_s FROM "+a.l.q+".evaluate($1, $2)", a.ticket, a.s.id).
+		return conn.QueryRow(c, a.l.evaluateSQL(), a.ticket, a.s.id).
 			Scan(&v.state, &v.epoch, &v.granted, &v.blocker, &v.blockerLive, &v.waitS)
 	})
 	if err != nil {
@@ -292,7 +295,7 @@ func (a *acquirer) cleanup() {
 		return
 	}
 	err := a.s.do(func(c context.Context, conn *pgx.Conn) error {
-		_, err := conn.Exec(c, "SELECT "+a.l.q+".leave($1, $2)", a.ticket, a.s.id)
+		_, err := conn.Exec(c, a.l.leaveSQL(), a.ticket, a.s.id)
 		return err
 	})
 	if err != nil {

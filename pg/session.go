@@ -39,6 +39,7 @@ type session struct {
 	conn *pgx.Conn
 
 	once    sync.Once
+	warmed  sync.Once
 	err     error
 	revoked sync.Once
 	mu      sync.Mutex
