@@ -40,6 +40,9 @@ import (
 //   - leaderrun-etcd: the same wrapper over etcd (built from ../../etcd,
 //     or $LEADERRUN_ETCD_CLI), etcd from PATH or $LEADERRUN_ETCD_BIN;
 //     left out, with a log line, when etcd is not installed.
+//   - leaderrun-pg-before (BenchmarkCLIFailover): another build of
+//     leaderrun-pg named by $LEADERRUN_PG_CLI_BEFORE, to compare two
+//     versions in one run.
 
 // BenchmarkCLIFailover: SIGKILL of the leading wrapper on a live host.
 //
@@ -56,11 +59,12 @@ func BenchmarkCLIFailover(b *testing.B) {
 	ws := benchWrappers(b, "15s")
 	runTrials(b, ws, []trial{
 		{"leaderrun-pg", "leaderrun-pg", wrapperOnly},
+		{"leaderrun-pg-before", "leaderrun-pg-before", wrapperOnly},
 		{"leaderrun-pg-local-waiter", "leaderrun-pg", wrapperAndWatchdog},
 		{"psql-advisory-lock", "psql-advisory-lock", wrapperOnly},
 		{"leaderrun-etcd", "leaderrun-etcd", wrapperOnly},
 		{"leaderrun-etcd-local-waiter", "leaderrun-etcd", wrapperAndWatchdog},
-	}, [][2]string{{"leaderrun-pg", "psql-advisory-lock"}, {"leaderrun-pg", "leaderrun-etcd"}, {"leaderrun-pg-local-waiter", "leaderrun-etcd-local-waiter"}})
+	}, [][2]string{{"leaderrun-pg", "psql-advisory-lock"}, {"leaderrun-pg", "leaderrun-etcd"}, {"leaderrun-pg-local-waiter", "leaderrun-etcd-local-waiter"}, {"leaderrun-pg", "leaderrun-pg-before"}})
 }
 
 // BenchmarkCLIHostDead: the whole of host A dies: its wrapper, watchdog
@@ -119,6 +123,10 @@ func benchWrappers(b *testing.B, ttl string) map[string]wrapper {
 	}
 	b.Cleanup(func() { admin.Close(context.Background()) })
 	ws := map[string]wrapper{"leaderrun-pg": pgWrapper(cliBinary(b), url, ttl, lk)}
+	// Another build of leaderrun-pg, to compare two versions in one run.
+	if bin := os.Getenv("LEADERRUN_PG_CLI_BEFORE"); bin != "" {
+		ws["leaderrun-pg-before"] = pgWrapper(bin, url, ttl, lk)
+	}
 	if _, err := exec.LookPath("psql"); err == nil {
 		ws["psql-advisory-lock"] = wrapper{
 			start: func(host, dir, name, cmdline string) *exec.Cmd {

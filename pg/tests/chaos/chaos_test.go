@@ -247,7 +247,8 @@ func runChaos(t *testing.T, d time.Duration, split bool) int {
 	}
 	var overlaps, commands int
 	var last uint64
-	for _, ln := range strings.Split(strings.TrimSpace(string(b)), "\n") {
+	lines := strings.Split(strings.TrimSpace(string(b)), "\n")
+	for _, ln := range lines {
 		f := strings.Fields(ln)
 		if len(f) < 2 {
 			continue
@@ -279,10 +280,56 @@ func runChaos(t *testing.T, d time.Duration, split bool) int {
 	slices.Sort(fs)
 	t.Logf("%d COMMANDs, %d overlaps; faults %s; exits %s; a COMMAND started %v after the faults stopped",
 		commands, overlaps, strings.Join(fs, ", "), strings.Join(codes, ", "), liveness.Round(time.Millisecond))
+	clean, killed := stalls(lines)
+	t.Logf("stalls, one COMMAND's end to the next one's start: after a clean end %s; after a COMMAND killed, from its start %s",
+		quantiles(clean), quantiles(killed))
 	if commands == 0 {
 		t.Error("no COMMAND ran at all")
 	}
 	return overlaps
+}
+
+// stalls reads the S and E lines of the log: the time from each COMMAND's
+// end (E) to the next COMMAND's start (S), and, for a COMMAND that has no
+// E (killed, or its term ended under it), from its start to the next
+// start: an upper bound, which includes its own run. Faults make the
+// long ones: a server stopped past the TTL, a wrapper stopped until its
+// deadline.
+func stalls(lines []string) (clean, killed []time.Duration) {
+	var start, end int64
+	for _, ln := range lines {
+		f := strings.Fields(ln)
+		if len(f) < 4 {
+			continue
+		}
+		ns, err := strconv.ParseInt(f[3], 10, 64)
+		if err != nil {
+			continue
+		}
+		switch f[0] {
+		case "E":
+			end = ns
+		case "S":
+			switch {
+			case start != 0 && end > start:
+				clean = append(clean, time.Duration(ns-end))
+			case start != 0:
+				killed = append(killed, time.Duration(ns-start))
+			}
+			start, end = ns, 0
+		}
+	}
+	return clean, killed
+}
+
+// quantiles says n, p50, p99 and max of ds.
+func quantiles(ds []time.Duration) string {
+	if len(ds) == 0 {
+		return "none"
+	}
+	slices.Sort(ds)
+	q := func(p int) time.Duration { return ds[min(len(ds)-1, len(ds)*p/100)].Round(time.Millisecond) }
+	return fmt.Sprintf("n %d, p50 %v, p99 %v, max %v", len(ds), q(50), q(99), ds[len(ds)-1].Round(time.Millisecond))
 }
 
 // starts counts the COMMAND starts logged so far.
