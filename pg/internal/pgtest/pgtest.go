@@ -93,20 +93,11 @@ func Start() (*Server, error) {
 	if bin == "" {
 		return nil, errors.New("pgtest: PostgreSQL not found")
 	}
-	s := &Server{bin: bin, listen: "127.0.0.1"}
-	if os.Getuid() == 0 {
-		name := os.Getenv("LEADERRUN_PG_USER")
-		if name == "" {
-			name = "postgres"
-		}
-		u, err := user.Lookup(name)
-		if err != nil {
-			return nil, fmt.Errorf("pgtest: PostgreSQL does not run as root and there is no user %s to run it as (useradd -r %s, or set LEADERRUN_PG_USER): %w", name, name, err)
-		}
-		uid, _ := strconv.Atoi(u.Uid)
-		gid, _ := strconv.Atoi(u.Gid)
-		s.cred = &syscall.Credential{Uid: uint32(uid), Gid: uint32(gid)}
+	cred, err := serverCred()
+	if err != nil {
+		return nil, err
 	}
+	s := &Server{bin: bin, listen: "127.0.0.1", cred: cred}
 	dir, err := os.MkdirTemp("", "leaderrun-pgtest-")
 	if err != nil {
 		return nil, err
@@ -151,6 +142,25 @@ func Start() (*Server, error) {
 	}
 	ok = true
 	return s, nil
+}
+
+// serverCred is who the server runs as: under root, $LEADERRUN_PG_USER
+// or postgres (PostgreSQL refuses to run as root); else nil, the caller.
+func serverCred() (*syscall.Credential, error) {
+	if os.Getuid() != 0 {
+		return nil, nil
+	}
+	name := os.Getenv("LEADERRUN_PG_USER")
+	if name == "" {
+		name = "postgres"
+	}
+	u, err := user.Lookup(name)
+	if err != nil {
+		return nil, fmt.Errorf("pgtest: PostgreSQL does not run as root and there is no user %s to run it as (useradd -r %s, or set LEADERRUN_PG_USER): %w", name, name, err)
+	}
+	uid, _ := strconv.Atoi(u.Uid)
+	gid, _ := strconv.Atoi(u.Gid)
+	return &syscall.Credential{Uid: uint32(uid), Gid: uint32(gid)}, nil
 }
 
 // StartT is Start for one test: the server is closed when tb ends.
