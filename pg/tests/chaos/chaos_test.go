@@ -122,6 +122,9 @@ func runChaos(t *testing.T, d time.Duration, split bool) int {
 					"--dir", filepath.Join(run, w.host), "--host", w.host, "--name", "chaos", "--", "sh", filepath.Join(run, "cmd.sh"))
 				c.Env = append(os.Environ(), "RUN="+run, marker)
 				c.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+				var stderr strings.Builder
+				c.Stderr = &stderr
+				c.WaitDelay = time.Second // a COMMAND left behind holds the pipe
 				if err := c.Start(); err != nil {
 					t.Error(err)
 					return
@@ -137,6 +140,12 @@ func runChaos(t *testing.T, d time.Duration, split bool) int {
 				exitsMu.Lock()
 				exits[code]++
 				exitsMu.Unlock()
+				switch code {
+				case "0", "69", "80", "143", "signal killed":
+				default:
+					// Not a fault's expected end: say why.
+					t.Logf("host %s: exit %s: %s", w.host, code, lastLine(stderr.String()))
+				}
 				if code == "69" {
 					// The server is away (a restart): start again soon,
 					// not in a hot loop.
@@ -330,6 +339,12 @@ func quantiles(ds []time.Duration) string {
 	slices.Sort(ds)
 	q := func(p int) time.Duration { return ds[min(len(ds)-1, len(ds)*p/100)].Round(time.Millisecond) }
 	return fmt.Sprintf("n %d, p50 %v, p99 %v, max %v", len(ds), q(50), q(99), ds[len(ds)-1].Round(time.Millisecond))
+}
+
+// lastLine is the last non-empty line of s.
+func lastLine(s string) string {
+	ls := strings.Split(strings.TrimSpace(s), "\n")
+	return ls[len(ls)-1]
 }
 
 // starts counts the COMMAND starts logged so far.
