@@ -386,6 +386,11 @@ func (m *Member) Start() error {
 		if err := m.net.addMember(m.idx); err != nil {
 			return err
 		}
+		// A member killed leaves its unix socket behind: etcd would not
+		// bind it again.
+		if err := os.Remove(filepath.Join(m.cwd, m.Name+":2379")); err != nil && !errors.Is(err, os.ErrNotExist) {
+			return err
+		}
 		// nsenter joins the core namespace and execs etcd: the pid is
 		// etcd's.
 		argv = m.net.wrap(argv)

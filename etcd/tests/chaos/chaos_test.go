@@ -29,6 +29,7 @@ var (
 	chaosSeed     = flag.Uint64("etcdchaos.seed", 0, "seed for TestEtcdChaos's choices; 0 picks one (it is logged)")
 	chaosKeep     = flag.Bool("etcdchaos.keep", false, "keep TestEtcdChaos's log and wrapper outputs (the directory is logged)")
 	chaosQuorum   = flag.Bool("etcdchaos.quorum", true, "let TestEtcdChaos stop 2 of the 3 etcd members at once, briefly, now and then")
+	chaosNet      = flag.Bool("etcdchaos.partitions", true, "run TestEtcdChaos's hosts and members in network namespaces it makes, and cut one host off now and then, healing it after the TTL (skipped, with a log line, where namespaces cannot be made)")
 )
 
 func defaultDuration() time.Duration {
@@ -144,11 +145,22 @@ func runChaos(t *testing.T, o chaosOptions) *chaos {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cl, err := etcdtest.Start(etcdtest.Options{Members: 3})
+	var nw *etcdtest.Net
+	if o.faults && *chaosNet {
+		if nw, err = etcdtest.NewNet(hosts); err != nil {
+			t.Logf("etcdchaos: no partitions in this run (%v): hosts and members share the loopback", err)
+			nw = nil
+		}
+	}
+	cl, err := etcdtest.Start(etcdtest.Options{Members: 3, Net: nw})
 	if err != nil {
+		if nw != nil {
+			nw.Close()
+		}
 		t.Fatal(err)
 	}
 	c := &chaos{
+		net:       nw,
 		t:         t,
 		o:         o,
 		rng:       rand.New(rand.NewPCG(seed, seed>>1|1)),
@@ -228,10 +240,11 @@ func (w *wrapper) done() bool {
 	}
 }
 
-// fault is an etcd fault's window.
+// fault is an etcd fault's window, or a partition's.
 type fault struct {
 	what       string
-	start, end int64 // end 0 while it lasts
+	start, end int64  // end 0 while it lasts
+	host       string // the host cut off, for a partition
 }
 
 // action is something the orchestrator does later: continue a stopped
@@ -266,6 +279,10 @@ type chaos struct {
 	wg        sync.WaitGroup
 	pending   []action
 	faults    []*fault
+	net       *etcdtest.Net // nil: no partitions
+	parts     []*fault      // partitions, with the host cut off
+	cut       string        // the host cut off now, or ""
+	lastCut   time.Time
 	stopped   map[int]bool // members stopped or killed now, by index
 	signals   []signalled
 	n         struct{ kills, stops, leaderKills, leaderStops, memberKills, memberStops, longStops, quorumLosses int }
@@ -369,7 +386,7 @@ func (c *chaos) spawn(host string) *wrapper {
 		w.stubborn = true
 		env = append(env, "ETCDCHAOS_STUBBORN=1")
 	}
-	w.cmd = exec.Command(leaderrunBin, args...)
+	w.cmd = c.command(host, leaderrunBin, args...)
 	w.cmd.Env = env
 	f, err := os.Create(filepath.Join(c.out, fmt.Sprintf("%05d-%s", w.i, host)))
 	if err != nil {
@@ -395,6 +412,15 @@ func (c *chaos) spawn(host string) *wrapper {
 		close(w.exited)
 	}()
 	return w
+}
+
+// command is exec.Command for a process of host: in its network
+// namespace when there is a network.
+func (c *chaos) command(host, name string, args ...string) *exec.Cmd {
+	if c.net != nil {
+		return c.net.Command(host, name, args...)
+	}
+	return exec.Command(name, args...)
 }
 
 // live returns the wrappers of host ("" for all) that run and have met no
@@ -462,7 +488,56 @@ func (c *chaos) act(minPerHost, maxPerHost int) {
 		})
 	case r < 21 && len(c.stopped) == 0 && time.Since(c.lastFault) > 4*time.Second:
 		c.etcdFault()
+	case r < 23 && c.net != nil && c.cut == "" && time.Since(c.lastCut) > 10*time.Second:
+		// Mostly the leader's host, while its COMMAND runs.
+		h := hosts[c.rng.IntN(len(hosts))]
+		switch {
+		case leader != nil && c.rng.IntN(4) != 0:
+			h = leader.host
+		case leader == nil && c.rng.IntN(4) != 0:
+			return
+		}
+		c.partition(h)
 	}
+}
+
+// partition cuts host off from the cluster and the other hosts, and heals
+// it 0.5–3s after the TTL: its leader's term must end by its deadline,
+// its watchdog must stop COMMAND, and the name must pass to another host
+// once the lease has expired, with no overlap; its waiters cannot be
+// granted while it is cut, and must queue again once it is healed.
+func (c *chaos) partition(host string) {
+	f := &fault{start: time.Now().UnixNano(), host: host, what: "partition of host " + host}
+	if err := c.net.Cut(host); err != nil {
+		c.t.Errorf("cut host %s: %v", host, err)
+		return
+	}
+	c.cut, c.lastCut = host, time.Now()
+	c.parts = append(c.parts, f)
+	c.event("%s", f.what)
+	ttlD, _ := time.ParseDuration(ttl)
+	c.later(ttlD+time.Duration(500+c.rng.IntN(2500))*time.Millisecond, "heal host "+host, func() {
+		if err := c.net.Heal(host); err != nil {
+			c.t.Errorf("heal host %s: %v", host, err)
+		}
+		c.cut, c.lastCut = "", time.Now()
+		f.end = time.Now().UnixNano()
+	})
+}
+
+// cutDuring reports whether host ("" for any) was cut off during [from, to], taking
+// each partition to last a lease (and a reconnection) longer than it did.
+func (c *chaos) cutDuring(host string, from, to int64) bool {
+	for _, f := range c.parts {
+		end := f.end
+		if end == 0 {
+			end = time.Now().UnixNano()
+		}
+		if (host == "" || f.host == host) && f.start <= to && end+int64(4*time.Second) >= from {
+			return true
+		}
+	}
+	return false
 }
 
 // signal sends sig to the wrapper's pid only, never to its group: its
@@ -639,7 +714,7 @@ func (c *chaos) drain() {
 						stuck = append(stuck, fmt.Sprintf("wrapper %d (#%d on %s, %v)", w.pid, w.i, w.host, w.fate))
 					}
 				}
-				out, _ := exec.Command(leaderrunBin, "--dir", c.dirs["A"], "--etcd-endpoints", strings.Join(c.cl.Endpoints(), ","), "--etcd-prefix", c.prefix, "status", "--json").CombinedOutput()
+				out, _ := c.command("A", leaderrunBin, "--dir", c.dirs["A"], "--etcd-endpoints", strings.Join(c.cl.Endpoints(), ","), "--etcd-prefix", c.prefix, "status", "--json").CombinedOutput()
 				t.Errorf("stuck: %d wrappers did not exit within %v: %s; status: %s", len(stuck), d, strings.Join(stuck, ", "), out)
 				return false
 			}
@@ -694,7 +769,7 @@ func (c *chaos) unexpectedExit(w *wrapper) string {
 		}
 		return fmt.Sprintf("killed by %v, which the test did not send", ws.Signal())
 	}
-	etcdFault := c.faultDuring(w.startNs, w.exitNs)
+	etcdFault := c.faultDuring(w.startNs, w.exitNs) || c.cutDuring(w.host, w.startNs, w.exitNs)
 	switch code := ws.ExitStatus(); {
 	case code == 0:
 		return ""
@@ -736,6 +811,9 @@ func (c *chaos) cleanup() {
 		}
 	}
 	c.cl.Close()
+	if c.net != nil {
+		c.net.Close()
+	}
 	if reaped {
 		proctest.ReapOrphans()
 	}
@@ -864,6 +942,31 @@ func stats(ds []time.Duration) string {
 		ds[len(ds)*9/10].Round(time.Millisecond), ds[len(ds)-1].Round(time.Millisecond))
 }
 
+// pstats is stats with the 99th percentile.
+func pstats(ds []time.Duration) string {
+	if len(ds) == 0 {
+		return "none"
+	}
+	slices.Sort(ds)
+	return fmt.Sprintf("%d gaps: p50 %v, p99 %v, max %v", len(ds), ds[len(ds)/2].Round(time.Millisecond),
+		ds[len(ds)*99/100].Round(time.Millisecond), ds[len(ds)-1].Round(time.Millisecond))
+}
+
+// partsHeld says, of the partitions, how many cut the leader's host off
+// while its COMMAND ran (from the log's terms).
+func (c *chaos) partsHeld() string {
+	var held int
+	for _, f := range c.parts {
+		for _, tm := range c.terms {
+			if tm.host == f.host && tm.start <= f.start && tm.end >= f.start {
+				held++
+				break
+			}
+		}
+	}
+	return fmt.Sprintf("%d of them of the leader's host", held)
+}
+
 // report logs the figures of the run.
 func (c *chaos) report() {
 	t := c.t
@@ -890,7 +993,7 @@ func (c *chaos) report() {
 				continue // its COMMAND had ended before the kill
 			}
 			d := time.Duration(next.start - s.at)
-			if c.faultDuring(s.at, next.start) || c.waiterFaultBefore(s) {
+			if c.faultDuring(s.at, next.start) || c.cutDuring("", s.at, next.start) || c.waiterFaultBefore(s) {
 				killFailFault = append(killFailFault, d)
 			} else {
 				killFail = append(killFail, d)
@@ -900,12 +1003,18 @@ func (c *chaos) report() {
 				continue // COMMAND ended by itself (before the deadline, or continued in time)
 			}
 			stopRanOn = append(stopRanOn, time.Duration(own.end-s.at))
-			if next != nil && !c.faultDuring(s.at, next.start) {
+			if next != nil && !c.faultDuring(s.at, next.start) && !c.cutDuring("", s.at, next.start) {
 				stopFail = append(stopFail, time.Duration(next.start-s.at))
 			}
 		}
 	}
-	var maxGap, stall, stallQuiet time.Duration
+	var maxGap time.Duration
+	// Stalls, one per gap between terms that a wrapper could have used,
+	// by what was going on: an etcd fault within a lease, a partition
+	// (of any host) within a lease, neither. A cut host's own waiters
+	// cannot be granted while it is cut: their waits are not stalls.
+	var stallFault, stallCut, stallQuiet []time.Duration
+	var cutWait time.Duration
 	perHost := map[string]int{}
 	for i, tm := range terms {
 		perHost[tm.host]++
@@ -917,21 +1026,32 @@ func (c *chaos) report() {
 		// A stall: a wrapper that was never signalled waited while the
 		// lock was free or held by a term that had ended (its COMMAND
 		// gone, its holder dead or stopped).
+		var stall time.Duration
 		for _, w := range c.procs {
 			if w.fate != fateNone || w.startNs >= tm.start || (w.exitNs != 0 && w.exitNs < tm.start) {
 				continue
 			}
 			d := time.Duration(tm.start - max(from, w.startNs))
-			stall = max(stall, d)
-			if !c.faultDuring(from, tm.start) {
-				stallQuiet = max(stallQuiet, d)
+			if c.cutDuring(w.host, max(from, w.startNs), tm.start) {
+				cutWait = max(cutWait, d)
+				continue
 			}
+			stall = max(stall, d)
+		}
+		switch {
+		case stall == 0:
+		case c.faultDuring(from, tm.start):
+			stallFault = append(stallFault, stall)
+		case c.cutDuring("", from, tm.start):
+			stallCut = append(stallCut, stall)
+		default:
+			stallQuiet = append(stallQuiet, stall)
 		}
 	}
-	t.Logf("etcdchaos figures: %d wrappers on 3 hosts, %d terms (A %d, B %d, C %d), %d wrapper SIGKILLs (%d of the leader), %d wrapper SIGSTOPs (%d of the leader), etcd faults: %d member SIGKILL+restart, %d member SIGSTOP+CONT (%d of them the raft leader's, past the TTL), %d quorum losses; 0 overlapping COMMANDs, 0 refused fenced writes (checked above)",
-		len(c.procs), len(terms), perHost["A"], perHost["B"], perHost["C"], c.n.kills, c.n.leaderKills, c.n.stops, c.n.leaderStops, c.n.memberKills, c.n.memberStops+c.n.longStops, c.n.longStops, c.n.quorumLosses)
-	t.Logf("etcdchaos figures: stalls (a wrapper never signalled waiting while the lock was free or held by an ended term): longest %v, longest with no etcd fault within a lease %v",
-		stall.Round(time.Millisecond), stallQuiet.Round(time.Millisecond))
+	t.Logf("etcdchaos figures: %d wrappers on 3 hosts, %d terms (A %d, B %d, C %d), epochs %d to %d, %d wrapper SIGKILLs (%d of the leader), %d wrapper SIGSTOPs (%d of the leader), etcd faults: %d member SIGKILL+restart, %d member SIGSTOP+CONT (%d of them the raft leader's, past the TTL), %d quorum losses; %d partitions of a host (%s); 0 overlapping COMMANDs, 0 refused fenced writes (checked above)",
+		len(c.procs), len(terms), perHost["A"], perHost["B"], perHost["C"], terms[0].epoch, terms[len(terms)-1].epoch, c.n.kills, c.n.leaderKills, c.n.stops, c.n.leaderStops, c.n.memberKills, c.n.memberStops+c.n.longStops, c.n.longStops, c.n.quorumLosses, len(c.parts), c.partsHeld())
+	t.Logf("etcdchaos figures: stalls (per gap between terms, the longest wait of a wrapper never signalled while the name was free or held by an ended term): with no fault within a lease %s; with a partition %s; with an etcd fault %s; a cut host's own waiters (not stalls: they cannot be granted while cut) waited up to %v",
+		pstats(stallQuiet), pstats(stallCut), pstats(stallFault), cutWait.Round(time.Millisecond))
 	t.Logf("etcdchaos figures: leader SIGKILL to the next COMMAND's start, no etcd fault near and no waiter killed or stopped in the TTL before: %s; others (the queue waits for a dead waiter's lease, or etcd recovers): %s", stats(killFail), stats(killFailFault))
 	t.Logf("etcdchaos figures: leader SIGSTOP to the last write of its COMMAND, stopped by the watchdog: %s; to the next COMMAND's start (no etcd fault near): %s; longest gap between terms %v",
 		stats(stopRanOn), stats(stopFail), maxGap.Round(time.Millisecond))
