@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
@@ -54,10 +55,10 @@ func (a *acquirer) confirm(ctx context.Context, grantRev int64) error {
 	bound := a.l.confirmBound()
 	var last error
 	try := func(f func(ctx context.Context) error) error {
-		for range 10 {
+		for i := range 10 {
 			cctx, cancel := context.WithTimeout(ctx, bound)
 			sent := time.Now()
-			err := f(cctx)
+			_, err := sendOnce(cctx, i, func(ctx context.Context) (struct{}, error) { return struct{}{}, f(ctx) })
 			took := time.Since(sent)
 			cancel()
 			switch {
@@ -86,8 +87,11 @@ func (a *acquirer) confirm(ctx context.Context, grantRev int64) error {
 		return err
 	}
 	renewed := false
+	var mu sync.Mutex // f runs twice at once on a retry
 	return try(func(ctx context.Context) error {
 		ttl, err := a.l.cli.TimeToLive(ctx, a.s.id)
+		mu.Lock()
+		defer mu.Unlock()
 		switch {
 		case err != nil:
 			return err

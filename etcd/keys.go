@@ -22,6 +22,9 @@ import (
 //	P/N/steal/<id> stealing request, ahead of q/, on the requester's lease
 //	P/N/held/<id>  grant marker of request <id>, made in its grant txn
 //	P/N/epoch      the last epoch granted, in decimal; no lease
+//	P/N/gone/<id>  request <id> abandoned: its creating txn timed out,
+//	               and a later one of the same Acquire fenced it (see
+//	               createTxn); on the requester's lease, empty
 //
 // and the bus of N (see bus.go), while the holder of epoch E serves it,
 // after every other key of N ("~" sorts last):
@@ -44,6 +47,7 @@ const (
 	dirSteal     = "steal/"
 	dirHeld      = "held/"
 	keyEpoch     = "epoch"
+	dirGone      = "gone/"
 )
 
 func (l *Locker) base(name string) string { return l.prefix + name + "/" }

@@ -246,13 +246,15 @@ func (t *holding) release() error {
 	// whose leader has just stopped times out, and the next one, after
 	// the election, goes through.
 	var err error
-	for range rpcTries {
+	for try := range rpcTries {
 		ctx, cancel := context.WithTimeout(context.Background(), t.l.rpcTimeout())
-		txn := t.l.cli.Txn(ctx).If(mine...).Then(gone...)
-		if next, ok := t.successor(ctx); ok {
-			txn = t.l.cli.Txn(ctx).If(append(mine, next.cmps...)...).Then(append(gone, next.ops...)...).Else(clientv3.OpTxn(mine, gone, nil))
-		}
-		_, err = txn.Commit()
+		next, ok := t.successor(ctx)
+		_, err = sendOnce(ctx, try, func(ctx context.Context) (*clientv3.TxnResponse, error) {
+			if ok {
+				return t.l.cli.Txn(ctx).If(append(mine, next.cmps...)...).Then(append(gone, next.ops...)...).Else(clientv3.OpTxn(mine, gone, nil)).Commit()
+			}
+			return t.l.cli.Txn(ctx).If(mine...).Then(gone...).Commit()
+		})
 		cancel()
 		if err == nil || !isUnavailable(err) {
 			break
