@@ -29,6 +29,8 @@ var (
 	chaosSeed     = flag.Uint64("etcdchaos.seed", 0, "seed for TestEtcdChaos's choices; 0 picks one (it is logged)")
 	chaosKeep     = flag.Bool("etcdchaos.keep", false, "keep TestEtcdChaos's log and wrapper outputs (the directory is logged)")
 	chaosQuorum   = flag.Bool("etcdchaos.quorum", true, "let TestEtcdChaos stop 2 of the 3 etcd members at once, briefly, now and then")
+	chaosStall    = flag.Duration("etcdchaos.stallbound", 4*time.Second, "TestEtcdChaos fails when a runnable wrapper waited longer with the name free or held by an ended term, with no etcd fault near (the documented bound: the TTL, for which a stopped, dead or cut-off waiter at the head of the line or holder keeps its lease, and a second)")
+	chaosFault    = flag.Duration("etcdchaos.faultbound", 6*time.Second, "TestEtcdChaos fails when such a wait went on for longer after the last etcd fault near it was undone (the documented bound: TTL + 3s, as a new raft leader extends every lease by the TTL and its election timeout)")
 	chaosNet      = flag.Bool("etcdchaos.partitions", true, "run TestEtcdChaos's hosts and members in network namespaces it makes, and cut one host off now and then, healing it after the TTL (skipped, with a log line, where namespaces cannot be made)")
 )
 
@@ -307,7 +309,11 @@ func (c *chaos) event(format string, args ...any) {
 }
 
 // eventsBefore returns the events in the three seconds before ns.
-func (c *chaos) eventsBefore(ns int64) string {
+func (c *chaos) eventsBefore(ns int64) string { return c.eventsBetween(ns-int64(3*time.Second), ns) }
+
+// eventsBetween returns the events in (from, to], with times relative to
+// to.
+func (c *chaos) eventsBetween(from, ns int64) string {
 	events := slices.Clone(c.events)
 	for _, w := range c.procs {
 		if w.done() {
@@ -317,7 +323,7 @@ func (c *chaos) eventsBefore(ns int64) string {
 	slices.SortFunc(events, func(a, b event) int { return cmp.Compare(a.ns, b.ns) })
 	var s []string
 	for _, e := range events {
-		if e.ns <= ns && e.ns > ns-int64(3*time.Second) {
+		if e.ns <= ns && e.ns > from {
 			s = append(s, fmt.Sprintf("%+.3fs %s", float64(e.ns-ns)/1e9, e.what))
 		}
 	}
@@ -949,6 +955,32 @@ func stats(ds []time.Duration) string {
 		ds[len(ds)*9/10].Round(time.Millisecond), ds[len(ds)-1].Round(time.Millisecond))
 }
 
+// lastFaultEnd returns the latest end of the etcd faults that overlapped
+// [from, to] (taken, as in faultDuring, to last 4s longer), false when one
+// of them still lasted at to.
+func (c *chaos) lastFaultEnd(from, to int64) (int64, bool) {
+	var last int64
+	for _, f := range c.faults {
+		if f.start > to || (f.end != 0 && f.end+int64(4*time.Second) < from) {
+			continue
+		}
+		if f.end == 0 || f.end > to {
+			return 0, false
+		}
+		last = max(last, f.end)
+	}
+	return last, true
+}
+
+// stallFrom says where a stall began: the previous term's last write, or
+// the waiter's start.
+func (c *chaos) stallFrom(prev term, from int64, w *wrapper) string {
+	if w.startNs > from {
+		return "its start"
+	}
+	return fmt.Sprintf("the last write of term %d (wrapper %d on %s, last %s)", prev.epoch, prev.wrapper, prev.host, prev.lastKind)
+}
+
 // pstats is stats with the 99th percentile.
 func pstats(ds []time.Duration) string {
 	if len(ds) == 0 {
@@ -1021,7 +1053,8 @@ func (c *chaos) report() {
 	// (of any host) within a lease, neither. A cut host's own waiters
 	// cannot be granted while it is cut: their waits are not stalls.
 	var stallFault, stallCut, stallQuiet []time.Duration
-	var cutWait time.Duration
+	var cutWait, worst time.Duration
+	var worstWhat string
 	perHost := map[string]int{}
 	for i, tm := range terms {
 		perHost[tm.host]++
@@ -1034,6 +1067,7 @@ func (c *chaos) report() {
 		// lock was free or held by a term that had ended (its COMMAND
 		// gone, its holder dead or stopped).
 		var stall time.Duration
+		var stalled *wrapper
 		for _, w := range c.procs {
 			if w.fate != fateNone || w.startNs >= tm.start || (w.exitNs != 0 && w.exitNs < tm.start) {
 				continue
@@ -1043,22 +1077,49 @@ func (c *chaos) report() {
 				cutWait = max(cutWait, d)
 				continue
 			}
-			stall = max(stall, d)
+			if d > stall {
+				stall, stalled = d, w
+			}
 		}
+		if stall > worst {
+			worst = stall
+			worstWhat = fmt.Sprintf("wrapper %d (#%d on %s) waited %v from %s until term %d of wrapper %d on %s started (%.3fs into the run); the test's last actions: %s",
+				stalled.pid, stalled.i, stalled.host, stall.Round(time.Millisecond), c.stallFrom(terms[i-1], from, stalled), tm.epoch, tm.wrapper, tm.host,
+				float64(tm.start-c.procs[0].startNs)/1e9, c.eventsBetween(tm.start-int64(stall)-int64(time.Second), tm.start))
+		}
+		begin := tm.start - int64(stall)
+		over := ""
 		switch {
 		case stall == 0:
 		case c.faultDuring(from, tm.start):
 			stallFault = append(stallFault, stall)
+			if end, ok := c.lastFaultEnd(begin, tm.start); ok && time.Duration(tm.start-max(begin, end)) > *chaosFault {
+				over = fmt.Sprintf("%v after the last etcd fault near it was undone (the bound is %v)", time.Duration(tm.start-max(begin, end)).Round(time.Millisecond), *chaosFault)
+			}
 		case c.cutDuring("", from, tm.start):
 			stallCut = append(stallCut, stall)
+			if stall > *chaosStall {
+				over = fmt.Sprintf("%v with a partition near (the bound is %v)", stall.Round(time.Millisecond), *chaosStall)
+			}
 		default:
 			stallQuiet = append(stallQuiet, stall)
+			if stall > *chaosStall {
+				over = fmt.Sprintf("%v with no fault near (the bound is %v)", stall.Round(time.Millisecond), *chaosStall)
+			}
+		}
+		if over != "" {
+			t.Errorf("a stall over the documented bound, %s: wrapper %d (#%d on %s) waited from %s until term %d of wrapper %d on %s started (%.3fs into the run); the test's actions then: %s",
+				over, stalled.pid, stalled.i, stalled.host, c.stallFrom(terms[i-1], from, stalled), tm.epoch, tm.wrapper, tm.host,
+				float64(tm.start-c.procs[0].startNs)/1e9, c.eventsBetween(begin-int64(time.Second), tm.start))
 		}
 	}
 	t.Logf("etcdchaos figures: %d wrappers on 3 hosts, %d terms (A %d, B %d, C %d), epochs %d to %d, %d wrapper SIGKILLs (%d of the leader), %d wrapper SIGSTOPs (%d of the leader), etcd faults: %d member SIGKILL+restart, %d member SIGSTOP+CONT (%d of them the raft leader's, past the TTL), %d quorum losses; %d partitions of a host (%s); 0 overlapping COMMANDs, 0 refused fenced writes (checked above)",
 		len(c.procs), len(terms), perHost["A"], perHost["B"], perHost["C"], terms[0].epoch, terms[len(terms)-1].epoch, c.n.kills, c.n.leaderKills, c.n.stops, c.n.leaderStops, c.n.memberKills, c.n.memberStops+c.n.longStops, c.n.longStops, c.n.quorumLosses, len(c.parts), c.partsHeld())
 	t.Logf("etcdchaos figures: stalls (per gap between terms, the longest wait of a wrapper never signalled while the name was free or held by an ended term): with no fault within a lease %s; with a partition %s; with an etcd fault %s; a cut host's own waiters (not stalls: they cannot be granted while cut) waited up to %v",
 		pstats(stallQuiet), pstats(stallCut), pstats(stallFault), cutWait.Round(time.Millisecond))
+	if worst > 0 {
+		t.Logf("etcdchaos figures: the longest stall: %s", worstWhat)
+	}
 	t.Logf("etcdchaos figures: leader SIGKILL to the next COMMAND's start, no etcd fault near and no waiter killed or stopped in the TTL before: %s; others (the queue waits for a dead waiter's lease, or etcd recovers): %s", stats(killFail), stats(killFailFault))
 	t.Logf("etcdchaos figures: leader SIGSTOP to the last write of its COMMAND, stopped by the watchdog: %s; to the next COMMAND's start (no etcd fault near): %s; longest gap between terms %v",
 		stats(stopRanOn), stats(stopFail), maxGap.Round(time.Millisecond))
