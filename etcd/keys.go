@@ -11,6 +11,7 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/leaderrun/leaderrun/elect"
+	"github.com/leaderrun/leaderrun/etcd/internal/seam"
 )
 
 // Key layout, under the prefix P and the name N (<id> is the session's
@@ -26,7 +27,7 @@ import (
 //	               and a later one of the same Acquire fenced it (see
 //	               createTxn); on the requester's lease, empty
 //
-// and the bus of N (see bus.go), while the holder of epoch E serves it,
+// and the bus of N (see package etcd/bus), while the holder of epoch E serves it,
 // after every other key of N ("~" sorts last):
 //
 //	P/N/~bus/serve/<E>     who serves, copied from the grant marker, with
@@ -44,8 +45,8 @@ const (
 	dirQueue     = "q/"
 	dirExclusive = "q/x/"
 	dirShared    = "q/s/"
-	dirSteal     = "steal/"
-	dirHeld      = "held/"
+	dirSteal     = seam.DirSteal
+	dirHeld      = seam.DirHeld
 	keyEpoch     = "epoch"
 	dirGone      = "gone/"
 )
