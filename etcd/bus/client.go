@@ -420,62 +420,95 @@ func (c *Client) cutWatch() {
 	}
 }
 
+// apply takes the events of the name's watch, in revision order: leader
+// changes, messages and replies.
 func (c *Client) apply(evs []*clientv3.Event) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	changed := false
 	for _, ev := range evs {
-		kv := ev.Kv
-		c.rev = max(c.rev, kv.ModRevision)
-		k := string(kv.Key)
-		rest := strings.TrimPrefix(k, c.base)
-		put := ev.Type == mvccpb.PUT
-		t := c.term
-		switch {
-		case put && kv.Version == 1 && strings.HasPrefix(rest, dirServe):
-			info, ok := parseServing(kv.Value)
-			if !ok {
-				break
-			}
-			if t != nil {
-				c.lose() // one exclusive holder at a time: ours has ended
-			}
-			c.begin(newBusTerm(c.base, info, kv.CreateRevision), 0, false)
+		c.rev = max(c.rev, ev.Kv.ModRevision)
+		if c.applyTerm(ev) {
 			changed = true
-		case t == nil:
-		case !put && (k == t.serveKey || k == t.info.Held),
-			put && kv.Version == 1 && strings.HasPrefix(rest, seam.DirSteal) && kv.CreateRevision > t.info.GrantRev:
-			c.lose()
-			changed = true
-		case put && k == t.busKey:
-			seq := uint64(kv.Version - 1)
-			if seq == 0 || seq <= c.lastSeq {
-				break
-			}
-			flags, pid, data, ok := decodeMsg(kv.Value)
-			gap := c.gap || seq != c.lastSeq+1 || flags&msgGap != 0
-			c.lastSeq = seq
-			if !ok {
-				c.gap = true
-				break
-			}
-			c.gap = false
-			c.emit(lrbus.Event{Kind: lrbus.EventMessage, Gap: gap,
-				Message: lrbus.Message{Epoch: t.info.Epoch, Seq: seq, PID: pid, Data: append([]byte(nil), data...)}})
 		}
-		if strings.HasPrefix(rest, dirReq) {
-			if p := c.pending[k]; p != nil {
-				switch {
-				case put && kv.Version >= 2:
-					p.finish(decodeReply(kv.Value))
-				case !put:
-					p.finish(nil, fmt.Errorf("%w: the request was withdrawn as the leader stopped serving", lrbus.ErrLeaderChanged))
-				}
-			}
-		}
+		c.applyReply(ev)
 	}
 	if changed {
 		c.signal()
+	}
+}
+
+// applyTerm applies ev to the term followed: a new serve key begins a
+// term, the end of the term's keys or a later steal ends it, a put of its
+// channel is a message. It reports whether the term changed; c.mu is
+// held.
+func (c *Client) applyTerm(ev *clientv3.Event) bool {
+	kv := ev.Kv
+	k := string(kv.Key)
+	rest := strings.TrimPrefix(k, c.base)
+	put := ev.Type == mvccpb.PUT
+	t := c.term
+	switch {
+	case put && kv.Version == 1 && strings.HasPrefix(rest, dirServe):
+		return c.served(kv)
+	case t == nil:
+	case !put && (k == t.serveKey || k == t.info.Held),
+		put && kv.Version == 1 && strings.HasPrefix(rest, seam.DirSteal) && kv.CreateRevision > t.info.GrantRev:
+		c.lose()
+		return true
+	case put && k == t.busKey:
+		c.message(t, kv)
+	}
+	return false
+}
+
+// served begins the term of a new serve key, ending the one followed (one
+// exclusive holder at a time: ours has ended); c.mu is held.
+func (c *Client) served(kv *mvccpb.KeyValue) bool {
+	info, ok := parseServing(kv.Value)
+	if !ok {
+		return false
+	}
+	if c.term != nil {
+		c.lose()
+	}
+	c.begin(newBusTerm(c.base, info, kv.CreateRevision), 0, false)
+	return true
+}
+
+// message delivers the message that a put of t's channel carries, with
+// Gap when one went missing before it; c.mu is held.
+func (c *Client) message(t *busTerm, kv *mvccpb.KeyValue) {
+	seq := uint64(kv.Version - 1)
+	if seq == 0 || seq <= c.lastSeq {
+		return
+	}
+	flags, pid, data, ok := decodeMsg(kv.Value)
+	gap := c.gap || seq != c.lastSeq+1 || flags&msgGap != 0
+	c.lastSeq = seq
+	if !ok {
+		c.gap = true
+		return
+	}
+	c.gap = false
+	c.emit(lrbus.Event{Kind: lrbus.EventMessage, Gap: gap,
+		Message: lrbus.Message{Epoch: t.info.Epoch, Seq: seq, PID: pid, Data: append([]byte(nil), data...)}})
+}
+
+// applyReply ends a pending request whose key ev answers (its second
+// version) or deletes (the server withdrew it); c.mu is held.
+func (c *Client) applyReply(ev *clientv3.Event) {
+	k := string(ev.Kv.Key)
+	if !strings.HasPrefix(strings.TrimPrefix(k, c.base), dirReq) {
+		return
+	}
+	p := c.pending[k]
+	switch {
+	case p == nil:
+	case ev.Type == mvccpb.PUT && ev.Kv.Version >= 2:
+		p.finish(decodeReply(ev.Kv.Value))
+	case ev.Type != mvccpb.PUT:
+		p.finish(nil, fmt.Errorf("%w: the request was withdrawn as the leader stopped serving", lrbus.ErrLeaderChanged))
 	}
 }
 
