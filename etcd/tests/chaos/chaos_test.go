@@ -29,7 +29,7 @@ var (
 	chaosSeed     = flag.Uint64("etcdchaos.seed", 0, "seed for TestEtcdChaos's choices; 0 picks one (it is logged)")
 	chaosKeep     = flag.Bool("etcdchaos.keep", false, "keep TestEtcdChaos's log and wrapper outputs (the directory is logged)")
 	chaosQuorum   = flag.Bool("etcdchaos.quorum", true, "let TestEtcdChaos stop 2 of the 3 etcd members at once, briefly, now and then")
-	chaosStall    = flag.Duration("etcdchaos.stallbound", 4*time.Second, "TestEtcdChaos fails when a runnable wrapper waited longer with the name free or held by an ended term, with no etcd fault near (the documented bound: the TTL, for which a stopped, dead or cut-off waiter at the head of the line or holder keeps its lease, and a second)")
+	chaosStall    = flag.Duration("etcdchaos.stallbound", 4*time.Second, "TestEtcdChaos fails when a runnable wrapper waited longer with the name free or held by an ended term, counted from its beginning and from the last stop, kill or cut-off of a wrapper (the documented bound: the TTL, for which a stopped, dead or cut-off waiter or holder ahead keeps its lease, and a second)")
 	chaosFault    = flag.Duration("etcdchaos.faultbound", 6*time.Second, "TestEtcdChaos fails when such a wait went on for longer after the last etcd fault near it was undone (the documented bound: TTL + 3s, as a new raft leader extends every lease by the TTL and its election timeout)")
 	chaosNet      = flag.Bool("etcdchaos.partitions", true, "run TestEtcdChaos's hosts and members in network namespaces it makes, and cut one host off now and then, healing it after the TTL (skipped, with a log line, where namespaces cannot be made)")
 )
@@ -955,21 +955,45 @@ func stats(ds []time.Duration) string {
 		ds[len(ds)*9/10].Round(time.Millisecond), ds[len(ds)-1].Round(time.Millisecond))
 }
 
-// lastFaultEnd returns the latest end of the etcd faults that overlapped
-// [from, to] (taken, as in faultDuring, to last 4s longer), false when one
-// of them still lasted at to.
-func (c *chaos) lastFaultEnd(from, to int64) (int64, bool) {
-	var last int64
-	for _, f := range c.faults {
-		if f.start > to || (f.end != 0 && f.end+int64(4*time.Second) < from) {
-			continue
+// overBound says how a stall from begin to end went past the documented
+// bounds, or "": a stall must end within -etcdchaos.stallbound (TTL + 1s)
+// of its beginning and of the last stop, kill or cut-off of a wrapper
+// (which, ahead in the line, keeps its place until its lease expires, a
+// TTL after its last renewal) or the heal of a host, and within
+// -etcdchaos.faultbound (TTL + 3s) of the end of the last etcd fault (a
+// new raft leader extends every lease by the TTL and its election
+// timeout). Only the events in the TTL and a second before begin count.
+func (c *chaos) overBound(begin, end int64) string {
+	ttlD, _ := time.ParseDuration(ttl)
+	from := begin - int64(ttlD+time.Second)
+	allowed, why := begin+int64(*chaosStall), fmt.Sprintf("its beginning + %v", *chaosStall)
+	later := func(at int64, d time.Duration, what string) {
+		if at >= from && at <= end && at+int64(d) > allowed {
+			allowed, why = at+int64(d), fmt.Sprintf("%s + %v", what, d)
 		}
-		if f.end == 0 || f.end > to {
-			return 0, false
-		}
-		last = max(last, f.end)
 	}
-	return last, true
+	for _, s := range c.signals {
+		later(s.at, *chaosStall, fmt.Sprintf("the %v of wrapper %d", s.sig, s.pid))
+	}
+	for _, f := range c.parts {
+		later(f.start, *chaosStall, f.what)
+		if f.end != 0 {
+			later(f.end, *chaosStall, "its heal")
+		}
+	}
+	for _, f := range c.faults {
+		switch {
+		case f.start > end || (f.end != 0 && f.end < from):
+		case f.end == 0 || f.end > end:
+			return "" // it still lasted: no bound
+		default:
+			later(max(f.end, from), *chaosFault, "the end of "+f.what)
+		}
+	}
+	if end <= allowed {
+		return ""
+	}
+	return fmt.Sprintf("%v after %s", time.Duration(end-allowed).Round(time.Millisecond), why)
 }
 
 // stallFrom says where a stall began: the previous term's last write, or
@@ -1088,26 +1112,16 @@ func (c *chaos) report() {
 				float64(tm.start-c.procs[0].startNs)/1e9, c.eventsBetween(tm.start-int64(stall)-int64(time.Second), tm.start))
 		}
 		begin := tm.start - int64(stall)
-		over := ""
 		switch {
 		case stall == 0:
 		case c.faultDuring(from, tm.start):
 			stallFault = append(stallFault, stall)
-			if end, ok := c.lastFaultEnd(begin, tm.start); ok && time.Duration(tm.start-max(begin, end)) > *chaosFault {
-				over = fmt.Sprintf("%v after the last etcd fault near it was undone (the bound is %v)", time.Duration(tm.start-max(begin, end)).Round(time.Millisecond), *chaosFault)
-			}
 		case c.cutDuring("", from, tm.start):
 			stallCut = append(stallCut, stall)
-			if stall > *chaosStall {
-				over = fmt.Sprintf("%v with a partition near (the bound is %v)", stall.Round(time.Millisecond), *chaosStall)
-			}
 		default:
 			stallQuiet = append(stallQuiet, stall)
-			if stall > *chaosStall {
-				over = fmt.Sprintf("%v with no fault near (the bound is %v)", stall.Round(time.Millisecond), *chaosStall)
-			}
 		}
-		if over != "" {
+		if over := c.overBound(begin, tm.start); stall > 0 && over != "" {
 			t.Errorf("a stall over the documented bound, %s: wrapper %d (#%d on %s) waited from %s until term %d of wrapper %d on %s started (%.3fs into the run); the test's actions then: %s",
 				over, stalled.pid, stalled.i, stalled.host, c.stallFrom(terms[i-1], from, stalled), tm.epoch, tm.wrapper, tm.host,
 				float64(tm.start-c.procs[0].startNs)/1e9, c.eventsBetween(begin-int64(time.Second), tm.start))
