@@ -207,6 +207,26 @@ func start(bin string, n int, withTLS bool, nw *Net) (*Cluster, error) {
 		return nil, err
 	}
 	c := &Cluster{root: root, TLS: files}
+	c.Members = members(bin, n, scheme, ports, root, files, nw)
+	for _, m := range c.Members {
+		if err := m.Start(); err != nil {
+			c.Close()
+			return nil, err
+		}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	if err := c.WaitHealthy(ctx); err != nil {
+		c.Close()
+		return nil, err
+	}
+	return c, nil
+}
+
+// members makes the n members of a cluster in root: their URLs and
+// command lines.
+func members(bin string, n int, scheme string, ports []int, root string, files *TLSFiles, nw *Net) []*Member {
+	var ms []*Member
 	var initial []string
 	for i := range n {
 		m := &Member{
@@ -230,9 +250,9 @@ func start(bin string, n int, withTLS bool, nw *Net) (*Cluster, error) {
 			m.ControlURL = "unix://" + filepath.Join(root, m.Name+":2379")
 		}
 		initial = append(initial, m.Name+"="+m.PeerURL)
-		c.Members = append(c.Members, m)
+		ms = append(ms, m)
 	}
-	for _, m := range c.Members {
+	for _, m := range ms {
 		listen := m.ClientURL
 		if nw != nil {
 			listen += ",unix://" + m.Name + ":2379"
@@ -250,18 +270,8 @@ func start(bin string, n int, withTLS bool, nw *Net) (*Cluster, error) {
 			m.args = append(m.args, "--cert-file", files.ServerCert, "--key-file", files.ServerKey,
 				"--trusted-ca-file", files.CA, "--client-cert-auth")
 		}
-		if err := m.Start(); err != nil {
-			c.Close()
-			return nil, err
-		}
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-	defer cancel()
-	if err := c.WaitHealthy(ctx); err != nil {
-		c.Close()
-		return nil, err
-	}
-	return c, nil
+	return ms
 }
 
 // Endpoints are the members' client URLs.
