@@ -996,6 +996,31 @@ func (c *chaos) overBound(begin, end int64) string {
 	return fmt.Sprintf("%v after %s", time.Duration(end-allowed).Round(time.Millisecond), why)
 }
 
+// sinceLastFault returns how long a stall from begin to end went on after
+// the last thing that may hold the name up (its beginning, a wrapper's
+// stop or kill, a cut or heal, an etcd fault's end), and what that was.
+func (c *chaos) sinceLastFault(begin, end int64) (time.Duration, string) {
+	ttlD, _ := time.ParseDuration(ttl)
+	from := begin - int64(ttlD+time.Second)
+	last, what := begin, "its beginning"
+	note := func(at int64, w string) {
+		if at >= from && at <= end && at > last {
+			last, what = at, w
+		}
+	}
+	for _, s := range c.signals {
+		note(s.at, fmt.Sprintf("the %v of wrapper %d", s.sig, s.pid))
+	}
+	for _, f := range c.parts {
+		note(f.start, f.what)
+		note(f.end, "the heal of host "+f.host)
+	}
+	for _, f := range c.faults {
+		note(f.end, "the end of "+f.what)
+	}
+	return time.Duration(end - last), what
+}
+
 // stallFrom says where a stall began: the previous term's last write, or
 // the waiter's start.
 func (c *chaos) stallFrom(prev term, from int64, w *wrapper) string {
@@ -1077,7 +1102,8 @@ func (c *chaos) report() {
 	// (of any host) within a lease, neither. A cut host's own waiters
 	// cannot be granted while it is cut: their waits are not stalls.
 	var stallFault, stallCut, stallQuiet []time.Duration
-	var cutWait, worst time.Duration
+	var cutWait, worst, sinceFault time.Duration
+	var sinceWhat string
 	var worstWhat string
 	perHost := map[string]int{}
 	for i, tm := range terms {
@@ -1121,6 +1147,9 @@ func (c *chaos) report() {
 		default:
 			stallQuiet = append(stallQuiet, stall)
 		}
+		if d, what := c.sinceLastFault(begin, tm.start); stall > 0 && d > sinceFault {
+			sinceFault, sinceWhat = d, what
+		}
 		if over := c.overBound(begin, tm.start); stall > 0 && over != "" {
 			t.Errorf("a stall over the documented bound, %s: wrapper %d (#%d on %s) waited from %s until term %d of wrapper %d on %s started (%.3fs into the run); the test's actions then: %s",
 				over, stalled.pid, stalled.i, stalled.host, c.stallFrom(terms[i-1], from, stalled), tm.epoch, tm.wrapper, tm.host,
@@ -1133,6 +1162,7 @@ func (c *chaos) report() {
 		pstats(stallQuiet), pstats(stallCut), pstats(stallFault), cutWait.Round(time.Millisecond))
 	if worst > 0 {
 		t.Logf("etcdchaos figures: the longest stall: %s", worstWhat)
+		t.Logf("etcdchaos figures: the longest a stall went on after its beginning or the last fault near it (what the bounds measure): %v, after %s", sinceFault.Round(time.Millisecond), sinceWhat)
 	}
 	t.Logf("etcdchaos figures: leader SIGKILL to the next COMMAND's start, no etcd fault near and no waiter killed or stopped in the TTL before: %s; others (the queue waits for a dead waiter's lease, or etcd recovers): %s", stats(killFail), stats(killFailFault))
 	t.Logf("etcdchaos figures: leader SIGSTOP to the last write of its COMMAND, stopped by the watchdog: %s; to the next COMMAND's start (no etcd fault near): %s; longest gap between terms %v",
