@@ -72,7 +72,7 @@ func scanFlocks(fn func(blocked bool, id FileID, h LockHolder)) error {
 }
 
 func sysStateOf(pid int) ProcState {
-	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	b, err := readStat(pid)
 	if err != nil {
 		return ProcGone
 	}
@@ -96,6 +96,48 @@ func sysStateOf(pid int) ProcState {
 		return ProcGone
 	}
 	return ProcRunning
+}
+
+// readStat reads /proc/PID/stat: with one open, read and close into a
+// buffer that fits the usual line (every release and stall check reads
+// one or two), and through os.ReadFile when it is longer.
+func readStat(pid int) ([]byte, error) {
+	var path [32]byte
+	p := strconv.AppendInt(append(path[:0], "/proc/"...), int64(pid), 10)
+	p = append(p, "/stat"...)
+	fd, err := unix.Open(string(p), unix.O_RDONLY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return nil, err
+	}
+	buf := make([]byte, 1024)
+	n, err := readFull(fd, buf)
+	unix.Close(fd)
+	if err != nil {
+		return nil, err
+	}
+	if n < len(buf) {
+		return buf[:n], nil
+	}
+	return os.ReadFile(string(p))
+}
+
+// readFull reads fd until buf is full or end of file.
+func readFull(fd int, buf []byte) (int, error) {
+	n := 0
+	for n < len(buf) {
+		m, err := unix.Read(fd, buf[n:])
+		if err == unix.EINTR {
+			continue
+		}
+		if err != nil {
+			return n, err
+		}
+		if m == 0 {
+			break
+		}
+		n += m
+	}
+	return n, nil
 }
 
 func sysCmdline(pid int) []string {
