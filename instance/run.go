@@ -16,11 +16,15 @@ import (
 	"github.com/leaderrun/leaderrun/oslock"
 )
 
-// runner is one launch. It queues for the lock at once and, while it
-// waits, tries to hand its invocation to the primary over the bus:
-// whichever comes first decides. The lock is exclusive, so two launches
-// in the same microsecond still make one primary; a launch that finds
-// the primary gone before it accepted is already in line to succeed it.
+// runner is one launch. It first hands its invocation to the primary
+// that serves, if one does (one connect, asked before anything is made in
+// the lock directory: a forward costs no ticket, made and removed).
+// Where none serves, or it ends before accepting, the launch queues for
+// the lock and, while it waits, tries to hand its invocation to the
+// primary over the bus: whichever comes first decides. The lock is
+// exclusive, so two launches in the same microsecond still make one
+// primary; a launch that finds the primary gone before it accepted is
+// then in line to succeed it.
 type runner struct {
 	name    string
 	o       Options
@@ -59,6 +63,10 @@ func (r *runner) run(ctx context.Context) (Result, error) {
 		r.taken = true // never sent: this launch does not queue
 		return r.loop(ctx)
 	}
+	if res, err, done := r.direct(ctx); done {
+		return res, err
+	}
+	r.taken = false
 	go func() {
 		l, err := r.lk.Acquire(actx, r.name, elect.Request{Command: r.o.Command})
 		r.got <- acquired{l, err}
@@ -113,6 +121,49 @@ func (r *runner) stopAcquire() {
 	}
 }
 
+// direct hands the invocation to the primary that serves now, before
+// this launch queues. done is false when none serves (nobody listens,
+// it is stepping down, it hung up) or it ended before accepting: the
+// caller then queues and tries again. A primary that does not answer, or
+// one of another user, is reported as attempt reports it.
+func (r *runner) direct(ctx context.Context) (res Result, err error, done bool) {
+	r.taken = true // no Acquire runs: forward has nothing to watch or stop
+	start := time.Now()
+	deadline := start.Add(r.o.AckTimeout)
+	dctx, cancel := context.WithDeadline(ctx, deadline)
+	c, err := bus.Dial(dctx, r.o.Dir, r.name, bus.PublishOnly())
+	if err != nil {
+		res, err = r.dialFailed(ctx, dctx, err, start, deadline)
+		cancel()
+		return res, err, !errors.Is(err, errRedial)
+	}
+	cancel()
+	defer c.Close()
+	res, err = r.forward(ctx, c, start, deadline)
+	return res, err, !errors.Is(err, errRetry)
+}
+
+// dialFailed turns a failed dial into the launch's outcome; errRedial
+// when the primary went away meanwhile (or nobody leads).
+func (r *runner) dialFailed(ctx, dctx context.Context, err error, start, deadline time.Time) (Result, error) {
+	switch {
+	case ctx.Err() != nil:
+		return Result{}, ctx.Err()
+	case errors.Is(err, bus.ErrRefused), errors.Is(err, fs.ErrPermission):
+		return r.foreign(ctx, err)
+	case dctx.Err() != nil, errors.Is(err, os.ErrDeadlineExceeded), !time.Now().Before(deadline):
+		// The handshake itself ran into the deadline: a primary
+		// that is stopped does not even say hello.
+		return r.notResponding(ctx, 0, time.Since(start))
+	case errors.Is(err, io.EOF), errors.Is(err, syscall.ECONNRESET), errors.Is(err, syscall.EPIPE),
+		errors.Is(err, bus.ErrLeaderGone), errors.Is(err, bus.ErrNoLeader):
+		// The primary went away while we connected: this launch
+		// is in line to succeed it, or the next one serves.
+		return Result{}, errRedial
+	}
+	return Result{}, err
+}
+
 type dialed struct {
 	c   *bus.Client
 	err error
@@ -153,22 +204,7 @@ func (r *runner) attempt(ctx context.Context) (Result, error) {
 		return r.lead(ctx, a.l)
 	case d := <-dc:
 		if d.err != nil {
-			switch {
-			case ctx.Err() != nil:
-				return Result{}, ctx.Err()
-			case errors.Is(d.err, bus.ErrRefused), errors.Is(d.err, fs.ErrPermission):
-				return r.foreign(ctx, d.err)
-			case dctx.Err() != nil, errors.Is(d.err, os.ErrDeadlineExceeded), !time.Now().Before(deadline):
-				// The handshake itself ran into the deadline: a primary
-				// that is stopped does not even say hello.
-				return r.notResponding(ctx, 0, time.Since(start))
-			case errors.Is(d.err, io.EOF), errors.Is(d.err, syscall.ECONNRESET), errors.Is(d.err, syscall.EPIPE),
-				errors.Is(d.err, bus.ErrLeaderGone), errors.Is(d.err, bus.ErrNoLeader):
-				// The primary went away while we connected: this launch
-				// is in line to succeed it, or the next one serves.
-				return Result{}, errRedial
-			}
-			return Result{}, d.err
+			return r.dialFailed(ctx, dctx, d.err, start, deadline)
 		}
 		defer d.c.Close()
 		return r.forward(ctx, d.c, start, deadline)
