@@ -8,6 +8,7 @@ import (
 	"io/fs"
 	"os"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
@@ -16,15 +17,14 @@ import (
 	"github.com/leaderrun/leaderrun/oslock"
 )
 
-// runner is one launch. It first hands its invocation to the primary
-// that serves, if one does (one connect, asked before anything is made in
-// the lock directory: a forward costs no ticket, made and removed).
-// Where none serves, or it ends before accepting, the launch queues for
-// the lock and, while it waits, tries to hand its invocation to the
-// primary over the bus: whichever comes first decides. The lock is
-// exclusive, so two launches in the same microsecond still make one
-// primary; a launch that finds the primary gone before it accepted is
-// then in line to succeed it.
+// runner is one launch. It queues for the lock and, while it waits,
+// tries to hand its invocation to the primary over the bus: whichever
+// comes first decides. The lock is exclusive, so two launches in the same
+// microsecond still make one primary; a launch that finds the primary
+// gone before it accepted is in line to succeed it. The queueing waits
+// queueAfter while a primary that serves is asked first: a forward that
+// is accepted by then makes and removes nothing in the lock directory
+// (a ticket, its beacon and its inbox).
 type runner struct {
 	name    string
 	o       Options
@@ -32,9 +32,21 @@ type runner struct {
 	primary func(context.Context, *Primary) error
 
 	got     chan acquired // the queued Acquire's outcome, sent once
+	actx    context.Context
 	acancel context.CancelFunc
-	taken   bool // got has been read
+	taken   bool // got has been read, or no Acquire will send on it
+
+	mu       sync.Mutex
+	started  bool        // the Acquire runs (it sends on got)
+	stopped  bool        // stopAcquire has begun: start nothing
+	queueing *time.Timer // starts the Acquire queueAfter into direct
 }
+
+// queueAfter is how long a launch that found a primary serving waits for
+// it to accept before it queues as well (so that it is in line should
+// that primary end before accepting). A primary accepts in well under a
+// millisecond; one that is busy or deaf sees the launch queue after this.
+const queueAfter = 5 * time.Millisecond
 
 type acquired struct {
 	l   *elect.Leadership
@@ -56,23 +68,34 @@ var (
 
 func (r *runner) run(ctx context.Context) (Result, error) {
 	actx, acancel := context.WithCancel(ctx)
-	r.acancel = acancel
+	r.actx, r.acancel = actx, acancel
 	defer acancel()
 	r.got = make(chan acquired, 1)
 	if r.o.ForwardOnly {
 		r.taken = true // never sent: this launch does not queue
 		return r.loop(ctx)
 	}
+	defer r.stopAcquire()
 	if res, err, done := r.direct(ctx); done {
 		return res, err
 	}
-	r.taken = false
+	r.startAcquire()
+	return r.loop(ctx)
+}
+
+// startAcquire queues this launch for the lock, once, unless stopAcquire
+// has begun.
+func (r *runner) startAcquire() {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.started || r.stopped {
+		return
+	}
+	r.started = true
 	go func() {
-		l, err := r.lk.Acquire(actx, r.name, elect.Request{Command: r.o.Command})
+		l, err := r.lk.Acquire(r.actx, r.name, elect.Request{Command: r.o.Command})
 		r.got <- acquired{l, err}
 	}()
-	defer r.stopAcquire()
-	return r.loop(ctx)
 }
 
 func (r *runner) loop(ctx context.Context) (Result, error) {
@@ -115,19 +138,32 @@ func (r *runner) stopAcquire() {
 		return
 	}
 	r.taken = true
+	r.mu.Lock()
+	r.stopped = true
+	started := r.started
+	if r.queueing != nil {
+		r.queueing.Stop()
+	}
+	r.mu.Unlock()
+	if !started {
+		return
+	}
 	r.acancel()
 	if a := <-r.got; a.err == nil {
 		a.l.Release()
 	}
 }
 
-// direct hands the invocation to the primary that serves now, before
-// this launch queues. done is false when none serves (nobody listens,
-// it is stepping down, it hung up) or it ended before accepting: the
-// caller then queues and tries again. A primary that does not answer, or
-// one of another user, is reported as attempt reports it.
+// direct hands the invocation to the primary that serves now; this
+// launch queues only if it has not accepted within queueAfter. done is
+// false when none serves (nobody listens, it is stepping down, it hung
+// up) or it ended before accepting: the caller then queues, if it has
+// not yet, and tries again. A primary that does not answer, or one of
+// another user, is reported as attempt reports it.
 func (r *runner) direct(ctx context.Context) (res Result, err error, done bool) {
-	r.taken = true // no Acquire runs: forward has nothing to watch or stop
+	r.mu.Lock()
+	r.queueing = time.AfterFunc(queueAfter, r.startAcquire)
+	r.mu.Unlock()
 	start := time.Now()
 	deadline := start.Add(r.o.AckTimeout)
 	dctx, cancel := context.WithDeadline(ctx, deadline)
