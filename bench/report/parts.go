@@ -257,6 +257,32 @@ func (r *report) bus(ctx context.Context) error {
 	return nil
 }
 
+// single: a later launch's whole single-instance Run (it finds the
+// primary, hands over its arguments, reads the answer) beside a plain Unix
+// socket's connect, request, reply and close, in three runs of
+// instance/bench_test.go BenchmarkRoundTrip.
+func (r *report) single(ctx context.Context) error {
+	bin, err := buildTest(ctx, r.root, "./instance", r.tmp)
+	if err != nil {
+		return err
+	}
+	t := newTable("run", "plain socket connect+request+reply", "single-instance forward (Run)", "forward ÷ socket", "load")
+	var worst float64
+	ok := true
+	for i := range 3 {
+		run := runBench(ctx, bin, r.tmp, "^BenchmarkRoundTrip$/^launch-(run|unix-socket)$", r.cfg.singleTime, 5*time.Minute)
+		f, okf := run.metric("BenchmarkRoundTrip/launch-run", "ns/op")
+		p, okp := run.metric("BenchmarkRoundTrip/launch-unix-socket", "ns/op")
+		ok = ok && okf && okp
+		worst = max(worst, f/p)
+		t.row(fmt.Sprint(i+1), dur(or(p, okp)), dur(or(f, okf)), ratio(or(f, okf), or(p, okp)), loadNow())
+	}
+	t.notef("Means of -benchtime %s each (BenchmarkRoundTrip/launch-run and /launch-unix-socket, in one process with the primary and the socket server).", r.cfg.singleTime)
+	r.add("Single-instance forward", t)
+	r.check("Single-instance forward", "≤ 4× socket connect+request+reply (goal 2×)", fmt.Sprintf("%.2f× (worst of 3)", worst), worst <= 4, ok)
+	return nil
+}
+
 // relearn: how soon a member hears of the next leader after SIGKILL of
 // the old one, beside the lock's own handover, in three runs.
 func (r *report) relearn(ctx context.Context, bin string) {
