@@ -197,28 +197,44 @@ func (r *report) startup(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	// The same code built static (no cgo start-up: package net's and
+	// os/user's cgo halves left out), to show what the default build's
+	// dynamic loading and cgo initialisation cost (issue 24).
+	static := filepath.Join(r.tmp, "leaderrun-static")
+	build := exec.CommandContext(ctx, "go", "build", "-tags", "netgo,osusergo", "-o", static, ".")
+	build.Dir = r.root
+	if out, err := build.CombinedOutput(); err != nil {
+		return fmt.Errorf("go build -tags netgo,osusergo: %v: %s", err, firstLine(out))
+	}
 	cmds := map[string][]string{
 		"leaderrun": {bin, "--dir", dir, "--name", "x", "--", "true"},
+		"static":    {static, "--dir", dir, "--name", "x", "--", "true"},
 		"flock1":    {"flock", filepath.Join(dir, "F"), "true"},
 		"true":      {"/bin/true"},
 	}
-	order := []string{"leaderrun", "flock1", "true"}
+	order := []string{"leaderrun", "static", "flock1", "true"}
 	res, err := startup(ctx, cmds, order, r.cfg.startupN)
 	if err != nil {
 		return err
 	}
-	names := map[string]string{"leaderrun": "leaderrun --name x -- true", "flock1": "flock F true", "true": "/bin/true"}
-	t := newTable("Command", "p50", "p99", "leaderrun ÷ command (p50)")
+	names := map[string]string{"leaderrun": "leaderrun --name x -- true", "static": "leaderrun --name x -- true, built static (-tags netgo,osusergo)", "flock1": "flock F true", "true": "/bin/true"}
+	t := newTable("Command", "p50", "mean", "p99", "leaderrun ÷ command (p50)")
 	for _, tool := range order {
 		slices.Sort(res[tool])
 	}
 	ours := pct(res["leaderrun"], 50)
 	for _, tool := range order {
 		s := res[tool]
-		t.row("`"+names[tool]+"`", dur(pct(s, 50)), dur(pct(s, 99)), ratio(ours, pct(s, 50)))
-		r.series = append(r.series, series{"Start-up (fork, exec, wait)", names[tool], s, tool == "leaderrun"})
+		var sum float64
+		for _, v := range s {
+			sum += v
+		}
+		t.row("`"+names[tool]+"`", dur(pct(s, 50)), dur(sum/float64(max(len(s), 1))), dur(pct(s, 99)), ratio(ours, pct(s, 50)))
+		if tool != "static" {
+			r.series = append(r.series, series{"Start-up (fork, exec, wait)", names[tool], s, tool == "leaderrun"})
+		}
 	}
-	t.notef("Wall time of fork+exec+wait, %d runs each, round-robin; an uncontended lock.", r.cfg.startupN)
+	t.notef("Wall time of fork+exec+wait, %d runs each, round-robin; an uncontended lock. The first row is the default `go build` (the one `go install` gives: dynamic, with cgo, wherever a C compiler is found).", r.cfg.startupN)
 	r.add("Start-up", t)
 	peer := pct(res["flock1"], 50)
 	r.check("Start-up", "p50 ≤ 2× `flock F true` (goal 1.6×)", ratio(ours, peer), ours <= 2*peer, !math.IsNaN(ours+peer))
