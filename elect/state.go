@@ -76,8 +76,12 @@ func withState(ctx context.Context, d *oslock.Dir, name string, fn func(*state) 
 	if _, err := f.WriteAt(out, 0); err != nil {
 		return state{}, err
 	}
-	if err := f.Truncate(int64(len(out))); err != nil {
-		return state{}, err
+	// Numbers only grow: the file shrinks only when it held more than a
+	// state (it was read whole: n < len(buf)), which is then cut off.
+	if len(out) < n {
+		if err := f.Truncate(int64(len(out))); err != nil {
+			return state{}, err
+		}
 	}
 	if then != nil {
 		if err := then(s); err != nil {
