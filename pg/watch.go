@@ -74,78 +74,16 @@ func (l *Locker) watch(ctx context.Context, end func(), c *pgx.Conn, wch string,
 	defer close(out)
 	notes := make(chan struct{}, 1)
 	lost := make(chan struct{})
-	go func() {
-		defer close(lost)
-		defer c.Close(context.Background())
-		for {
-			n, err := c.WaitForNotification(ctx)
-			if err != nil {
-				return
-			}
-			if n.Channel != wch {
-				var m busMsg
-				if bus == nil || json.Unmarshal([]byte(n.Payload), &m) != nil {
-					continue
-				}
-				select {
-				case bus <- m:
-				case <-ctx.Done():
-					return
-				}
-				continue
-			}
-			select {
-			case notes <- struct{}{}:
-			default:
-			}
-		}
-	}()
+	go forwardNotes(ctx, c, wch, bus, notes, lost)
 	for {
-		// The holders' connections, and for those already gone the
-		// expiry of their leases: their end is no row's change.
-		var unwatch []func()
-		var gone []<-chan struct{}
-		var next time.Duration = -1
-		for _, h := range last.Held {
-			sid, live, left, err := l.holderSession(ctx, name, h.Epoch)
-			switch {
-			case err != nil || sid == 0:
-			case live:
-				g, stop := l.watchDeath(sid)
-				gone, unwatch = append(gone, g), append(unwatch, stop)
-			case next < 0 || left < next:
-				next = left
-			}
-		}
-		var timer <-chan time.Time
-		if next >= 0 {
-			t := time.NewTimer(next + 5*time.Millisecond)
-			timer = t.C
-			unwatch = append(unwatch, func() { t.Stop() })
-		}
-		woke := make(chan struct{}, 1)
-		for _, g := range gone {
-			go func() {
-				select {
-				case <-g:
-					select {
-					case woke <- struct{}{}:
-					default:
-					}
-				case <-ctx.Done():
-				}
-			}()
-		}
+		woke, stop := l.watchHolders(ctx, name, last)
 		select {
 		case <-ctx.Done():
 		case <-lost:
 		case <-notes:
 		case <-woke:
-		case <-timer:
 		}
-		for _, u := range unwatch {
-			u()
-		}
+		stop()
 		select {
 		case <-ctx.Done():
 			return
@@ -160,6 +98,82 @@ func (l *Locker) watch(ctx context.Context, end func(), c *pgx.Conn, wch string,
 		if !reflect.DeepEqual(snap, last) {
 			last = snap
 			latest(out, snap)
+		}
+	}
+}
+
+// forwardNotes reads c's notifications until it fails (then closes lost
+// and c): one of the name's channel wch becomes a token in notes, and
+// any other, when bus is set, a bus message.
+func forwardNotes(ctx context.Context, c *pgx.Conn, wch string, bus chan<- busMsg, notes chan<- struct{}, lost chan<- struct{}) {
+	defer close(lost)
+	defer c.Close(context.Background())
+	for {
+		n, err := c.WaitForNotification(ctx)
+		if err != nil {
+			return
+		}
+		if n.Channel != wch {
+			var m busMsg
+			if bus == nil || json.Unmarshal([]byte(n.Payload), &m) != nil {
+				continue
+			}
+			select {
+			case bus <- m:
+			case <-ctx.Done():
+				return
+			}
+			continue
+		}
+		select {
+		case notes <- struct{}{}:
+		default:
+		}
+	}
+}
+
+// watchHolders returns a channel that receives when one of last's
+// holders ends without a row's change: its connection goes, or, for one
+// whose connection is already gone, its lease expires by the server's
+// clock; and the function that stops watching.
+func (l *Locker) watchHolders(ctx context.Context, name string, last elect.Snapshot) (<-chan struct{}, func()) {
+	var unwatch []func()
+	var gone []<-chan struct{}
+	var next time.Duration = -1
+	for _, h := range last.Held {
+		sid, live, left, err := l.holderSession(ctx, name, h.Epoch)
+		switch {
+		case err != nil || sid == 0:
+		case live:
+			g, stop := l.watchDeath(sid)
+			gone, unwatch = append(gone, g), append(unwatch, stop)
+		case next < 0 || left < next:
+			next = left
+		}
+	}
+	woke := make(chan struct{}, 1)
+	wake := func() {
+		select {
+		case woke <- struct{}{}:
+		default:
+		}
+	}
+	if next >= 0 {
+		t := time.AfterFunc(next+5*time.Millisecond, wake)
+		unwatch = append(unwatch, func() { t.Stop() })
+	}
+	for _, g := range gone {
+		go func() {
+			select {
+			case <-g:
+				wake()
+			case <-ctx.Done():
+			}
+		}()
+	}
+	return woke, func() {
+		for _, u := range unwatch {
+			u()
 		}
 	}
 }
