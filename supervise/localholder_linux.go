@@ -6,17 +6,7 @@ import (
 	"github.com/leaderrun/leaderrun/oslock"
 )
 
-// outliveHolder is for a waiter in line, over a backend whose terms
-// outlive a holder that died until they expire (etcd's lease), and that
-// can end one at once: when pid, the holder of name, is a supervisor of
-// the lock directory dir (its term marker is there), it sleeps on pid's
-// pidfd; when that supervisor dies without ending its term (its marker is
-// still there), it fences the term as the next holder would, calls end to
-// end the term in the backend and, once that has succeeded, removes the
-// marker (killed in between, the marker stays for the others here). It returns when ctx ends (another
-// holder, or this waiter's turn) or once that is done. Not on Linux, it
-// returns at once: without pidfds and the fence there is nothing a waiter
-// could do safely, and a dead holder's term expires with its lease.
+// outliveHolder is OutliveHolder, on Linux.
 func outliveHolder(ctx context.Context, dir, name string, pid int, end func(context.Context) error) {
 	d, err := oslock.OpenDir(dir, oslock.DirOptions{GroupShared: true, AllowUnsafeFS: true})
 	if err != nil {

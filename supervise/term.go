@@ -345,9 +345,11 @@ func RunWatchdog(te TermEnd) (code int, ok bool) { return runWatchdogRole(te) }
 // can end one at once: when pid, the holder of name, is a supervisor of
 // the lock directory dir (its term marker is there), it sleeps on pid's
 // pidfd; when that supervisor dies without ending its term (its marker is
-// still there), it fences the term as the next holder would, then calls
-// end to end the term in the backend. It returns when ctx ends (another
-// holder, or this waiter's turn) or once that is done. Not on Linux, it
+// still there), it fences the term as the next holder would, calls end to
+// end the term in the backend and, once that has succeeded, removes the
+// marker (killed in between, it leaves the marker for the other waiters
+// here). It returns when ctx ends (another holder, or this waiter's turn)
+// or once that is done. Not on Linux, it
 // returns at once: without pidfds and the fence there is nothing a waiter
 // could do safely, and a dead holder's term expires with its lease.
 func OutliveHolder(ctx context.Context, dir, name string, pid int, end func(context.Context) error) {
