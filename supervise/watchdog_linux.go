@@ -219,19 +219,7 @@ func runWatchdog(te TermEnd) int {
 	if !validTermID(w.r.id) {
 		return 2
 	}
-	lines := make(chan string)
-	go func() {
-		defer close(lines)
-		in := bufio.NewReader(os.NewFile(3, "watchdog"))
-		for {
-			line, err := in.ReadString('\n')
-			if err != nil {
-				return
-			}
-			lines <- strings.TrimSuffix(line, "\n")
-		}
-	}()
-	if !w.follow(lines) {
+	if !w.follow(readLines(os.NewFile(3, "watchdog"))) {
 		return 0 // the term ended cleanly
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 2*fenceBudget)
@@ -241,18 +229,11 @@ func runWatchdog(te TermEnd) int {
 	}
 	// The term ends in its backend before its marker goes: a watchdog
 	// killed between the two leaves the marker, which tells a waiter on
-	// this host that the term did not end cleanly (outliveLocalHolder)
-	// and the next holder here to fence it, never a marker gone with the
-	// term still running to its TTL. An end that fails leaves the marker.
-	switch {
-	case w.end != nil:
-		if w.end(ctx) != nil {
-			return 1
-		}
-	case w.token != "" && endTerm != nil:
-		if endTerm(ctx, w.token) != nil {
-			return 1
-		}
+	// this host that the term did not end cleanly (OutliveHolder) and the
+	// next holder here to fence it, never a marker gone with the term
+	// still running to its TTL. An end that fails leaves the marker.
+	if w.endInBackend(ctx, endTerm) != nil {
+		return 1
 	}
 	stopHalfway()
 	// The watchdog is another process: it can only reopen the directory by
@@ -277,6 +258,35 @@ func stopHalfway() {
 	if strings.Contains(testFence, "halfway") {
 		_ = unix.Kill(os.Getpid(), unix.SIGSTOP)
 	}
+}
+
+// readLines sends the lines of f, without their newline, until its end.
+func readLines(f *os.File) <-chan string {
+	lines := make(chan string)
+	go func() {
+		defer close(lines)
+		in := bufio.NewReader(f)
+		for {
+			line, err := in.ReadString('\n')
+			if err != nil {
+				return
+			}
+			lines <- strings.TrimSuffix(line, "\n")
+		}
+	}()
+	return lines
+}
+
+// endInBackend ends the term in its backend: with the end readied for its
+// token (TermEnd.Prepare), else with endTerm; nothing without a token.
+func (w *watch) endInBackend(ctx context.Context, endTerm func(ctx context.Context, token string) error) error {
+	switch {
+	case w.end != nil:
+		return w.end(ctx)
+	case w.token != "" && endTerm != nil:
+		return endTerm(ctx, w.token)
+	}
+	return nil
 }
 
 // follow reads leaderrun's messages until the term must be fenced (true:
