@@ -60,7 +60,18 @@ func testQueryShape(t *testing.T, b elect.Backend) {
 	if len(s.Held) != 1 {
 		t.Fatalf("held %+v", s.Held)
 	}
-	hd := s.Held[0]
+	checkHolder(t, s.Held[0], h, before, after)
+	p := s.Pending[0]
+	if p.Name != "qs" || p.Mode != elect.Shared || p.PID != os.Getpid() || p.Ticket == 0 || p.Since.IsZero() || !slices.Equal(p.Command, cmd("waiter")) || p.Steal {
+		t.Fatalf("pending %+v", p)
+	}
+	release(t, h)
+}
+
+// checkHolder checks testQueryShape's holder hd of h, granted between
+// before and after.
+func checkHolder(t *testing.T, hd elect.Holder, h *elect.Leadership, before, after time.Time) {
+	t.Helper()
 	if hd.Name != "qs" || hd.Mode != elect.Exclusive || hd.PID != os.Getpid() || hd.Epoch != h.Epoch() ||
 		!slices.Equal(hd.Command, cmd("holder")) || hd.Since.Before(before.Add(-time.Second)) || hd.Since.After(after.Add(time.Second)) || hd.External {
 		t.Fatalf("holder %+v; want qs, exclusive, pid %d, epoch %d, since %v, command %v", hd, os.Getpid(), h.Epoch(), before, cmd("holder"))
@@ -68,11 +79,6 @@ func testQueryShape(t *testing.T, b elect.Backend) {
 	if !h.Since().Equal(hd.Since) && h.Since().Sub(hd.Since).Abs() > time.Second {
 		t.Fatalf("Leadership.Since %v, Query %v", h.Since(), hd.Since)
 	}
-	p := s.Pending[0]
-	if p.Name != "qs" || p.Mode != elect.Shared || p.PID != os.Getpid() || p.Ticket == 0 || p.Since.IsZero() || !slices.Equal(p.Command, cmd("waiter")) || p.Steal {
-		t.Fatalf("pending %+v", p)
-	}
-	release(t, h)
 }
 
 func testReleaseIdempotent(t *testing.T, b elect.Backend) {
