@@ -53,15 +53,21 @@ var hosts = []string{"A", "B", "C"}
 
 // TestEtcdChaos runs leaderrun-etcd wrappers on three simulated hosts (a
 // lock directory and a --host name each), a few on each, for one name
-// over a 3-member etcd on loopback. Their COMMAND (the test binary in the
+// over a 3-member etcd. Each host (its wrappers, watchdogs and COMMANDs)
+// runs in a network namespace of its own and the members in another,
+// joined by a bridge (etcdtest.Net), so that a host can be cut off; where
+// namespaces cannot be made, everything runs on loopback and there are
+// no partitions. Their COMMAND (the test binary in the
 // role of chaosCommand) takes a "running" flock, then appends a tick
 // "KIND EPOCH PID UNIXNANO WRAPPER HOST" to a shared fenced log every 3 ms
 // while it runs. At random moments wrappers get SIGKILL (their watchdog
 // must kill COMMAND and revoke the lease) or SIGSTOP and, later, SIGCONT
 // (their watchdog must kill COMMAND by the term's deadline, before the
 // lease can pass to another host), and one etcd member at a time is
-// SIGKILLed and restarted, or SIGSTOPped and continued; now and then two
-// members are stopped for a second, taking the quorum away.
+// SIGKILLed and restarted, or SIGSTOPped and continued (the raft leader,
+// now and then, past the TTL); now and then two members are stopped for a
+// second, taking the quorum away, or one host, mostly the leader's, is
+// cut off and healed after the TTL.
 //
 // The detector of two COMMANDs at once has three parts:
 //
