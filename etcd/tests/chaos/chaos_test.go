@@ -293,7 +293,7 @@ type chaos struct {
 	lastCut   time.Time
 	stopped   map[int]bool // members stopped or killed now, by index
 	signals   []signalled
-	n         struct{ kills, stops, leaderKills, leaderStops, memberKills, memberStops, longStops, quorumLosses int }
+	n         struct{ kills, stops, leaderKills, leaderStops, memberKills, memberStops, longStops, quorumLosses, memberCuts int }
 	tailOff   int64
 	tailRest  []byte
 	leader    int // the wrapper whose COMMAND was seen starting last
@@ -606,7 +606,7 @@ func (c *chaos) etcdFault() {
 		}
 	}
 	i := c.rng.IntN(len(c.cl.Members))
-	switch r := c.rng.IntN(8); {
+	switch r := c.rng.IntN(9); {
 	case r == 0 && *chaosQuorum:
 		j := (i + 1 + c.rng.IntN(len(c.cl.Members)-1)) % len(c.cl.Members)
 		f.what = fmt.Sprintf("SIGSTOP etcd members %s and %s (no quorum)", c.cl.Members[i].Name, c.cl.Members[j].Name)
@@ -631,6 +631,26 @@ func (c *chaos) etcdFault() {
 		c.stopped[i] = true
 		c.later(time.Duration(4000+c.rng.IntN(3000))*time.Millisecond, "SIGCONT etcd member "+c.cl.Members[i].Name, undo(i, false))
 		c.n.longStops++
+	case r == 8 && c.net != nil:
+		// A member cut off (the raft leader or not): it runs on, and
+		// whoever talks to it hears nothing; heard of again 1-5s later.
+		name := etcdtest.MemberName(i)
+		f.what = "partition of etcd member " + c.cl.Members[i].Name
+		if err := c.net.Cut(name); err != nil {
+			c.t.Errorf("cut etcd member %s: %v", c.cl.Members[i].Name, err)
+			return
+		}
+		c.stopped[i] = true
+		c.later(time.Duration(1000+c.rng.IntN(4000))*time.Millisecond, "heal etcd member "+c.cl.Members[i].Name, func() {
+			if err := c.net.Heal(name); err != nil {
+				c.t.Errorf("heal etcd member %s: %v", c.cl.Members[i].Name, err)
+			}
+			delete(c.stopped, i)
+			if len(c.stopped) == 0 {
+				f.end = time.Now().UnixNano()
+			}
+		})
+		c.n.memberCuts++
 	case r < 4:
 		f.what = "SIGKILL etcd member " + c.cl.Members[i].Name
 		c.cl.Members[i].Kill()
@@ -1162,8 +1182,8 @@ func (c *chaos) report() {
 				float64(tm.start-c.procs[0].startNs)/1e9, c.eventsBetween(begin-int64(time.Second), tm.start))
 		}
 	}
-	t.Logf("etcdchaos figures: %d wrappers on 3 hosts, %d terms (A %d, B %d, C %d), epochs %d to %d, %d wrapper SIGKILLs (%d of the leader), %d wrapper SIGSTOPs (%d of the leader), etcd faults: %d member SIGKILL+restart, %d member SIGSTOP+CONT (%d of them the raft leader's, past the TTL), %d quorum losses; %d partitions of a host (%s); 0 overlapping COMMANDs, 0 refused fenced writes (checked above)",
-		len(c.procs), len(terms), perHost["A"], perHost["B"], perHost["C"], terms[0].epoch, terms[len(terms)-1].epoch, c.n.kills, c.n.leaderKills, c.n.stops, c.n.leaderStops, c.n.memberKills, c.n.memberStops+c.n.longStops, c.n.longStops, c.n.quorumLosses, len(c.parts), c.partsHeld())
+	t.Logf("etcdchaos figures: %d wrappers on 3 hosts, %d terms (A %d, B %d, C %d), epochs %d to %d, %d wrapper SIGKILLs (%d of the leader), %d wrapper SIGSTOPs (%d of the leader), etcd faults: %d member SIGKILL+restart, %d member SIGSTOP+CONT (%d of them the raft leader's, past the TTL), %d quorum losses, %d partitions of a member; %d partitions of a host (%s); 0 overlapping COMMANDs, 0 refused fenced writes (checked above)",
+		len(c.procs), len(terms), perHost["A"], perHost["B"], perHost["C"], terms[0].epoch, terms[len(terms)-1].epoch, c.n.kills, c.n.leaderKills, c.n.stops, c.n.leaderStops, c.n.memberKills, c.n.memberStops+c.n.longStops, c.n.longStops, c.n.quorumLosses, c.n.memberCuts, len(c.parts), c.partsHeld())
 	t.Logf("etcdchaos figures: stalls (per gap between terms, the longest wait of a wrapper never signalled while the name was free or held by an ended term): with no fault within a lease %s; with a partition %s; with an etcd fault %s; a cut host's own waiters (not stalls: they cannot be granted while cut) waited up to %v",
 		pstats(stallQuiet), pstats(stallCut), pstats(stallFault), cutWait.Round(time.Millisecond))
 	if worst > 0 {
