@@ -124,6 +124,7 @@ func (a *acquirer) keepTicket() error {
 	}
 	a.tk.f.Close()
 	a.tk.beacon.Close()
+	a.tk.inbox.Close()
 	a.tk = t
 	return nil
 }

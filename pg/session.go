@@ -2,6 +2,7 @@ package pg
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"sync"
@@ -114,8 +115,14 @@ func (l *Locker) openSession(ctx context.Context) (conn *pgx.Conn, id int64, sen
 	}
 	sent = time.Now()
 	if err := conn.QueryRow(ctx, "SELECT "+l.q+".open_session($1, $2, $3)", l.ttl, l.host, os.Getpid()).Scan(&id); err != nil {
+		broke := conn.IsClosed()
 		conn.Close(context.Background())
-		return nil, 0, time.Time{}, l.pgErr("opening a session", err)
+		if err = l.pgErr("opening a session", err); broke && !errors.Is(err, ErrPooler) {
+			// The server went under the statement: unavailable, as when
+			// it cannot be reached (exit 69), not a fault of leaderrun's.
+			err = fmt.Errorf("%w: %w", elect.ErrUnavailable, err)
+		}
+		return nil, 0, time.Time{}, err
 	}
 	// A second transaction must reach the same backend, which holds the
 	// session's advisory lock: not so behind a transaction-mode pooler.

@@ -75,15 +75,15 @@ func (l *Locker) watch(ctx context.Context, end func(), c *pgx.Conn, wch string,
 	notes := make(chan struct{}, 1)
 	lost := make(chan struct{})
 	go forwardNotes(ctx, c, wch, bus, notes, lost)
+	woke, stop := l.watchHolders(ctx, name, last)
+	defer func() { stop() }()
 	for {
-		woke, stop := l.watchHolders(ctx, name, last)
 		select {
 		case <-ctx.Done():
 		case <-lost:
 		case <-notes:
 		case <-woke:
 		}
-		stop()
 		select {
 		case <-ctx.Done():
 			return
@@ -91,14 +91,16 @@ func (l *Locker) watch(ctx context.Context, end func(), c *pgx.Conn, wch string,
 			return // the server went: the watch ends, as the Locker's requests do
 		default:
 		}
-		snap, err := l.Query(ctx, name)
-		if err != nil {
-			continue
-		}
-		if !reflect.DeepEqual(snap, last) {
+		if snap, err := l.Query(ctx, name); err == nil && !reflect.DeepEqual(snap, last) {
 			last = snap
 			latest(out, snap)
 		}
+		// The new watches first, then the old ones stop: a holder still
+		// there keeps its connection's watch (shared, counted) instead of
+		// a new connection to the server at every change of the name.
+		nextWoke, nextStop := l.watchHolders(ctx, name, last)
+		stop()
+		woke, stop = nextWoke, nextStop
 	}
 }
 
@@ -140,10 +142,22 @@ func (l *Locker) watchHolders(ctx context.Context, name string, last elect.Snaps
 	var unwatch []func()
 	var gone []<-chan struct{}
 	var next time.Duration = -1
+	l.mu.Lock()
+	var own int64
+	var ownDone <-chan struct{}
+	if l.sess != nil {
+		own, ownDone = l.sess.id, l.sess.done
+	}
+	l.mu.Unlock()
 	for _, h := range last.Held {
 		sid, live, left, err := l.holderSession(ctx, name, h.Epoch)
 		switch {
 		case err != nil || sid == 0:
+		case sid == own && live:
+			// This Locker's own session: the end of its connection is
+			// known here (the session ends), with no connection of its
+			// own to the server to sleep on.
+			gone = append(gone, ownDone)
 		case live:
 			g, stop := l.watchDeath(sid)
 			gone, unwatch = append(gone, g), append(unwatch, stop)

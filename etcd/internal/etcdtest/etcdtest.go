@@ -119,11 +119,11 @@ type Options struct {
 	// certificate of a CA made for the cluster, and require a client
 	// certificate of that CA (Cluster.TLS).
 	TLS bool
-	// Net runs the members in the core namespace of a network the test
-	// made (NewNet), each on an address of its own on its bridge, so that
-	// the network's hosts reach them (Endpoints) and can be cut off. The
-	// test process reaches them on unix sockets (ControlEndpoints). Not
-	// with TLS.
+	// Net runs each member in a namespace of its own on the bridge of a
+	// network the test made (NewNet), with an address of its own, so that
+	// the network's hosts reach them (Endpoints) and a host or a member
+	// can be cut off (Net.Cut, MemberName). The test process reaches them
+	// on unix sockets (ControlEndpoints). Not with TLS.
 	Net *Net
 }
 
@@ -401,9 +401,9 @@ func (m *Member) Start() error {
 		if err := os.Remove(filepath.Join(m.cwd, m.Name+":2379")); err != nil && !errors.Is(err, os.ErrNotExist) {
 			return err
 		}
-		// nsenter joins the core namespace and execs etcd: the pid is
-		// etcd's.
-		argv = m.net.wrap(argv)
+		// nsenter joins the member's namespace and execs etcd: the pid
+		// is etcd's.
+		argv = m.net.wrap(m.idx, argv)
 	}
 	cmd := exec.Command(argv[0], argv[1:]...)
 	cmd.Dir = m.cwd

@@ -11,13 +11,13 @@ import (
 )
 
 // Net is a small network of namespaces that a test makes for itself, so
-// that a host can be cut off from the cluster while nothing leaves the
-// namespaces it made: a core namespace with a bridge, where the members
-// of a cluster started with Options.Net run, each on an address of its
-// own on the bridge; and one namespace per host, on a veth pair to the
-// bridge. Cut takes the bridge's end of a host's veth down: the host's
-// packets are dropped on the wire, its connections hang as in a real
-// partition (no reset, no error), and Heal brings it back.
+// that a host or a member can be cut off while nothing leaves the
+// namespaces it made: a core namespace with a bridge, and one namespace
+// per host and per member of a cluster started with Options.Net, each on
+// a veth pair to the bridge with an address of its own. Cut takes the
+// bridge's end of a host's or member's veth down: its packets are dropped
+// on the wire, its connections hang as in a real partition (no reset, no
+// error), and Heal brings it back.
 //
 // Each namespace is held by a sleep(1) child in it, made with
 // CLONE_NEWNET and killed when the test process dies (Pdeathsig), so the
@@ -31,10 +31,9 @@ type Net struct {
 	nsenter string
 	core    *exec.Cmd
 	mu      sync.Mutex
-	hosts   map[string]*exec.Cmd
-	links   map[string]string // host -> its veth's bridge end, in core
+	hosts   map[string]*exec.Cmd // host or member name -> the holder of its namespace
+	links   map[string]string    // host or member name -> its veth's bridge end, in core
 	cut     map[string]bool
-	addrs   map[int]bool // the members' addresses on the bridge
 }
 
 // The network's addresses: members at 10.87.0.1…, hosts at 10.87.0.101….
@@ -50,7 +49,7 @@ var ErrNoNetns = errors.New("network namespaces not available")
 
 // NewNet makes the core namespace and one namespace per host.
 func NewNet(hosts []string) (*Net, error) {
-	n := &Net{hosts: map[string]*exec.Cmd{}, links: map[string]string{}, cut: map[string]bool{}, addrs: map[int]bool{}}
+	n := &Net{hosts: map[string]*exec.Cmd{}, links: map[string]string{}, cut: map[string]bool{}}
 	var err error
 	if n.ip, err = lookPath("ip", "/usr/sbin/ip", "/sbin/ip"); err != nil {
 		return nil, fmt.Errorf("%w: %v", ErrNoNetns, err)
@@ -75,32 +74,40 @@ func NewNet(hosts []string) (*Net, error) {
 		return fail(err)
 	}
 	for i, h := range hosts {
-		p, err := holder()
-		if err != nil {
+		if err := n.join(h, fmt.Sprintf("vh%d", i), fmt.Sprintf("%s%d", netPrefix, 101+i)); err != nil {
 			return fail(err)
-		}
-		n.hosts[h] = p
-		link := fmt.Sprintf("vh%d", i)
-		n.links[h] = link
-		pid := fmt.Sprint(p.Process.Pid)
-		steps := []struct {
-			in   *exec.Cmd
-			args []string
-		}{
-			{n.core, []string{"link", "add", link, "type", "veth", "peer", "name", "eth0", "netns", pid}},
-			{n.core, []string{"link", "set", link, "master", "br0"}},
-			{n.core, []string{"link", "set", link, "up"}},
-			{p, []string{"link", "set", "lo", "up"}},
-			{p, []string{"addr", "add", fmt.Sprintf("%s%d%s", netPrefix, 101+i, netBits), "dev", "eth0"}},
-			{p, []string{"link", "set", "eth0", "up"}},
-		}
-		for _, s := range steps {
-			if err := n.run(s.in, s.args...); err != nil {
-				return fail(err)
-			}
 		}
 	}
 	return n, nil
+}
+
+// join makes a namespace for name on a veth pair whose bridge end is
+// link, with addr on its own end.
+func (n *Net) join(name, link, addr string) error {
+	p, err := holder()
+	if err != nil {
+		return err
+	}
+	n.hosts[name] = p
+	n.links[name] = link
+	pid := fmt.Sprint(p.Process.Pid)
+	steps := []struct {
+		in   *exec.Cmd
+		args []string
+	}{
+		{n.core, []string{"link", "add", link, "type", "veth", "peer", "name", "eth0", "netns", pid}},
+		{n.core, []string{"link", "set", link, "master", "br0"}},
+		{n.core, []string{"link", "set", link, "up"}},
+		{p, []string{"link", "set", "lo", "up"}},
+		{p, []string{"addr", "add", addr + netBits, "dev", "eth0"}},
+		{p, []string{"link", "set", "eth0", "up"}},
+	}
+	for _, s := range steps {
+		if err := n.run(s.in, s.args...); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 func lookPath(name string, alt ...string) (string, error) {
@@ -140,38 +147,41 @@ func (n *Net) run(p *exec.Cmd, args ...string) error {
 // joins it and execs name, so the process started is name itself (the
 // same pid), with nsenter's name until that exec.
 func (n *Net) Command(host, name string, args ...string) *exec.Cmd {
+	n.mu.Lock()
 	p := n.hosts[host]
+	n.mu.Unlock()
 	if p == nil {
 		panic("etcdtest: no host " + host + " in the network")
 	}
 	return exec.Command(n.nsenter, append([]string{"--net=" + nsPath(p), "--", name}, args...)...)
 }
 
-// wrap returns the argv that runs argv in the core namespace.
-func (n *Net) wrap(argv []string) []string {
-	return append([]string{n.nsenter, "--net=" + nsPath(n.core), "--"}, argv...)
+// wrap returns the argv that runs argv in member i's namespace.
+func (n *Net) wrap(i int, argv []string) []string {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return append([]string{n.nsenter, "--net=" + nsPath(n.hosts[MemberName(i)]), "--"}, argv...)
 }
 
-// memberIP is the address of member i on the bridge (it is added to the
-// bridge when the member first starts).
+// memberIP is the address of member i (its namespace is made when it
+// first starts).
 func memberIP(i int) string { return fmt.Sprintf("%s%d", netPrefix, 1+i) }
 
-// addMember adds member i's address to the bridge, once.
+// MemberName is the name of member i, for Cut and Heal.
+func MemberName(i int) string { return fmt.Sprintf("m%d", i) }
+
+// addMember makes member i's namespace, once.
 func (n *Net) addMember(i int) error {
 	n.mu.Lock()
 	defer n.mu.Unlock()
-	if n.addrs[i] {
+	if n.hosts[MemberName(i)] != nil {
 		return nil
 	}
-	if err := n.run(n.core, "addr", "add", memberIP(i)+netBits, "dev", "br0"); err != nil {
-		return err
-	}
-	n.addrs[i] = true
-	return nil
+	return n.join(MemberName(i), fmt.Sprintf("vm%d", i), memberIP(i))
 }
 
-// Cut cuts host off: every packet between it and the bridge is dropped
-// until Heal.
+// Cut cuts a host or a member (MemberName) off: every packet between it
+// and the bridge is dropped until Heal.
 func (n *Net) Cut(host string) error {
 	n.mu.Lock()
 	defer n.mu.Unlock()

@@ -5,6 +5,7 @@ package etcdtest
 import (
 	"errors"
 	"os/exec"
+	"strconv"
 )
 
 // Net is a network of namespaces (Linux only; see netns_linux.go).
@@ -30,7 +31,10 @@ func (n *Net) Heal(host string) error { return ErrNoNetns }
 // Close does nothing.
 func (n *Net) Close() {}
 
-func (n *Net) wrap(argv []string) []string { return argv }
+func (n *Net) wrap(i int, argv []string) []string { return argv }
+
+// MemberName is the name of member i, for Cut and Heal.
+func MemberName(i int) string { return "m" + strconv.Itoa(i) }
 
 func memberIP(i int) string { return "127.0.0.1" }
 

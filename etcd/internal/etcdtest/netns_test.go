@@ -9,7 +9,8 @@ import (
 
 // TestNetCut checks the test network itself: a member on the bridge is
 // reached from a host's namespace and, through its unix socket, from the
-// test process; a cut host reaches nothing until it is healed.
+// test process; a cut host reaches nothing until it is healed, and nobody
+// on the bridge reaches a cut member.
 func TestNetCut(t *testing.T) {
 	Require(t)
 	n, err := NewNet([]string{"A"})
@@ -57,5 +58,27 @@ func TestNetCut(t *testing.T) {
 	}
 	if healed != nil {
 		t.Fatalf("host A, healed, does not reach the member: %v", healed)
+	}
+	// The member cut off: nobody on the bridge reaches it; the test
+	// process still does, through its unix socket.
+	if err := n.Cut(MemberName(0)); err != nil {
+		t.Fatal(err)
+	}
+	if err := reach(); err == nil {
+		t.Fatal("host A still reaches the member cut off")
+	}
+	if _, err := c.Client(t).Get(ctx, "k"); err != nil {
+		t.Fatalf("the member cut off, through its control socket: %v", err)
+	}
+	if err := n.Heal(MemberName(0)); err != nil {
+		t.Fatal(err)
+	}
+	for range 10 {
+		if healed = reach(); healed == nil {
+			break
+		}
+	}
+	if healed != nil {
+		t.Fatalf("host A does not reach the member healed: %v", healed)
 	}
 }

@@ -53,15 +53,21 @@ var hosts = []string{"A", "B", "C"}
 
 // TestEtcdChaos runs leaderrun-etcd wrappers on three simulated hosts (a
 // lock directory and a --host name each), a few on each, for one name
-// over a 3-member etcd on loopback. Their COMMAND (the test binary in the
+// over a 3-member etcd. Each host (its wrappers, watchdogs and COMMANDs)
+// runs in a network namespace of its own and the members in another,
+// joined by a bridge (etcdtest.Net), so that a host can be cut off; where
+// namespaces cannot be made, everything runs on loopback and there are
+// no partitions. Their COMMAND (the test binary in the
 // role of chaosCommand) takes a "running" flock, then appends a tick
 // "KIND EPOCH PID UNIXNANO WRAPPER HOST" to a shared fenced log every 3 ms
 // while it runs. At random moments wrappers get SIGKILL (their watchdog
 // must kill COMMAND and revoke the lease) or SIGSTOP and, later, SIGCONT
 // (their watchdog must kill COMMAND by the term's deadline, before the
 // lease can pass to another host), and one etcd member at a time is
-// SIGKILLed and restarted, or SIGSTOPped and continued; now and then two
-// members are stopped for a second, taking the quorum away.
+// SIGKILLed and restarted, or SIGSTOPped and continued (the raft leader,
+// now and then, past the TTL); now and then two members are stopped for a
+// second, taking the quorum away, or one host, mostly the leader's, is
+// cut off and healed after the TTL.
 //
 // The detector of two COMMANDs at once has three parts:
 //
@@ -287,7 +293,7 @@ type chaos struct {
 	lastCut   time.Time
 	stopped   map[int]bool // members stopped or killed now, by index
 	signals   []signalled
-	n         struct{ kills, stops, leaderKills, leaderStops, memberKills, memberStops, longStops, quorumLosses int }
+	n         struct{ kills, stops, leaderKills, leaderStops, memberKills, memberStops, longStops, quorumLosses, memberCuts int }
 	tailOff   int64
 	tailRest  []byte
 	leader    int // the wrapper whose COMMAND was seen starting last
@@ -600,7 +606,7 @@ func (c *chaos) etcdFault() {
 		}
 	}
 	i := c.rng.IntN(len(c.cl.Members))
-	switch r := c.rng.IntN(8); {
+	switch r := c.rng.IntN(9); {
 	case r == 0 && *chaosQuorum:
 		j := (i + 1 + c.rng.IntN(len(c.cl.Members)-1)) % len(c.cl.Members)
 		f.what = fmt.Sprintf("SIGSTOP etcd members %s and %s (no quorum)", c.cl.Members[i].Name, c.cl.Members[j].Name)
@@ -625,6 +631,26 @@ func (c *chaos) etcdFault() {
 		c.stopped[i] = true
 		c.later(time.Duration(4000+c.rng.IntN(3000))*time.Millisecond, "SIGCONT etcd member "+c.cl.Members[i].Name, undo(i, false))
 		c.n.longStops++
+	case r == 8 && c.net != nil:
+		// A member cut off (the raft leader or not): it runs on, and
+		// whoever talks to it hears nothing; heard of again 1-5s later.
+		name := etcdtest.MemberName(i)
+		f.what = "partition of etcd member " + c.cl.Members[i].Name
+		if err := c.net.Cut(name); err != nil {
+			c.t.Errorf("cut etcd member %s: %v", c.cl.Members[i].Name, err)
+			return
+		}
+		c.stopped[i] = true
+		c.later(time.Duration(1000+c.rng.IntN(4000))*time.Millisecond, "heal etcd member "+c.cl.Members[i].Name, func() {
+			if err := c.net.Heal(name); err != nil {
+				c.t.Errorf("heal etcd member %s: %v", c.cl.Members[i].Name, err)
+			}
+			delete(c.stopped, i)
+			if len(c.stopped) == 0 {
+				f.end = time.Now().UnixNano()
+			}
+		})
+		c.n.memberCuts++
 	case r < 4:
 		f.what = "SIGKILL etcd member " + c.cl.Members[i].Name
 		c.cl.Members[i].Kill()
@@ -1156,8 +1182,8 @@ func (c *chaos) report() {
 				float64(tm.start-c.procs[0].startNs)/1e9, c.eventsBetween(begin-int64(time.Second), tm.start))
 		}
 	}
-	t.Logf("etcdchaos figures: %d wrappers on 3 hosts, %d terms (A %d, B %d, C %d), epochs %d to %d, %d wrapper SIGKILLs (%d of the leader), %d wrapper SIGSTOPs (%d of the leader), etcd faults: %d member SIGKILL+restart, %d member SIGSTOP+CONT (%d of them the raft leader's, past the TTL), %d quorum losses; %d partitions of a host (%s); 0 overlapping COMMANDs, 0 refused fenced writes (checked above)",
-		len(c.procs), len(terms), perHost["A"], perHost["B"], perHost["C"], terms[0].epoch, terms[len(terms)-1].epoch, c.n.kills, c.n.leaderKills, c.n.stops, c.n.leaderStops, c.n.memberKills, c.n.memberStops+c.n.longStops, c.n.longStops, c.n.quorumLosses, len(c.parts), c.partsHeld())
+	t.Logf("etcdchaos figures: %d wrappers on 3 hosts, %d terms (A %d, B %d, C %d), epochs %d to %d, %d wrapper SIGKILLs (%d of the leader), %d wrapper SIGSTOPs (%d of the leader), etcd faults: %d member SIGKILL+restart, %d member SIGSTOP+CONT (%d of them the raft leader's, past the TTL), %d quorum losses, %d partitions of a member; %d partitions of a host (%s); 0 overlapping COMMANDs, 0 refused fenced writes (checked above)",
+		len(c.procs), len(terms), perHost["A"], perHost["B"], perHost["C"], terms[0].epoch, terms[len(terms)-1].epoch, c.n.kills, c.n.leaderKills, c.n.stops, c.n.leaderStops, c.n.memberKills, c.n.memberStops+c.n.longStops, c.n.longStops, c.n.quorumLosses, c.n.memberCuts, len(c.parts), c.partsHeld())
 	t.Logf("etcdchaos figures: stalls (per gap between terms, the longest wait of a wrapper never signalled while the name was free or held by an ended term): with no fault within a lease %s; with a partition %s; with an etcd fault %s; a cut host's own waiters (not stalls: they cannot be granted while cut) waited up to %v",
 		pstats(stallQuiet), pstats(stallCut), pstats(stallFault), cutWait.Round(time.Millisecond))
 	if worst > 0 {
