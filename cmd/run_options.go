@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/leaderrun/leaderrun/elect"
+	"github.com/leaderrun/leaderrun/supervise"
 	"github.com/urfave/cli/v3"
 )
 
@@ -41,6 +42,9 @@ type runOptions struct {
 	restart        string
 	fanout         bool
 	verbose        bool
+	prefork        bool             // --prefork
+	spare          *supervise.Spare // COMMAND's process made while waiting (--prefork)
+	absDir         string           // the lock directory, absolute, for COMMAND's LEADERRUN_DIR
 	// exclusive: -x/-e was given; the mode is exclusive anyway unless
 	// -s, which contradicts it.
 	exclusive bool
@@ -93,6 +97,7 @@ func readRunFlags(c *cli.Command, argv []string) *runOptions {
 		restart:  c.String("restart"),
 		fanout:   c.Bool("fanout"),
 		verbose:  c.Bool("verbose"),
+		prefork:  c.Bool("prefork"),
 		req:      elect.Request{IfAvailable: c.Bool("nonblock"), Steal: c.Bool("steal"), Command: argv},
 	}
 	o.wait, o.waitSet = durationFlag(c, "wait")

@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"time"
 
@@ -123,6 +124,18 @@ func validCgroup(path, id string) bool {
 		}
 	}
 	return false
+}
+
+// adopt moves pid, a spare not yet running COMMAND, into the cgroup: one
+// write to cgroup.procs. It reports whether the kernel took it.
+func (c *termCgroup) adopt(pid int) bool {
+	fd, err := unix.Openat(int(c.dir.Fd()), "cgroup.procs", unix.O_WRONLY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return false
+	}
+	defer unix.Close(fd)
+	_, err = unix.Write(fd, []byte(strconv.Itoa(pid)))
+	return err == nil
 }
 
 // prepare makes COMMAND start in the cgroup.
