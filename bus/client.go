@@ -22,6 +22,7 @@ type dialConfig struct {
 	wait        bool
 	publishOnly bool
 	buffer      int
+	bufferSet   bool
 }
 
 // WaitForLeader makes Dial, Publish and Request wait, until their context
@@ -32,16 +33,25 @@ func WaitForLeader() DialOption { return func(c *dialConfig) { c.wait = true } }
 // member that only publishes or makes requests (such as a second instance
 // handing its arguments to the first) and never reads Events. Such a
 // client is never cut off as a slow consumer; it still receives
-// EventLeader and EventLost, and drops them if nobody reads them.
+// EventLeader and EventLost, and drops them if nobody reads them: its
+// Events keeps the last publishOnlyBuffer (16) unread ones unless
+// EventBuffer says otherwise.
 func PublishOnly() DialOption { return func(c *dialConfig) { c.publishOnly = true } }
 
 // EventBuffer sets how many events may wait in Events before the client
 // counts as a slow consumer: it then drops its connection with
 // ErrSlowConsumer, delivers what it had, and reconnects, reporting the
 // gap. Default 1024.
-func EventBuffer(n int) DialOption { return func(c *dialConfig) { c.buffer = n } }
+func EventBuffer(n int) DialOption {
+	return func(c *dialConfig) { c.buffer, c.bufferSet = n, true }
+}
 
 const defaultEventBuffer = 1024
+
+// publishOnlyBuffer is a publish-only client's default Events buffer: it
+// only ever holds leader changes, and a second instance dialling to hand
+// over its arguments should not allocate room for 1024 events.
+const publishOnlyBuffer = 16
 
 // Client is a member's connection to the bus of one name. It reconnects by
 // itself whenever a new leader serves. Its methods are safe for concurrent
@@ -101,6 +111,9 @@ func newClient(dir, name string, opts []DialOption) (*Client, error) {
 	cfg := dialConfig{buffer: defaultEventBuffer}
 	for _, o := range opts {
 		o(&cfg)
+	}
+	if cfg.publishOnly && !cfg.bufferSet {
+		cfg.buffer = publishOnlyBuffer
 	}
 	if cfg.buffer < 1 {
 		return nil, fmt.Errorf("bus: EventBuffer %d too small (at least 1)", cfg.buffer)
@@ -409,6 +422,7 @@ func (c *Client) connect(ctx context.Context) (*session, error) {
 	fr := newFrameReader(uc, maxHelloText+frameSlack)
 	h, err := handshake(uc, fr, clientHello{version: protoVersion, pid: uint32(os.Getpid()), flags: flags})
 	if err != nil {
+		fr.release()
 		uc.Close()
 		return nil, err
 	}

@@ -1,7 +1,6 @@
 package bus
 
 import (
-	"bufio"
 	"context"
 	"errors"
 	"fmt"
@@ -50,6 +49,7 @@ func (s *Server) handle(uc *net.UnixConn) {
 		return
 	}
 	fr := newFrameReader(uc, s.cfg.maxMsg+frameSlack)
+	defer fr.release()
 	uc.SetReadDeadline(time.Now().Add(helloTimeout))
 	t, body, err := fr.next()
 	if err == nil && t != fClientHello {
@@ -141,7 +141,8 @@ func (c *conn) endLocked(y bye, drop bool) {
 func (c *conn) writeLoop() {
 	defer c.s.wg.Done()
 	defer c.close()
-	bw := bufio.NewWriterSize(c.uc, 32<<10)
+	bw := newWriter(c.uc)
+	defer putWriter(bw)
 	for range c.wake {
 		c.mu.Lock()
 		batch, last := c.q, c.last

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"sync"
 )
 
 // A frame is a 4-byte big-endian length n followed by n bytes: a type byte
@@ -267,8 +268,39 @@ type frameReader struct {
 	buf []byte
 }
 
+// A connection's read and write buffers come from pools and go back when
+// it ends: a primary that serves thousands of short connections (the
+// single-instance launches of package instance) then allocates them once,
+// not 96KB per connection for the collector to clear.
+var (
+	readers = sync.Pool{New: func() any { return bufio.NewReaderSize(nil, 64<<10) }}
+	writers = sync.Pool{New: func() any { return bufio.NewWriterSize(nil, 32<<10) }}
+)
+
 func newFrameReader(r io.Reader, max int) *frameReader {
-	return &frameReader{r: bufio.NewReaderSize(r, 64<<10), max: max}
+	br := readers.Get().(*bufio.Reader)
+	br.Reset(r)
+	return &frameReader{r: br, max: max}
+}
+
+// release gives the reader's buffer back; fr is not read after. A body
+// it returned stays valid (it is in fr.buf, not in the buffer).
+func (fr *frameReader) release() {
+	fr.r.Reset(nil)
+	readers.Put(fr.r)
+	fr.r = nil
+}
+
+// newWriter is a pooled bufio.Writer on w; putWriter gives it back.
+func newWriter(w io.Writer) *bufio.Writer {
+	bw := writers.Get().(*bufio.Writer)
+	bw.Reset(w)
+	return bw
+}
+
+func putWriter(bw *bufio.Writer) {
+	bw.Reset(nil)
+	writers.Put(bw)
 }
 
 // next returns the next frame. A clean end between frames is io.EOF; an

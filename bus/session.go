@@ -1,7 +1,6 @@
 package bus
 
 import (
-	"bufio"
 	"errors"
 	"fmt"
 	"io"
@@ -88,7 +87,8 @@ func (s *session) answer(id uint64, r result) {
 // so that concurrent publishers share system calls.
 func (s *session) writeLoop() {
 	defer s.c.wg.Done()
-	bw := bufio.NewWriterSize(s.uc, 32<<10)
+	bw := newWriter(s.uc)
+	defer putWriter(bw)
 	for {
 		var f []byte
 		select {
@@ -122,6 +122,7 @@ func (s *session) readLoop() {
 	defer s.c.wg.Done()
 	defer close(s.done)
 	err := s.read()
+	s.fr.release()
 	s.fail(err)
 	s.mu.Lock()
 	s.over = true

@@ -27,6 +27,9 @@ type App struct {
 	prepare TermEndPreparer
 	// helpErr is `leaderrun help NOSUCH`'s usage error (noHelpTopic).
 	helpErr error
+	// exits: the process exits once Run returns (Main), so that what the
+	// kernel undoes anyway is left to it (signal.Stop: about 250 µs).
+	exits bool
 }
 
 // Option changes how New builds the app.
@@ -177,6 +180,7 @@ const backendKey = "leaderrun.app"
 // the app's TermEnder runs (see supervise.RunWatchdog).
 func Main(opts ...Option) int {
 	a := New(opts...)
+	a.exits = true
 	if code, ok := a.runLateRole(); ok {
 		return code
 	}

@@ -23,8 +23,10 @@ import (
 // Backend is what every backend must do: elect's election, for any name,
 // in elect's terms. The conformance suite, elect/electtest.Run, is the
 // executable definition of Acquire, Query and QueryAll (Query for every
-// name; a backend's own tests run it); Close ends every term of the
-// Backend and frees it. *elect.Locker is a Backend (and a LockDir).
+// name; a backend's own tests run it). Close ends every request still
+// waiting (elect.ErrClosed), releases every leadership it granted and
+// frees it, as elect.Locker's does. *elect.Locker is a Backend (and a
+// LockDir).
 type Backend interface {
 	Acquire(ctx context.Context, name string, r elect.Request) (*elect.Leadership, error)
 	Query(ctx context.Context, name string) (elect.Snapshot, error)

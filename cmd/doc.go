@@ -22,8 +22,10 @@
 // backend's flags (leaderrun-etcd's, in the etcd module), and the
 // capabilities a backend may have besides Backend's methods are named
 // there (LockDir, Remote, BusBackend, TermEnder, HolderEnder,
-// GraceFitter). The plain leaderrun hands a command line with
-// --etcd-endpoints over to leaderrun-etcd (handover.go).
+// GraceFitter); backendopen.go is how the app opens it. The plain
+// leaderrun hands a command line with --etcd-endpoints (--pg-url) over to
+// leaderrun-etcd (leaderrun-pg): handover.go, the one table that names
+// the backends' programs.
 //
 // # Guarantees
 //

@@ -35,33 +35,53 @@ func explainIn(dir string, explicit bool, err error) error {
 	if e := resourceError(err); e != nil {
 		return e
 	}
-	if dir != "" {
-		fi, lerr := os.Lstat(dir)
-		switch {
-		case errors.Is(lerr, syscall.ENOTDIR), lerr == nil && fi.Mode()&fs.ModeSymlink == 0 && !fi.IsDir():
-			return exitf(ExitNoPerm, "leaderrun: the lock directory %s is not a directory (or a parent of it is not); give a directory (mkdir -m 700 DIR) with --dir or LEADERRUN_DIR", dir)
-		case errors.Is(lerr, fs.ErrNotExist) && explicit:
-			return exitf(ExitNoPerm, "leaderrun: the lock directory %s does not exist (or was removed while in use); create it with mkdir -m 700 %s, or leave --dir and LEADERRUN_DIR unset to use the private default", dir, dir)
-		case errors.Is(lerr, fs.ErrNotExist):
-			if e := uncreatable(dir); e != nil {
-				return e
-			}
-			return exitf(ExitNoPerm, "leaderrun: the lock directory %s does not exist (removed while in use?); run leaderrun again to create it, or give one with --dir", dir)
-		}
+	if e := missingDir(dir, explicit); e != nil {
+		return e
 	}
 	if e := sharedDirError(dir, explicit, err); e != nil {
 		return e
 	}
-	var errno syscall.Errno
-	if errors.As(err, &errno) {
-		switch errno {
-		case syscall.EROFS:
-			return exitf(ExitCantCreate, "leaderrun: cannot write in the lock directory %s: its filesystem is read-only; give a writable directory with --dir or LEADERRUN_DIR", dir)
-		case syscall.ENOSPC, syscall.EDQUOT:
-			return exitf(ExitCantCreate, "leaderrun: cannot write in the lock directory %s: its filesystem is full (%s); free some space, or give another directory with --dir or LEADERRUN_DIR", dir, errno)
-		}
+	if e := unwritableDir(dir, err); e != nil {
+		return e
 	}
 	return classifyIn(err, explicit)
+}
+
+// missingDir is the exit for a lock directory dir that is no directory,
+// or is not there; nil when it is one, or dir is "".
+func missingDir(dir string, explicit bool) error {
+	if dir == "" {
+		return nil
+	}
+	fi, lerr := os.Lstat(dir)
+	switch {
+	case errors.Is(lerr, syscall.ENOTDIR), lerr == nil && fi.Mode()&fs.ModeSymlink == 0 && !fi.IsDir():
+		return exitf(ExitNoPerm, "leaderrun: the lock directory %s is not a directory (or a parent of it is not); give a directory (mkdir -m 700 DIR) with --dir or LEADERRUN_DIR", dir)
+	case errors.Is(lerr, fs.ErrNotExist) && explicit:
+		return exitf(ExitNoPerm, "leaderrun: the lock directory %s does not exist (or was removed while in use); create it with mkdir -m 700 %s, or leave --dir and LEADERRUN_DIR unset to use the private default", dir, dir)
+	case errors.Is(lerr, fs.ErrNotExist):
+		if e := uncreatable(dir); e != nil {
+			return e
+		}
+		return exitf(ExitNoPerm, "leaderrun: the lock directory %s does not exist (removed while in use?); run leaderrun again to create it, or give one with --dir", dir)
+	}
+	return nil
+}
+
+// unwritableDir is the exit for err, a write refused because dir's
+// filesystem is read-only or full; nil for another error.
+func unwritableDir(dir string, err error) error {
+	var errno syscall.Errno
+	if !errors.As(err, &errno) {
+		return nil
+	}
+	switch errno {
+	case syscall.EROFS:
+		return exitf(ExitCantCreate, "leaderrun: cannot write in the lock directory %s: its filesystem is read-only; give a writable directory with --dir or LEADERRUN_DIR", dir)
+	case syscall.ENOSPC, syscall.EDQUOT:
+		return exitf(ExitCantCreate, "leaderrun: cannot write in the lock directory %s: its filesystem is full (%s); free some space, or give another directory with --dir or LEADERRUN_DIR", dir, errno)
+	}
+	return nil
 }
 
 // explainCtx is explainIn for the lock directory c names, or the default.

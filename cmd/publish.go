@@ -44,7 +44,7 @@ func publishAction(ctx context.Context, c *cli.Command) error {
 		return err
 	}
 	defer s.close()
-	cl, err := s.bus.DialBus(s.ctx, s.name, BusOptions{PublishOnly: true})
+	cl, err := dialPublisher(s.ctx, c, s.bus, s.name)
 	if err != nil {
 		return publishFailed(c, s, err)
 	}
@@ -59,6 +59,50 @@ func publishAction(ctx context.Context, c *cli.Command) error {
 		return publish([]byte(strings.Join(c.Args().Tail(), " ")))
 	}
 	return publishLines(s.ctx, publish)
+}
+
+// busWait bounds how long a publish waits for the bus of a leader that
+// does not serve it yet: a leader serves its bus once COMMAND has run a
+// few milliseconds (busDelay).
+const busWait = 2 * time.Second
+
+// dialPublisher connects to the leader of name to publish. A name led by
+// a leaderrun whose bus is not up yet (its COMMAND has just started, and
+// may be the publisher) is waited for, up to busWait.
+func dialPublisher(ctx context.Context, c *cli.Command, b busPort, name string) (BusClient, error) {
+	cl, err := b.DialBus(ctx, name, BusOptions{PublishOnly: true})
+	if !errors.Is(err, bus.ErrNoLeader) || !ledByLeaderrun(ctx, c, name) {
+		return cl, err
+	}
+	wctx, cancel := context.WithTimeout(ctx, busWait)
+	defer cancel()
+	cl, werr := b.DialBus(wctx, name, BusOptions{PublishOnly: true, WaitForLeader: true})
+	if werr != nil && ctx.Err() == nil {
+		return nil, err // still nobody serves: say so as before
+	}
+	return cl, werr
+}
+
+// ledByLeaderrun reports whether a running leaderrun holds name in
+// exclusive mode, which serves the bus or is about to.
+func ledByLeaderrun(ctx context.Context, c *cli.Command, name string) bool {
+	lk, err := openLocker(c)
+	if err != nil {
+		return false
+	}
+	defer lk.Close()
+	qctx, cancel := context.WithTimeout(ctx, time.Second)
+	defer cancel()
+	snap, err := lk.Query(qctx, name)
+	if err != nil {
+		return false
+	}
+	for _, h := range snap.Held {
+		if !h.External && h.State != "stopped" && h.Mode == elect.Exclusive {
+			return true
+		}
+	}
+	return false
 }
 
 // publishFailed is the exit for a publish that failed with err: the

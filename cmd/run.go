@@ -6,6 +6,8 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"sync"
+	"time"
 
 	"github.com/leaderrun/leaderrun/elect"
 	"github.com/leaderrun/leaderrun/supervise"
@@ -38,7 +40,9 @@ func (o *runOptions) run(ctx context.Context) error {
 			signal.Notify(sigs, s)
 		}
 	}
-	defer signal.Stop(sigs)
+	if !o.exits {
+		defer signal.Stop(sigs) // a process that exits next is spared it
+	}
 	// Deferred first, so it runs last: told anyway when nothing said it
 	// earlier (a signal, the end of the term).
 	defer o.notify.stopping()
@@ -112,11 +116,46 @@ func (o *runOptions) term(ctx context.Context, lk *opened, dir string, lead *ele
 
 	// An exclusive leader serves NAME's bus, for publish, subscribe and
 	// --fanout; it stops serving (deferred later, so earlier) before it
-	// releases the lock. It listens before COMMAND starts, so that a
-	// COMMAND may publish at once.
-	srv, stopServing := o.serveBus(lk.bus(), lead)
+	// releases the lock. With --fanout it listens before COMMAND starts;
+	// otherwise once COMMAND has run busDelay, so that a COMMAND over
+	// sooner (leaderrun -- true) never makes a socket nobody dials.
+	// Members wait for the socket (subscribe), and so does a publish that
+	// finds the name led by a leaderrun that does not serve yet.
+	var srv BusServer
+	var stopServing func()
+	if o.fanout {
+		srv, stopServing = o.serveBus(lk.bus(), lead)
+	} else {
+		stopServing = o.serveBusLater(lk.bus(), lead, busDelay)
+	}
 	defer stopServing()
 	return false, o.lead(lead, tm, dir, srv, sigs)
+}
+
+// busDelay is how long COMMAND runs before its leader serves the bus,
+// without --fanout.
+const busDelay = 20 * time.Millisecond
+
+// serveBusLater serves the bus as serveBus does, from d on; stop ends
+// it, or stops it from starting, and returns once it has ended.
+func (o *runOptions) serveBusLater(b busPort, lead *elect.Leadership, d time.Duration) (stop func()) {
+	var mu sync.Mutex
+	stopped := false
+	stopNow := func() {}
+	t := time.AfterFunc(d, func() {
+		mu.Lock()
+		defer mu.Unlock()
+		if !stopped {
+			_, stopNow = o.serveBus(b, lead)
+		}
+	})
+	return func() {
+		t.Stop()
+		mu.Lock()
+		defer mu.Unlock()
+		stopped = true
+		stopNow()
+	}
 }
 
 // serveBus serves NAME's bus for an exclusive leadership; srv is nil

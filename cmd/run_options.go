@@ -45,6 +45,7 @@ type runOptions struct {
 	prefork        bool             // --prefork
 	spare          *supervise.Spare // COMMAND's process made while waiting (--prefork)
 	absDir         string           // the lock directory, absolute, for COMMAND's LEADERRUN_DIR
+	exits          bool             // the process exits once the action returns (App.exits)
 	// exclusive: -x/-e was given; the mode is exclusive anyway unless
 	// -s, which contradicts it.
 	exclusive bool
@@ -86,6 +87,12 @@ func runOptionsFrom(c *cli.Command) (*runOptions, error) {
 	return o, nil
 }
 
+// exitsAfter reports whether the process exits once c's action returns.
+func exitsAfter(c *cli.Command) bool {
+	a, ok := c.Root().Metadata[backendKey].(*App)
+	return ok && a.exits
+}
+
 // readRunFlags copies the default action's flags into runOptions.
 func readRunFlags(c *cli.Command, argv []string) *runOptions {
 	o := &runOptions{
@@ -93,6 +100,7 @@ func readRunFlags(c *cli.Command, argv []string) *runOptions {
 		name:     c.String("name"),
 		dir:      lockDir(c),
 		open:     func() (*opened, error) { return openLocker(c) },
+		exits:    exitsAfter(c),
 		conflict: c.Int("conflict-exit-code"),
 		restart:  c.String("restart"),
 		fanout:   c.Bool("fanout"),

@@ -409,7 +409,7 @@ func (a *acquirer) grant(ctx context.Context) (*Leadership, error) {
 	if err := a.l.track(lead); err != nil {
 		return nil, err
 	}
-	h.watchPath(end) // moves descriptors: before the inbox reader starts
+	h.armPath(end)
 	h.watch(end)
 	if a.req.Steal {
 		unmarkSteal(a.dir, a.name, a.q)

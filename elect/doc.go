@@ -74,7 +74,8 @@
 //     of the name is held: a directory removed, moved, replaced, mounted
 //     over or unmounted under a holder never gives a second leader in the
 //     one then at the path; the holder notices (inotify and the mount
-//     table) and its term ends with [ErrLockLost], and waiters rejoin the
+//     table, watched from PathWatchDelay into the term) and its term ends
+//     with [ErrLockLost], and waiters rejoin the
 //     new directory in their order. A removed queue directory or state file is made again, and
 //     tickets are put back under their numbers, so FIFO goes on.
 //   - Query never disturbs anyone: it reads tickets and /proc/locks and

@@ -25,6 +25,18 @@ func openFDs(t *testing.T) int {
 	return len(ents)
 }
 
+// watchingMounts reports whether this process watches its mount table
+// (oslock.WatchMounts: a holder's path watch starts it).
+func watchingMounts() bool {
+	ents, _ := os.ReadDir("/proc/self/fd")
+	for _, e := range ents {
+		if dst, err := os.Readlink("/proc/self/fd/" + e.Name()); err == nil && strings.HasSuffix(dst, "/mountinfo") {
+			return true
+		}
+	}
+	return false
+}
+
 func TestCancelLeavesNothingBehind(t *testing.T) {
 	defer goleak.VerifyNone(t, ignoreSentinel...)
 	l, _ := testLocker(t)
@@ -33,6 +45,9 @@ func TestCancelLeavesNothingBehind(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// The holder's path watch, armed PathWatchDelay into the term, opens
+	// the process's mount-table watch (kept once made): count after it.
+	proctest.Eventually(t, "holder's path watch armed", watchingMounts)
 	fds := openFDs(t)
 	for i := 0; i < 20; i++ {
 		wctx, cancel := context.WithCancel(ctx)

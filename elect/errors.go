@@ -26,7 +26,9 @@ var (
 	// at the path (removed or replaced, or its directory moved or
 	// removed): newcomers would lock another file, and flock(1) on the
 	// path would not be excluded. The holder still holds the old file's
-	// lock until it releases; newcomers wait for that.
+	// lock until it releases; newcomers wait for that. The holder learns
+	// of it at once, or PathWatchDelay (10ms) into its term when it
+	// happened before.
 	ErrLockLost = errors.New("elect: lock file was removed or replaced")
 	// ErrNeverLed: Elector.Run's context ended before it was granted
 	// leadership even once (a clean stop after leading returns nil).

@@ -4,11 +4,13 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"reflect"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/leaderrun/leaderrun/oslock"
 )
@@ -148,4 +150,137 @@ func FuzzValidateName(f *testing.F) {
 			t.Fatalf("accepted %q with a special character", name)
 		}
 	})
+}
+
+// FuzzRecordCodec holds the reflection-free record codec (record.go) to
+// encoding/json: what the scan accepts decodes as json.Unmarshal decodes
+// it, and every record encodes to the bytes json.Marshal makes.
+func FuzzRecordCodec(f *testing.F) {
+	for _, s := range recordSeeds {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, b []byte) {
+		checkRecordCodec(t, b)
+	})
+}
+
+var recordSeeds = []string{
+	`{"pid":12,"mode":"exclusive","since":"2026-01-02T03:04:05Z","command":["sleep","1"]}` + "\n",
+	`{"pid":12,"mode":"shared","since":"2026-01-02T03:04:05.123456789+02:00","epoch":1795981119000000,"granted":"2026-01-02T03:04:06Z","steal":true,"deposed":true,"polling":false,"labels":["a","b"]}    `,
+	`{"pid":12,"command":[],"labels":[]}`,
+	`{"pid":12,"command":null}`,
+	`{"PID":12}`,
+	`{"pid":12,"pid":13}`,
+	`{"pid":12,"x":1}`,
+	`{"pid":1.5}`,
+	`{"pid":1e3}`,
+	`{"pid":012}`,
+	`{"pid":-0}`,
+	`{"pid":99999999999999999999}`,
+	`{"pid":1,"epoch":-1}`,
+	`{"pid":1,"mode":"weird"}`,
+	`{"pid":1,"mode":"sh\u0061red"}`,
+	`{"pid":1,"command":["a\"b","<&>","\u2028","\ud83d\ude00"]}`,
+	`{"pid":1,"since":"2026-01-02T03:04:05"}`,
+	`{"pid":1,"since":null}`,
+	`{"pid":1,}`,
+	`{"pid":1} x`,
+	` { "pid" : 1 , "steal" : true } `,
+	`{"pid":1,"steal":tru}`,
+	"{\"pid\":1,\"command\":[\"\xff\"]}",
+	`{}`,
+	``,
+}
+
+func checkRecordCodec(t *testing.T, b []byte) {
+	t.Helper()
+	var want record
+	jerr := json.Unmarshal(b, &want)
+	if got, ok := scanRecord(b); ok {
+		if jerr != nil {
+			t.Fatalf("%q: scanned, but encoding/json refuses it: %v", b, jerr)
+		}
+		if !reflect.DeepEqual(got, want) {
+			t.Fatalf("%q: scanned %#v, encoding/json decodes %#v", b, got, want)
+		}
+	}
+	if got, err := parseRecord(b); (err == nil) != (jerr == nil) || err == nil && !reflect.DeepEqual(got, want) {
+		t.Fatalf("%q: parseRecord %#v, %v; encoding/json %#v, %v", b, got, err, want, jerr)
+	}
+	if jerr != nil {
+		return
+	}
+	checkEncode(t, want)
+}
+
+func checkEncode(t *testing.T, r record) {
+	t.Helper()
+	want, jerr := json.Marshal(r)
+	got, err := appendRecord(nil, &r)
+	if (err == nil) != (jerr == nil) || !bytes.Equal(got, want) {
+		t.Fatalf("%#v: appendRecord %s, %v; json.Marshal %s, %v", r, got, err, want, jerr)
+	}
+}
+
+// TestRecordCodec: records as leaderrun writes them take the scan (not
+// encoding/json), and encode as json.Marshal does, with every kind of
+// string that needs escaping.
+func TestRecordCodec(t *testing.T) {
+	since := time.Date(2026, 1, 2, 3, 4, 5, 123456789, time.FixedZone("x", 3600))
+	plain := []record{
+		{PID: 1, Since: since},
+		{PID: 4194304, Mode: Shared, Since: since.UTC(), Command: []string{"leaderrun", "--name", "x", "--", "sh", "-c", "sleep 1; echo é 😀"}, Steal: true, Epoch: 1795981119000000, Granted: since.Add(time.Second), Deposed: true, Polling: true, Labels: []string{"role=db", "zone a"}},
+	}
+	for _, r := range plain {
+		b, err := appendRecord(nil, &r)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, ok := scanRecord(b); !ok {
+			t.Errorf("%s: not taken by the scan", b)
+		}
+		checkRecordCodec(t, b)
+	}
+	for _, s := range []string{"a\"b\\c", "<a&b>", "\b\f\n\r\t\x00\x01\x1f\x7f", "\u2028\u2029", "\xff\xfe", "é\xc3", "😀", ""} {
+		checkEncode(t, record{PID: 1, Since: since, Command: []string{s}, Labels: []string{s, s}})
+		b, _ := appendRecord(nil, &record{PID: 1, Since: since, Command: []string{s}})
+		checkRecordCodec(t, b)
+	}
+	checkEncode(t, record{PID: 1, Since: time.Date(10000, 1, 1, 0, 0, 0, 0, time.UTC)}) // refused by both
+	for _, s := range recordSeeds {
+		checkRecordCodec(t, []byte(s))
+	}
+}
+
+// TestStateFormats: the state file and the lock file's floor are written
+// and read without fmt, in the formats stateFormat and floorFormat name
+// (which older leaderruns write and read with fmt).
+func TestStateFormats(t *testing.T) {
+	for _, n := range []uint64{0, 1, 9, 10, 1795981119000000, MaxEpoch - 1, MaxEpoch, 1<<64 - 1} {
+		s := state{seq: n / 3, epoch: n}
+		b := appendState(nil, s)
+		if want := fmt.Sprintf(stateFormat, s.seq, s.epoch); string(b) != want {
+			t.Errorf("appendState %+v: %q, want %q", s, b, want)
+		}
+		if got, ok := parseState(b); !ok || got != s {
+			t.Errorf("parseState %q: %+v, %v", b, got, ok)
+		}
+		f := appendFloor(nil, n)
+		if want := fmt.Sprintf(floorFormat, n); string(f) != want {
+			t.Errorf("appendFloor %d: %q, want %q", n, f, want)
+		}
+		if got, ok := parseFloor(f); !ok || got != n {
+			t.Errorf("parseFloor %q: %d, %v", f, got, ok)
+		}
+	}
+	for _, bad := range []string{"", "leaderrun-state v1 seq 01 epoch 1\n", "leaderrun-state v1 seq +1 epoch 1\n", "leaderrun-state v1 seq 1 epoch 1", "leaderrun-state v1 seq 1 epoch 1\n ", "leaderrun-state v1 seq  1 epoch 1\n", "leaderrun-state v1 seq 1 epoch 18446744073709551616\n"} {
+		if s, ok := parseState([]byte(bad)); ok {
+			t.Errorf("parseState %q: accepted as %+v", bad, s)
+		}
+	}
+	for _, bad := range []string{"leaderrun-epoch 99999999999999999999\n", "leaderrun-epoch -0000000000000000001\n", "leaderrun-epoch 0000000000000000001x\n", "leaderrun-epoch 00000000000000000001 "} {
+		if n, ok := parseFloor([]byte(bad)); ok {
+			t.Errorf("parseFloor %q: accepted as %d", bad, n)
+		}
+	}
 }

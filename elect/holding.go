@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"sync"
+	"time"
 
 	"github.com/leaderrun/leaderrun/oslock"
 )
@@ -27,9 +28,11 @@ type holding struct {
 	mu   sync.Mutex // guards tk.rec against the reader
 	done chan struct{}
 
-	watches []*oslock.Watch // the lock file's name and the directory's
-	unwatch chan struct{}
-	watched chan struct{}
+	watches  []*oslock.Watch // the lock file's name and the directory's
+	unwatch  chan struct{}
+	watched  chan struct{}
+	arm      *time.Timer // arms the path watch (see armPath)
+	released bool        // under mu: release has begun, arm nothing
 }
 
 // watch starts the goroutine that reads the inbox until it is closed.
@@ -91,6 +94,27 @@ func (h *holding) deposedBy(line []byte) bool {
 	return true
 }
 
+// PathWatchDelay is how long into a term the holder starts watching its
+// lock file's path (see [ErrLockLost]): a lock file removed or replaced
+// under a holder ends its term at most this long after the term began, or
+// at once when that happens later. A term shorter than this (a chain of
+// quick jobs) costs no inotify watch, no mount-table watch and no teardown
+// of them; successors are protected meanwhile as always: they wait for
+// every granted ticket and claim of an older lock file (see claim.go).
+const PathWatchDelay = 10 * time.Millisecond
+
+// armPath starts the path watch PathWatchDelay from now, unless the term
+// is released first.
+func (h *holding) armPath(end func(error)) {
+	h.arm = time.AfterFunc(PathWatchDelay, func() {
+		h.mu.Lock()
+		defer h.mu.Unlock()
+		if !h.released {
+			h.watchPath(end)
+		}
+	})
+}
+
 // watchPath ends the term with ErrLockLost as soon as the lock file at the
 // Locker's path is no longer the one we hold (removed, replaced, its
 // directory moved or removed, or a filesystem mounted over it or
@@ -101,8 +125,25 @@ func (h *holding) deposedBy(line []byte) bool {
 // The beacon, ticket and lock descriptors are moved above the instance's,
 // so that a dying holder's lock, ticket and beacon are let go, in that
 // order, before the instance's slow teardown: the successor wakes at once.
+// It runs under h.mu (which release takes before it closes them), as it
+// may move those descriptors; the first look at the path is made before
+// any event is waited for, so a loss before the watch was armed is seen.
 func (h *holding) watchPath(end func(error)) {
 	lockPath := filepath.Join(h.l.path, h.name+lockSuffix)
+	// The identity of the file we hold is taken once: release closes
+	// h.lockF while this watch may still be looking.
+	id, err := oslock.IDOf(h.lockF)
+	if err != nil {
+		return
+	}
+	lost := func() bool {
+		cur, _, err := oslock.LstatPath(lockPath)
+		return err != nil || cur != id
+	}
+	if lost() {
+		end(ErrLockLost) // before the watch was armed
+		return
+	}
 	for _, p := range []string{lockPath, h.l.path} {
 		w, err := oslock.WatchPath(p)
 		if err != nil {
@@ -115,17 +156,7 @@ func (h *holding) watchPath(end func(error)) {
 	}
 	fs, _ := oslock.AboveWatches(h.tk.beacon, h.tk.f, h.lockF)
 	h.tk.beacon, h.tk.f, h.lockF = fs[0], fs[1], fs[2]
-	// The identity of the file we hold is taken once: release closes
-	// h.lockF while this watch may still be looking.
-	id, err := oslock.IDOf(h.lockF)
-	if err != nil {
-		return
-	}
 	h.unwatch, h.watched = make(chan struct{}), make(chan struct{})
-	lost := func() bool {
-		cur, _, err := oslock.LstatPath(lockPath)
-		return err != nil || cur != id
-	}
 	var c1, c2 <-chan struct{}
 	c1 = h.watches[0].C
 	if len(h.watches) > 1 {
@@ -162,12 +193,21 @@ func (h *holding) release() error {
 	// The path watch only reacts to the lock file, which a release leaves
 	// in place; the inbox reader, if a steal notice comes in meanwhile,
 	// finds the ticket closed and ends a term that is over anyway.
+	// Once released is set (under mu), the path watch is not armed any
+	// more and no descriptor is moved: the ones closed below are final.
+	h.mu.Lock()
+	h.released = true
+	h.mu.Unlock()
+	h.arm.Stop()
 	h.claim.Close() // first: a newcomer elsewhere waits on it, not on the lock
 	errs := []error{h.lockF.Close()}
 	h.mu.Lock()
-	h.tk.unpublish()
+	h.tk.unlink()
 	h.mu.Unlock()
 	h.tk.beacon.Close()
+	// The FIFOs' names go after the hang-up that wakes the successor: a
+	// listing skips them, and their names are never used again.
+	h.tk.unlinkFIFOs()
 	nudgeAfter(h.q, h.tk.e.seq)
 	if h.unwatch != nil {
 		close(h.unwatch)

@@ -174,6 +174,9 @@ func TestStaleTicketsCleaned(t *testing.T) {
 	}
 	ps[0].Send("release")
 	ps[3].Expect("leader")
+	// A release unlinks its FIFOs' names after the hang-up that wakes
+	// the successor: look once it has returned.
+	ps[0].Expect("released")
 	q, _ := l.dir.Sub("stale"+queueSuffix, false, defaultSubOpts)
 	defer q.Close()
 	left, _ := q.Names()

@@ -5,7 +5,6 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -133,8 +132,8 @@ type record struct {
 const maxRecord = 16 << 10
 
 func decodeRecord(b []byte) (record, error) {
-	var r record
-	if err := json.Unmarshal(b, &r); err != nil {
+	r, err := parseRecord(b)
+	if err != nil {
 		return record{}, err
 	}
 	if r.PID <= 0 {
@@ -298,7 +297,7 @@ func linkFinal(q *oslock.Dir, tmp, name string) error {
 // with spaces, which JSON ignores), so a reader meets at worst a write
 // half-done, never a truncation.
 func (t *ticket) write() error {
-	b, err := json.Marshal(t.rec)
+	b, err := appendRecord(make([]byte, 0, max(t.size, 256)), &t.rec)
 	if err != nil {
 		return err
 	}
@@ -321,12 +320,23 @@ func (t *ticket) present() bool {
 // the ticket file; the beacon is closed by close, last, so that whoever
 // sleeps on it wakes once everything else of the request is gone.
 func (t *ticket) unpublish() {
+	t.unlink()
+	t.unlinkFIFOs()
+}
+
+// unlink removes the ticket's name (if it is still ours) and closes the
+// ticket file, leaving the beacon and inbox.
+func (t *ticket) unlink() {
 	if t.present() {
 		t.q.Remove(t.e.name)
 	}
+	t.f.Close()
+}
+
+// unlinkFIFOs removes the names of the ticket's beacon and inbox.
+func (t *ticket) unlinkFIFOs() {
 	t.q.Remove(t.e.name + inboxSuffix)
 	t.q.Remove(t.e.name + beaconSuffix)
-	t.f.Close()
 }
 
 // drop removes the ticket and closes everything of it.
@@ -391,11 +401,18 @@ func readRecord(q *oslock.Dir, name string) (record, error) {
 		return record{}, err
 	}
 	defer f.Close()
-	b := make([]byte, maxRecord)
+	// Most records are a few hundred bytes: a larger buffer only for a
+	// larger one.
+	var small [1024]byte
+	b := small[:]
 	// The owner rewrites its record in place (once granted, once
 	// deposed), so a read may meet a write half-done: read again.
 	for attempt := 0; ; attempt++ {
 		n, _ := f.ReadAt(b, 0)
+		if n == len(b) && len(b) < maxRecord {
+			b = make([]byte, maxRecord)
+			n, _ = f.ReadAt(b, 0)
+		}
 		r, err := decodeRecord(b[:n])
 		if err == nil || attempt == 3 {
 			return r, err

@@ -1,6 +1,7 @@
 package elect
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"io"
@@ -61,8 +62,9 @@ func withState(ctx context.Context, d *oslock.Dir, name string, fn func(*state) 
 		// Only the exact form leaderrun writes is accepted: Sscanf alone
 		// lets extra spaces or trailing bytes through (found by
 		// FuzzParseState).
-		_, err := fmt.Sscanf(string(buf[:n]), stateFormat, &s.seq, &s.epoch)
-		if err != nil || string(buf[:n]) != fmt.Sprintf(stateFormat, s.seq, s.epoch) || s.epoch >= MaxEpoch || s.seq == math.MaxUint64 {
+		var ok bool
+		s, ok = parseState(buf[:n])
+		if !ok || s.epoch >= MaxEpoch || s.seq == math.MaxUint64 {
 			return state{}, fmt.Errorf("%w: %s holds %q, which leaderrun did not write; nothing was changed. If no process is using %q, remove the file (epochs continue from the clock)",
 				ErrCorrupt, filepath.Join(d.Path(), file), truncate(buf[:n]), name)
 		}
@@ -70,12 +72,16 @@ func withState(ctx context.Context, d *oslock.Dir, name string, fn func(*state) 
 	if err := fn(&s); err != nil {
 		return state{}, err
 	}
-	out := fmt.Appendf(nil, stateFormat, s.seq, s.epoch)
+	out := appendState(buf[:0], s)
 	if _, err := f.WriteAt(out, 0); err != nil {
 		return state{}, err
 	}
-	if err := f.Truncate(int64(len(out))); err != nil {
-		return state{}, err
+	// Numbers only grow: the file shrinks only when it held more than a
+	// state (it was read whole: n < len(buf)), which is then cut off.
+	if len(out) < n {
+		if err := f.Truncate(int64(len(out))); err != nil {
+			return state{}, err
+		}
 	}
 	if then != nil {
 		if err := then(s); err != nil {
@@ -83,6 +89,57 @@ func withState(ctx context.Context, d *oslock.Dir, name string, fn func(*state) 
 		}
 	}
 	return s, nil
+}
+
+// appendState appends s as stateFormat has it.
+func appendState(b []byte, s state) []byte {
+	b = append(b, statePrefix...)
+	b = strconv.AppendUint(b, s.seq, 10)
+	b = append(b, " epoch "...)
+	b = strconv.AppendUint(b, s.epoch, 10)
+	return append(b, '\n')
+}
+
+const statePrefix = "leaderrun-state v1 seq "
+
+// parseState reads exactly what appendState writes (each number in its
+// one decimal spelling), without fmt's scanning on every grant.
+func parseState(b []byte) (state, bool) {
+	rest, ok := bytes.CutPrefix(b, []byte(statePrefix))
+	if !ok {
+		return state{}, false
+	}
+	seq, rest, ok := bytes.Cut(rest, []byte(" epoch "))
+	if !ok {
+		return state{}, false
+	}
+	epoch, ok := bytes.CutSuffix(rest, []byte("\n"))
+	if !ok {
+		return state{}, false
+	}
+	var s state
+	if s.seq, ok = canonicalUint(seq); !ok {
+		return state{}, false
+	}
+	if s.epoch, ok = canonicalUint(epoch); !ok {
+		return state{}, false
+	}
+	return s, true
+}
+
+// canonicalUint parses b as strconv.AppendUint writes a number: digits,
+// no sign, no leading zero.
+func canonicalUint(b []byte) (uint64, bool) {
+	if len(b) == 0 || len(b) > 1 && b[0] == '0' {
+		return 0, false
+	}
+	for _, c := range b {
+		if c < '0' || c > '9' {
+			return 0, false
+		}
+	}
+	n, err := strconv.ParseUint(string(b), 10, 64)
+	return n, err == nil
 }
 
 // MaxEpoch bounds every epoch: they stay below it, so that an epoch reads
@@ -131,10 +188,10 @@ const floorTag = "leaderrun.epoch"
 func readFloor(lockF *os.File) (uint64, bool) {
 	var floor uint64
 	ok := false
-	buf := make([]byte, len(fmt.Sprintf(floorFormat, 0)))
-	if n, _ := lockF.ReadAt(buf, 0); n == len(buf) {
-		if _, err := fmt.Sscanf(string(buf), floorFormat, &floor); err == nil && floor < MaxEpoch {
-			ok = true
+	var buf [len(floorPrefix) + 20 + 1]byte
+	if n, _ := lockF.ReadAt(buf[:], 0); n == len(buf) {
+		if f, found := parseFloor(buf[:]); found && f < MaxEpoch {
+			floor, ok = f, true
 		}
 	}
 	if b, found := oslock.Tag(lockF, floorTag); found {
@@ -145,8 +202,40 @@ func readFloor(lockF *os.File) (uint64, bool) {
 	return floor, ok
 }
 
+const floorPrefix = "leaderrun-epoch "
+
+// appendFloor appends epoch as floorFormat has it.
+func appendFloor(b []byte, epoch uint64) []byte {
+	b = append(b, floorPrefix...)
+	var digits [20]byte
+	for i := len(digits) - 1; i >= 0; i-- {
+		digits[i] = byte('0' + epoch%10)
+		epoch /= 10
+	}
+	b = append(b, digits[:]...)
+	return append(b, '\n')
+}
+
+// parseFloor reads what appendFloor writes: the prefix, 20 digits and a
+// newline.
+func parseFloor(b []byte) (uint64, bool) {
+	digits, ok := bytes.CutPrefix(b, []byte(floorPrefix))
+	if !ok || len(digits) != 21 || digits[20] != '\n' {
+		return 0, false
+	}
+	var n uint64
+	for _, c := range digits[:20] {
+		if c < '0' || c > '9' || n > (math.MaxUint64-uint64(c-'0'))/10 {
+			return 0, false
+		}
+		n = 10*n + uint64(c-'0')
+	}
+	return n, true
+}
+
 func writeFloor(lockF *os.File, epoch uint64) {
-	lockF.WriteAt(fmt.Appendf(nil, floorFormat, epoch), 0)
+	var buf [len(floorPrefix) + 20 + 1]byte
+	lockF.WriteAt(appendFloor(buf[:0], epoch), 0)
 	oslock.SetTag(lockF, floorTag, strconv.AppendUint(nil, epoch, 10))
 }
 

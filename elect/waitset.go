@@ -20,6 +20,7 @@ type waitSet struct {
 	once   sync.Once
 	wg     sync.WaitGroup
 	n      int
+	files  []*os.File // read by their goroutines until close kicks them (Linux)
 }
 
 func newWaitSet(parent context.Context) *waitSet {
@@ -28,13 +29,19 @@ func newWaitSet(parent context.Context) *waitSet {
 }
 
 // hangup adds the hang-up of the beacon f, opened read-only.
-func (w *waitSet) hangup(f *os.File) {
-	w.add(func(ctx context.Context) error { return oslock.WaitHangup(ctx, f) })
-}
+func (w *waitSet) hangup(f *os.File) { w.read(f, true) }
 
 // message adds the arrival of anything in the inbox f, our own FIFO (read
 // and dropped: a waiter is only ever nudged to look again).
-func (w *waitSet) message(f *os.File) {
+func (w *waitSet) message(f *os.File) { w.read(f, false) }
+
+// readCtx is read (see waitread_*.go) where FIFOs cannot be kicked out of
+// a read by a deadline: each read ends with the context.
+func (w *waitSet) readCtx(f *os.File, toEOF bool) {
+	if toEOF {
+		w.add(func(ctx context.Context) error { return oslock.WaitHangup(ctx, f) })
+		return
+	}
 	w.add(func(ctx context.Context) error {
 		var buf [512]byte
 		_, err := oslock.ReadCtx(ctx, f, buf[:])
@@ -86,5 +93,7 @@ func (w *waitSet) wait(d time.Duration) (fired bool, err error) {
 // close ends the goroutines and waits for them.
 func (w *waitSet) close() {
 	w.cancel()
+	w.kick()
 	w.wg.Wait()
+	w.unkick()
 }

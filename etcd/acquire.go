@@ -42,6 +42,9 @@ func (l *Locker) Acquire(ctx context.Context, name string, req elect.Request) (*
 		return nil, err
 	}
 	defer done()
+	// The requests whose creating txn timed out, each fenced and deleted
+	// by the next one (createTxn).
+	var abandoned []abandonedReq
 	for try := 0; ; try++ {
 		s, err := l.session(ctx)
 		if err != nil {
@@ -50,7 +53,14 @@ func (l *Locker) Acquire(ctx context.Context, name string, req elect.Request) (*
 			}
 			return nil, unavailable(err)
 		}
-		lead, err := l.acquire(ctx, s, name, req)
+		lead, gone, err := l.acquire(ctx, s, name, req, abandoned)
+		abandoned = gone
+		if errors.Is(err, errCreateUnknown) && try < rpcTries {
+			continue // a new request, sent to another member
+		}
+		if len(abandoned) > 0 {
+			l.abandon(s, l.base(name), abandoned)
+		}
 		if errors.Is(err, errLeaseGone) && try < 2 {
 			// The lease went before this process noticed (revoked by a
 			// steal's KillAfter, or expired): nothing was created; start
@@ -69,14 +79,28 @@ func (l *Locker) Acquire(ctx context.Context, name string, req elect.Request) (*
 // lease no longer exists.
 var errLeaseGone = errors.New("etcd: lease not found")
 
-func (l *Locker) acquire(ctx context.Context, s *session, name string, req elect.Request) (*elect.Leadership, error) {
+// acquire makes one request. It returns the requests abandoned so far:
+// none once a creating txn has been answered (it fenced and deleted the
+// earlier ones), those given and this one when its creating txn timed
+// out (errCreateUnknown).
+func (l *Locker) acquire(ctx context.Context, s *session, name string, req elect.Request, abandoned []abandonedReq) (*elect.Leadership, []abandonedReq, error) {
 	sctx, unbind := s.bind(ctx)
 	defer unbind()
-	a := &acquirer{l: l, s: s, name: name, req: req, base: l.base(name)}
+	a := &acquirer{l: l, s: s, name: name, req: req, base: l.base(name), abandoned: abandoned}
 	a.id = l.nextID(s)
 	a.key = requestKey(a.base, req, a.id)
 	a.heldKey = a.base + dirHeld + a.id
 	lead, err := a.run(sctx)
+	if errors.Is(err, errCreateUnknown) && sctx.Err() == nil {
+		// Not cleaned up: the next request's creating txn fences this
+		// one (so that it does nothing if it runs late) and deletes its
+		// keys (if it ran).
+		return nil, append(a.abandoned, abandonedReq{id: a.id, key: a.key, heldKey: a.heldKey}), err
+	}
+	if a.ticket == unknownTicket {
+		a.abandoned = append(a.abandoned, abandonedReq{id: a.id, key: a.key, heldKey: a.heldKey})
+	}
+	gone := a.abandoned
 	if err != nil {
 		a.cleanup()
 		if sctx.Err() != nil {
@@ -85,9 +109,9 @@ func (l *Locker) acquire(ctx context.Context, s *session, name string, req elect
 		if a.deposed && !errors.Is(err, elect.ErrBusy) {
 			err = fmt.Errorf("%w: %w", elect.ErrStealAbandoned, err)
 		}
-		return nil, err
+		return nil, gone, err
 	}
-	return lead, nil
+	return lead, gone, nil
 }
 
 // validate is elect's check of a Request. StealStopped is accepted and has
@@ -144,6 +168,8 @@ type acquirer struct {
 	// at the keys again when that was less than confirmBound ago.
 	keysAt time.Time
 
+	abandoned []abandonedReq // see createTxn
+
 	w      *liveWatch
 	wkey   string // what w watches
 	wrev   int64  // its creation revision
@@ -176,17 +202,12 @@ func (a *acquirer) run(ctx context.Context) (*elect.Leadership, error) {
 	h := held{request: a.record(), Epoch: epoch, Granted: time.Now(), Key: a.key}
 	put := clientv3.OpPut(a.key, a.value(), clientv3.WithLease(a.s.id))
 	sent := time.Now()
-	resp, err := a.l.cli.Txn(ctx).
-		If(append(a.freeCmps(nil), clientv3.Compare(clientv3.ModRevision(a.base+keyEpoch), "=", lastMod))...).
-		Then(put, clientv3.OpPut(a.heldKey, encode(h), clientv3.WithLease(a.s.id)), clientv3.OpPut(a.base+keyEpoch, strconv.FormatUint(epoch, 10))).
-		Else(append([]clientv3.Op{put}, a.viewOps(true)...)...).
-		Commit()
+	resp, err := a.createTxn(ctx,
+		append(a.freeCmps(nil), clientv3.Compare(clientv3.ModRevision(a.base+keyEpoch), "=", lastMod)),
+		[]clientv3.Op{put, clientv3.OpPut(a.heldKey, encode(h), clientv3.WithLease(a.s.id)), clientv3.OpPut(a.base+keyEpoch, strconv.FormatUint(epoch, 10))},
+		append([]clientv3.Op{put}, a.viewOps(true)...))
 	if err != nil {
-		if errors.Is(err, rpctypes.ErrLeaseNotFound) {
-			return nil, errLeaseGone
-		}
-		a.ticket = unknownTicket
-		return nil, a.rpcErr(ctx, err)
+		return nil, a.createErr(ctx, err)
 	}
 	a.ticket = resp.Header.Revision
 	if resp.Succeeded {
@@ -212,6 +233,25 @@ func (a *acquirer) run(ctx context.Context) (*elect.Leadership, error) {
 			return nil, err
 		}
 	}
+}
+
+// errCreateUnknown: the txn that creates the request timed out or could
+// not be served, so whether it made the key is not known. The key is
+// deleted by name (cleanup) and Acquire tries again with a new request,
+// which the client sends to the next member.
+var errCreateUnknown = errors.New("etcd: the request's creation could not be confirmed")
+
+// createErr is the error of a failed creating txn (bounded by
+// rpcTimeout, so that one sent to a stopped member does not wait for it).
+func (a *acquirer) createErr(ctx context.Context, err error) error {
+	if errors.Is(err, rpctypes.ErrLeaseNotFound) {
+		return errLeaseGone
+	}
+	a.ticket = unknownTicket
+	if ctx.Err() == nil && isUnavailable(err) {
+		return fmt.Errorf("%w: %w", errCreateUnknown, err)
+	}
+	return a.rpcErr(ctx, err)
 }
 
 // rpcErr prefers the context's cause to the RPC's report of it.
@@ -305,14 +345,93 @@ func (a *acquirer) cleanup() {
 	if a.ticket == 0 {
 		return
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-	defer cancel()
-	txn := a.l.cli.Txn(ctx)
-	if a.ticket != unknownTicket {
-		txn = txn.If(clientv3.Compare(clientv3.CreateRevision(a.key), "=", a.ticket))
+	// Each try is bounded, as a read's: the next goes to another member.
+	var err error
+	for try := range rpcTries {
+		ctx, cancel := context.WithTimeout(context.Background(), a.l.rpcTimeout())
+		_, err = sendOnce(ctx, try, func(ctx context.Context) (*clientv3.TxnResponse, error) {
+			txn := a.l.cli.Txn(ctx)
+			if a.ticket != unknownTicket {
+				txn = txn.If(clientv3.Compare(clientv3.CreateRevision(a.key), "=", a.ticket))
+			}
+			return txn.Then(clientv3.OpDelete(a.key), clientv3.OpDelete(a.heldKey)).Commit()
+		})
+		cancel()
+		if err == nil || !isUnavailable(err) {
+			break
+		}
 	}
-	_, err := txn.Then(clientv3.OpDelete(a.key), clientv3.OpDelete(a.heldKey)).Commit()
 	if err != nil {
 		a.s.end(fmt.Errorf("%w: could not delete request key %s: %w", elect.ErrSessionLost, a.key, err), true)
+	}
+}
+
+// errFenced: a creating txn found its own fence.
+var errFenced = errors.New("etcd: a creating txn found its fence (a later request abandoned it)")
+
+// abandonedReq is a request whose creating txn timed out.
+type abandonedReq struct{ id, key, heldKey string }
+
+// createTxn sends a creating txn (a request's put, a grant at once, the
+// first view) bounded by rpcTimeout, so that one sent to a member that is
+// stopped (it keeps its connections and answers nothing) does not wait
+// for it to resume: that held requeued waiters for as long as the raft
+// leader was stopped (the soak's 7s stalls). A creating txn given up may
+// still run later, when that member resumes and reads what was sent to
+// it; it must then do nothing, or it would make a request (or a grant)
+// that nobody waits for, on a lease that lives. So every creating txn is
+// guarded by its fence key (P/N/gone/<id>) being absent, and the next
+// request of the same Acquire writes the fences of those abandoned before
+// it and deletes their keys, in its own creating txn: an abandoned txn
+// that ran before it is undone, one that runs after it finds its fence.
+// The inner txn's compares see the state before the deletes (etcd
+// evaluates every compare of a txn first); its reads come after them.
+func (a *acquirer) createTxn(ctx context.Context, cmps []clientv3.Cmp, then, els []clientv3.Op) (*clientv3.TxnResponse, error) {
+	ops := a.fenceOps(a.abandoned)
+	ops = append(ops, clientv3.OpTxn(cmps, then, els))
+	cctx, cancel := context.WithTimeout(ctx, a.l.rpcTimeout())
+	defer cancel()
+	resp, err := a.l.cli.Txn(cctx).If(clientv3.Compare(clientv3.Version(a.base+dirGone+a.id), "=", 0)).Then(ops...).Commit()
+	if err != nil {
+		return nil, err
+	}
+	if !resp.Succeeded {
+		// Only a later request of this Acquire writes our fence, and
+		// there is none while we wait for this answer.
+		return nil, fmt.Errorf("%w: request %s", errFenced, a.key)
+	}
+	a.abandoned = nil
+	inner := resp.Responses[len(resp.Responses)-1].GetResponseTxn()
+	return &clientv3.TxnResponse{Header: resp.Header, Succeeded: inner.Succeeded, Responses: inner.Responses}, nil
+}
+
+// fenceOps writes the fences of the abandoned requests and deletes their
+// keys.
+func (a *acquirer) fenceOps(abandoned []abandonedReq) []clientv3.Op {
+	var ops []clientv3.Op
+	for _, p := range abandoned {
+		ops = append(ops, clientv3.OpPut(a.base+dirGone+p.id, "", clientv3.WithLease(a.s.id)), clientv3.OpDelete(p.key), clientv3.OpDelete(p.heldKey))
+	}
+	return ops
+}
+
+// abandon fences and deletes the requests an Acquire abandoned when it
+// gives up; if etcd cannot be reached, the session is given up, so that
+// they go with its lease.
+func (l *Locker) abandon(s *session, base string, abandoned []abandonedReq) {
+	a := &acquirer{l: l, s: s, base: base}
+	var err error
+	for try := range rpcTries {
+		ctx, cancel := context.WithTimeout(context.Background(), l.rpcTimeout())
+		_, err = sendOnce(ctx, try, func(ctx context.Context) (*clientv3.TxnResponse, error) {
+			return l.cli.Txn(ctx).Then(a.fenceOps(abandoned)...).Commit()
+		})
+		cancel()
+		if err == nil || !isUnavailable(err) {
+			break
+		}
+	}
+	if err != nil {
+		s.end(fmt.Errorf("%w: could not fence abandoned requests under %s: %w", elect.ErrSessionLost, base, err), true)
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
@@ -48,46 +49,59 @@ func (a *acquirer) confirm(ctx context.Context, grantRev int64) error {
 	}
 	// The keys first, then the lease: a lease alive after the keys were
 	// seen on it still has them (only a delete or the lease's end removes
-	// them). Each request is bounded by confirmBound, so that one sent to
-	// a member that stopped is given up and sent again (the client sends
-	// it to the next member); answers slower than that do not count.
-	bound := a.l.confirmBound()
-	var last error
-	try := func(f func(ctx context.Context) error) error {
-		for range 10 {
-			cctx, cancel := context.WithTimeout(ctx, bound)
-			sent := time.Now()
-			err := f(cctx)
-			took := time.Since(sent)
-			cancel()
-			switch {
-			case ctx.Err() != nil:
-				return context.Cause(ctx)
-			case err == nil && took <= bound:
-				return nil
-			case err == nil:
-				last = fmt.Errorf("confirming took %v, more than %v", took.Round(time.Millisecond), bound)
-			case errors.Is(err, errNotCurrent):
-				return err
-			case !isUnavailable(err):
-				return fmt.Errorf("etcd: confirming the grant of %s: %w", a.key, err)
-			default:
-				last = err
-			}
-		}
-		return fmt.Errorf("%w: the grant of %s could not be confirmed: %w", elect.ErrUnavailable, a.key, last)
-	}
+	// them).
 	var err error
-	if a.keysAt.IsZero() || time.Since(a.keysAt) > bound {
-		err = try(a.confirmKeys(grantRev))
+	if a.keysAt.IsZero() || time.Since(a.keysAt) > a.l.confirmBound() {
+		err = a.confirmTry(ctx, a.confirmKeys(grantRev))
 	}
 	a.keysAt = time.Time{}
 	if err != nil {
 		return err
 	}
+	return a.confirmTry(ctx, a.confirmLease())
+}
+
+// confirmTry runs f, a request of confirm, until it succeeds in time, it
+// finds the grant not current, or ten tries failed. Each try is bounded
+// by confirmBound, so that one sent to a member that stopped is given up
+// and sent again (twice at once: sendOnce); answers slower than that do
+// not count.
+func (a *acquirer) confirmTry(ctx context.Context, f func(ctx context.Context) error) error {
+	bound := a.l.confirmBound()
+	var last error
+	for i := range 10 {
+		cctx, cancel := context.WithTimeout(ctx, bound)
+		sent := time.Now()
+		_, err := sendOnce(cctx, i, func(ctx context.Context) (struct{}, error) { return struct{}{}, f(ctx) })
+		took := time.Since(sent)
+		cancel()
+		switch {
+		case ctx.Err() != nil:
+			return context.Cause(ctx)
+		case err == nil && took <= bound:
+			return nil
+		case err == nil:
+			last = fmt.Errorf("confirming took %v, more than %v", took.Round(time.Millisecond), bound)
+		case errors.Is(err, errNotCurrent):
+			return err
+		case !isUnavailable(err):
+			return fmt.Errorf("etcd: confirming the grant of %s: %w", a.key, err)
+		default:
+			last = err
+		}
+	}
+	return fmt.Errorf("%w: the grant of %s could not be confirmed: %w", elect.ErrUnavailable, a.key, last)
+}
+
+// confirmLease asks the leader for the lease's time to live: it must be
+// no less than the margin, after one renewal if need be.
+func (a *acquirer) confirmLease() func(ctx context.Context) error {
 	renewed := false
-	return try(func(ctx context.Context) error {
+	var mu sync.Mutex // f runs twice at once on a retry
+	return func(ctx context.Context) error {
 		ttl, err := a.l.cli.TimeToLive(ctx, a.s.id)
+		mu.Lock()
+		defer mu.Unlock()
 		switch {
 		case err != nil:
 			return err
@@ -105,7 +119,7 @@ func (a *acquirer) confirm(ctx context.Context, grantRev int64) error {
 			return fmt.Errorf("%w: %w: lease %x has %ds left, less than the margin %v, after a renewal", errNotCurrent, elect.ErrSessionLost, int64(a.s.id), ttl.TTL, a.l.margin)
 		}
 		return nil
-	})
+	}
 }
 
 // errNotCurrent marks a confirmation that found the grant gone.

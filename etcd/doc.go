@@ -63,8 +63,8 @@
 //
 // A name's bus (who leads, ordered fan-out within a term, requests to the
 // leader: package bus's contract, for members on any host) runs over the
-// same etcd: the exclusive holder serves it with [Locker.ListenBus],
-// members join with [Locker.DialBus]. Every write of a term is guarded by
+// same etcd: the exclusive holder serves it with [github.com/leaderrun/leaderrun/etcd/bus.Listen],
+// members join with [github.com/leaderrun/leaderrun/etcd/bus.Dial]. Every write of a term is guarded by
 // that term's grant, so nothing published to a term that has ended lands
 // in it or in a later one; each member follows the name with one Watch,
 // so a term's EventLost comes after all of its messages, and a member

@@ -11,6 +11,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/leaderrun/leaderrun/elect"
+	"github.com/leaderrun/leaderrun/etcd/internal/seam"
 )
 
 // unavailable marks an error by which etcd says it cannot serve now (no
@@ -31,7 +32,7 @@ func unavailable(err error) error {
 	switch {
 	case err == nil, errors.Is(err, elect.ErrUnavailable), errors.Is(err, elect.ErrInvalidRequest):
 		return err
-	case tooLarge(err):
+	case seam.TooLarge(err):
 		return fmt.Errorf("%w: etcd refused a request as too large (%w); shorten the key prefix, the name or COMMAND's arguments (etcd's --max-request-bytes, 1.5 MiB by default, bounds a request)", elect.ErrInvalidRequest, err)
 	case isUnavailable(err):
 		return fmt.Errorf("%w: %w", elect.ErrUnavailable, err)

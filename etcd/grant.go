@@ -3,13 +3,11 @@ package etcd
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"strconv"
 	"time"
 
 	"go.etcd.io/etcd/api/v3/mvccpb"
-	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/leaderrun/leaderrun/elect"
@@ -129,19 +127,15 @@ func (a *acquirer) tryOnce(ctx context.Context) (*elect.Leadership, error) {
 		for _, dir := range a.inTheWay() {
 			els = append(els, clientv3.OpGet(dir, clientv3.WithPrefix(), clientv3.WithLimit(maxStrays+1)))
 		}
-		resp, err := a.l.cli.Txn(ctx).
-			If(append(a.freeCmps(strays), clientv3.Compare(clientv3.ModRevision(ek), "=", mod))...).
-			Then(
+		resp, err := a.createTxn(ctx,
+			append(a.freeCmps(strays), clientv3.Compare(clientv3.ModRevision(ek), "=", mod)),
+			[]clientv3.Op{
 				clientv3.OpPut(a.key, a.value(), clientv3.WithLease(a.s.id)),
 				clientv3.OpPut(a.heldKey, encode(h), clientv3.WithLease(a.s.id)),
 				clientv3.OpPut(ek, strconv.FormatUint(epoch, 10)),
-			).Else(els...).Commit()
+			}, els)
 		if err != nil {
-			if errors.Is(err, rpctypes.ErrLeaseNotFound) {
-				return nil, errLeaseGone
-			}
-			a.ticket = unknownTicket
-			return nil, a.rpcErr(ctx, err)
+			return nil, a.createErr(ctx, err)
 		}
 		if resp.Succeeded {
 			a.keysSeen(sent)

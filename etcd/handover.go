@@ -32,9 +32,26 @@ func (t *holding) successor(ctx context.Context) (succession, bool) {
 	if !t.handoff {
 		return succession{}, false
 	}
+	next, epoch, epochMod, known, ok := t.knownSuccessor()
+	if !ok {
+		return succession{}, false
+	}
+	if !known {
+		if next, epoch, epochMod, ok = t.readSuccessor(ctx); !ok {
+			return succession{}, false
+		}
+	}
+	return t.succession(next, epoch, epochMod)
+}
+
+// knownSuccessor returns the oldest request that joined after ours as
+// the monitor knows them (known false: they must be read), and the epoch
+// as last seen; ok false when there is no hand-over to make (deposed, or
+// nobody after us).
+func (t *holding) knownSuccessor() (next *mvccpb.KeyValue, epoch uint64, epochMod int64, known, ok bool) {
 	t.mu.Lock()
-	known, deposed, epoch, epochMod := t.known, t.deposed, t.epoch, t.epochMod
-	var next *mvccpb.KeyValue
+	defer t.mu.Unlock()
+	known, epoch, epochMod = t.known, t.epoch, t.epochMod
 	if known {
 		for _, kv := range t.after {
 			if next == nil || kv.CreateRevision < next.CreateRevision {
@@ -45,32 +62,42 @@ func (t *holding) successor(ctx context.Context) (succession, bool) {
 			known, next = false, nil // the few we read went: read again
 		}
 	}
-	t.mu.Unlock()
-	if deposed || (known && next == nil) {
-		return succession{}, false
+	if t.deposed || (known && next == nil) {
+		return nil, 0, 0, false, false
 	}
-	if !known {
-		resp, err := t.l.cli.Txn(ctx).Then(
-			clientv3.OpGet(t.base+dirQueue, clientv3.WithPrefix(), clientv3.WithMinCreateRev(t.ticket+1),
-				clientv3.WithSort(clientv3.SortByCreateRevision, clientv3.SortAscend), clientv3.WithLimit(scanLimit)),
-			clientv3.OpGet(t.base+keyEpoch),
-		).Commit()
-		if err != nil {
-			return succession{}, false
-		}
-		kvs, ek := resp.Responses[0].GetResponseRange().Kvs, resp.Responses[1].GetResponseRange().Kvs
-		for _, kv := range kvs {
-			if isRequest(t.base, kv) {
-				next = kv
-				break
-			}
-		}
-		if next == nil || len(ek) == 0 {
-			return succession{}, false // a successor behind strays grants itself
-		}
-		epochMod = ek[0].ModRevision
-		epoch, _ = strconv.ParseUint(string(ek[0].Value), 10, 64)
+	return next, epoch, epochMod, known, true
+}
+
+// readSuccessor reads the oldest request after ours and the epoch key;
+// false when there is none, or only strays (a successor behind strays
+// grants itself).
+func (t *holding) readSuccessor(ctx context.Context) (*mvccpb.KeyValue, uint64, int64, bool) {
+	resp, err := t.l.cli.Txn(ctx).Then(
+		clientv3.OpGet(t.base+dirQueue, clientv3.WithPrefix(), clientv3.WithMinCreateRev(t.ticket+1),
+			clientv3.WithSort(clientv3.SortByCreateRevision, clientv3.SortAscend), clientv3.WithLimit(scanLimit)),
+		clientv3.OpGet(t.base+keyEpoch),
+	).Commit()
+	if err != nil {
+		return nil, 0, 0, false
 	}
+	kvs, ek := resp.Responses[0].GetResponseRange().Kvs, resp.Responses[1].GetResponseRange().Kvs
+	var next *mvccpb.KeyValue
+	for _, kv := range kvs {
+		if isRequest(t.base, kv) {
+			next = kv
+			break
+		}
+	}
+	if next == nil || len(ek) == 0 {
+		return nil, 0, 0, false
+	}
+	epoch, _ := strconv.ParseUint(string(ek[0].Value), 10, 64)
+	return next, epoch, ek[0].ModRevision, true
+}
+
+// succession is the guarded grant of next at the epoch after epoch, for
+// an exclusive successor on a lease.
+func (t *holding) succession(next *mvccpb.KeyValue, epoch uint64, epochMod int64) (succession, bool) {
 	nk := string(next.Key)
 	if nk == t.key {
 		// Our own key's name, made anew: only a replayed release of an

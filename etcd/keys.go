@@ -11,6 +11,7 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/leaderrun/leaderrun/elect"
+	"github.com/leaderrun/leaderrun/etcd/internal/seam"
 )
 
 // Key layout, under the prefix P and the name N (<id> is the session's
@@ -22,8 +23,11 @@ import (
 //	P/N/steal/<id> stealing request, ahead of q/, on the requester's lease
 //	P/N/held/<id>  grant marker of request <id>, made in its grant txn
 //	P/N/epoch      the last epoch granted, in decimal; no lease
+//	P/N/gone/<id>  request <id> abandoned: its creating txn timed out,
+//	               and a later one of the same Acquire fenced it (see
+//	               createTxn); on the requester's lease, empty
 //
-// and the bus of N (see bus.go), while the holder of epoch E serves it,
+// and the bus of N (see package etcd/bus), while the holder of epoch E serves it,
 // after every other key of N ("~" sorts last):
 //
 //	P/N/~bus/serve/<E>     who serves, copied from the grant marker, with
@@ -41,9 +45,10 @@ const (
 	dirQueue     = "q/"
 	dirExclusive = "q/x/"
 	dirShared    = "q/s/"
-	dirSteal     = "steal/"
-	dirHeld      = "held/"
+	dirSteal     = seam.DirSteal
+	dirHeld      = seam.DirHeld
 	keyEpoch     = "epoch"
+	dirGone      = "gone/"
 )
 
 func (l *Locker) base(name string) string { return l.prefix + name + "/" }

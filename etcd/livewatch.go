@@ -100,3 +100,46 @@ var testHookWatchResponse func(w *liveWatch, wr clientv3.WatchResponse) bool
 func (w *liveWatch) pass(wr clientv3.WatchResponse) bool {
 	return testHookWatchResponse == nil || testHookWatchResponse(w, wr)
 }
+
+// sendOnce sends a request of the lock path once on the first try and
+// twice at once on every later try (see twice).
+func sendOnce[T any](ctx context.Context, try int, f func(context.Context) (T, error)) (T, error) {
+	if try == 0 {
+		return f(ctx)
+	}
+	return twice(ctx, f)
+}
+
+// twice sends a request twice at once and returns the first answer that
+// is no error (the other is then cancelled), or the first error. A try
+// that timed out most likely went to a member that is stopped (it keeps
+// its connections and answers nothing); the client's balancer sends
+// consecutive requests round the endpoints, so sent once again the retry
+// may well go to that member again, when another request of this process
+// (a renewal, another term's) went in between: it did in 4 tries of 5 in
+// a row with a follower stopped. Of two sent at once, one goes elsewhere.
+// Only for requests that may be applied twice: reads, and txns guarded
+// by what they change.
+func twice[T any](ctx context.Context, f func(context.Context) (T, error)) (T, error) {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	type answer struct {
+		v   T
+		err error
+	}
+	ch := make(chan answer, 2)
+	for range 2 {
+		go func() {
+			v, err := f(ctx)
+			ch <- answer{v, err}
+		}()
+	}
+	first := <-ch
+	if first.err == nil {
+		return first.v, nil
+	}
+	if second := <-ch; second.err == nil {
+		return second.v, nil
+	}
+	return first.v, first.err
+}

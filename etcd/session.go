@@ -55,8 +55,7 @@ func (l *Locker) session(ctx context.Context) (*session, error) {
 	if s != nil && s.alive() {
 		return s, nil
 	}
-	sent := time.Now()
-	resp, err := l.cli.Grant(ctx, int64(l.ttl/time.Second))
+	sent, resp, err := l.grantLease(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("etcd: granting a lease: %w", err)
 	}
@@ -74,6 +73,34 @@ func (l *Locker) session(ctx context.Context) (*session, error) {
 	l.mu.Unlock()
 	go s.loop()
 	return s, nil
+}
+
+// grantLease grants a lease of the TTL. Each try is bounded by
+// rpcTimeout: a grant sent to a member that is stopped (it keeps its
+// connections and answers nothing) would otherwise wait for it to resume,
+// which held requeued waiters for as long as the raft leader was stopped
+// (the soak's 7s stalls); the next try goes to another member. A try
+// that timed out may have granted a lease nobody renews: it expires
+// within the TTL, holding nothing; so may the second of a retry sent
+// twice (sendOnce).
+func (l *Locker) grantLease(ctx context.Context) (time.Time, *clientv3.LeaseGrantResponse, error) {
+	var err error
+	for try := range rpcTries {
+		gctx, cancel := context.WithTimeout(ctx, l.rpcTimeout())
+		sent := time.Now()
+		var resp *clientv3.LeaseGrantResponse
+		resp, err = sendOnce(gctx, try, func(ctx context.Context) (*clientv3.LeaseGrantResponse, error) {
+			return l.cli.Grant(ctx, int64(l.ttl/time.Second))
+		})
+		cancel()
+		if err == nil {
+			return sent, resp, nil
+		}
+		if ctx.Err() != nil || !isUnavailable(err) {
+			break
+		}
+	}
+	return time.Time{}, nil, err
 }
 
 func (s *session) alive() bool {

@@ -164,9 +164,26 @@ func (t *holding) note(kvs []*mvccpb.KeyValue, more bool) {
 	}
 }
 
+// event takes one event of the monitor's watch: it ends the term when its
+// keys go or a steal comes.
 func (t *holding) event(ev *clientv3.Event) {
 	k := string(ev.Kv.Key)
+	steal := t.noteEvent(ev)
+	switch {
+	case ev.Type == mvccpb.DELETE && (k == t.key || k == t.heldKey):
+		t.end(fmt.Errorf("%w: key %s was deleted (lease revoked, or removed by hand)", elect.ErrSessionLost, k))
+	case steal && !t.steal:
+		t.end(elect.ErrStolen)
+	}
+}
+
+// noteEvent notes what ev changes for a hand-over (the epoch, the
+// requests after ours, a steal that deposes us) and reports whether it is
+// a steal's creation.
+func (t *holding) noteEvent(ev *clientv3.Event) bool {
+	k := string(ev.Kv.Key)
 	t.mu.Lock()
+	defer t.mu.Unlock()
 	switch {
 	case k == t.base+keyEpoch && ev.Type == mvccpb.PUT:
 		t.epochMod = ev.Kv.ModRevision
@@ -182,13 +199,7 @@ func (t *holding) event(ev *clientv3.Event) {
 	if steal {
 		t.deposed = true
 	}
-	t.mu.Unlock()
-	switch {
-	case ev.Type == mvccpb.DELETE && (k == t.key || k == t.heldKey):
-		t.end(fmt.Errorf("%w: key %s was deleted (lease revoked, or removed by hand)", elect.ErrSessionLost, k))
-	case steal && !t.steal:
-		t.end(elect.ErrStolen)
-	}
+	return steal
 }
 
 // check reads the term's keys and the steal lane, as the watch would have
@@ -246,13 +257,15 @@ func (t *holding) release() error {
 	// whose leader has just stopped times out, and the next one, after
 	// the election, goes through.
 	var err error
-	for range rpcTries {
+	for try := range rpcTries {
 		ctx, cancel := context.WithTimeout(context.Background(), t.l.rpcTimeout())
-		txn := t.l.cli.Txn(ctx).If(mine...).Then(gone...)
-		if next, ok := t.successor(ctx); ok {
-			txn = t.l.cli.Txn(ctx).If(append(mine, next.cmps...)...).Then(append(gone, next.ops...)...).Else(clientv3.OpTxn(mine, gone, nil))
-		}
-		_, err = txn.Commit()
+		next, ok := t.successor(ctx)
+		_, err = sendOnce(ctx, try, func(ctx context.Context) (*clientv3.TxnResponse, error) {
+			if ok {
+				return t.l.cli.Txn(ctx).If(append(mine, next.cmps...)...).Then(append(gone, next.ops...)...).Else(clientv3.OpTxn(mine, gone, nil)).Commit()
+			}
+			return t.l.cli.Txn(ctx).If(mine...).Then(gone...).Commit()
+		})
 		cancel()
 		if err == nil || !isUnavailable(err) {
 			break

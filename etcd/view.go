@@ -85,11 +85,13 @@ func aheadLimit(first bool) int64 {
 // goes to another member.
 func (a *acquirer) read(ctx context.Context) (view, error) {
 	var err error
-	for range rpcTries {
+	for try := range rpcTries {
 		rctx, cancel := context.WithTimeout(ctx, a.l.rpcTimeout())
 		var resp *clientv3.TxnResponse
 		sent := time.Now()
-		resp, err = a.l.cli.Txn(rctx).Then(a.viewOps(false)...).Commit()
+		resp, err = sendOnce(rctx, try, func(ctx context.Context) (*clientv3.TxnResponse, error) {
+			return a.l.cli.Txn(ctx).Then(a.viewOps(false)...).Commit()
+		})
 		cancel()
 		if err == nil {
 			v := a.parseView(resp, 0)

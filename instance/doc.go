@@ -105,8 +105,9 @@
 //
 // # Goroutines and descriptors left behind
 //
-// The first Run of a process (as a primary or as a launch that forwards)
-// starts the process's one inotify instance (package oslock), shared by
+// A Run of a process may start (as a primary whose term lasts longer than
+// elect.PathWatchDelay, or as a launch that waits for a primary to serve)
+// the process's one inotify instance (package oslock), shared by
 // every lock, queue and bus of the process, and the goroutine that reads
 // it, github.com/leaderrun/leaderrun/oslock.readSentinel; and the
 // process's one watch of its mount table (a holder learns of a mount
@@ -114,13 +115,13 @@
 // github.com/leaderrun/leaderrun/oslock.readMounts. They last until the
 // process exits, by design: a process costs the user one inotify instance,
 // however many names it takes part in. Everything else that Run starts has
-// ended when it returns. A goleak test sees those goroutines and ignores
-// them with
+// ended when it returns. A goleak test may see those goroutines and
+// ignores them with
 //
 //	goleak.IgnoreAnyFunction("github.com/leaderrun/leaderrun/oslock.readSentinel"),
 //	goleak.IgnoreAnyFunction("github.com/leaderrun/leaderrun/oslock.readMounts")
 //
-// and a descriptor check sees two descriptors, anon_inode:inotify and
+// and a descriptor check may see two descriptors, anon_inode:inotify and
 // /proc/PID/mountinfo, beside the Go runtime's own poller
 // (anon_inode:[eventpoll] and anon_inode:[eventfd]), which any program
 // that opened a pipe or socket has.

@@ -37,6 +37,17 @@ func fds() map[string]string {
 	return m
 }
 
+// watchingMounts reports whether the process watches its mount table, as
+// a holder's path watch makes it do.
+func watchingMounts() bool {
+	for _, what := range fds() {
+		if strings.HasSuffix(what, "/mountinfo") {
+			return true
+		}
+	}
+	return false
+}
+
 // leakApp, in a fresh process, is a primary and a forwarding launch of
 // it, both ended; it then prints what goleak finds with the documented
 // option, and the descriptors the process has gained.
@@ -55,6 +66,12 @@ func leakApp() int {
 				select {
 				case inv := <-p.Invocations():
 					if inv.Local {
+						// Once the path watch is armed (PathWatchDelay
+						// into the term): then the process has all that
+						// the doc says it may keep.
+						for deadline := time.Now().Add(10 * time.Second); !watchingMounts() && time.Now().Before(deadline); {
+							time.Sleep(time.Millisecond)
+						}
 						close(started)
 					}
 					inv.Done(0)
@@ -103,8 +120,8 @@ func leakApp() int {
 }
 
 // TestLeftBehind checks what the package doc says a leak test will see
-// after Run has returned, as the primary and as a forwarding launch: the
-// goroutines oslock.readSentinel and oslock.readMounts, which
+// after Run has returned, as the primary (whose term lasted past
+// elect.PathWatchDelay) and as a forwarding launch: the goroutines oslock.readSentinel and oslock.readMounts, which
 // goleak.IgnoreAnyFunction of them ignores, and two descriptors of its own,
 // the process's inotify instance and its mount table watch, beside the Go
 // runtime's poller (checked in a fresh process, where no

@@ -8,6 +8,7 @@ import (
 	"io/fs"
 	"os"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
@@ -16,11 +17,14 @@ import (
 	"github.com/leaderrun/leaderrun/oslock"
 )
 
-// runner is one launch. It queues for the lock at once and, while it
-// waits, tries to hand its invocation to the primary over the bus:
-// whichever comes first decides. The lock is exclusive, so two launches
-// in the same microsecond still make one primary; a launch that finds
-// the primary gone before it accepted is already in line to succeed it.
+// runner is one launch. It queues for the lock and, while it waits,
+// tries to hand its invocation to the primary over the bus: whichever
+// comes first decides. The lock is exclusive, so two launches in the same
+// microsecond still make one primary; a launch that finds the primary
+// gone before it accepted is in line to succeed it. The queueing waits
+// queueAfter while a primary that serves is asked first: a forward that
+// is accepted by then makes and removes nothing in the lock directory
+// (a ticket, its beacon and its inbox).
 type runner struct {
 	name    string
 	o       Options
@@ -28,9 +32,21 @@ type runner struct {
 	primary func(context.Context, *Primary) error
 
 	got     chan acquired // the queued Acquire's outcome, sent once
+	actx    context.Context
 	acancel context.CancelFunc
-	taken   bool // got has been read
+	taken   bool // got has been read, or no Acquire will send on it
+
+	mu       sync.Mutex
+	started  bool        // the Acquire runs (it sends on got)
+	stopped  bool        // stopAcquire has begun: start nothing
+	queueing *time.Timer // starts the Acquire queueAfter into direct
 }
+
+// queueAfter is how long a launch that found a primary serving waits for
+// it to accept before it queues as well (so that it is in line should
+// that primary end before accepting). A primary accepts in well under a
+// millisecond; one that is busy or deaf sees the launch queue after this.
+const queueAfter = 5 * time.Millisecond
 
 type acquired struct {
 	l   *elect.Leadership
@@ -52,19 +68,34 @@ var (
 
 func (r *runner) run(ctx context.Context) (Result, error) {
 	actx, acancel := context.WithCancel(ctx)
-	r.acancel = acancel
+	r.actx, r.acancel = actx, acancel
 	defer acancel()
 	r.got = make(chan acquired, 1)
 	if r.o.ForwardOnly {
 		r.taken = true // never sent: this launch does not queue
 		return r.loop(ctx)
 	}
+	defer r.stopAcquire()
+	if res, err, done := r.direct(ctx); done {
+		return res, err
+	}
+	r.startAcquire()
+	return r.loop(ctx)
+}
+
+// startAcquire queues this launch for the lock, once, unless stopAcquire
+// has begun.
+func (r *runner) startAcquire() {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.started || r.stopped {
+		return
+	}
+	r.started = true
 	go func() {
-		l, err := r.lk.Acquire(actx, r.name, elect.Request{Command: r.o.Command})
+		l, err := r.lk.Acquire(r.actx, r.name, elect.Request{Command: r.o.Command})
 		r.got <- acquired{l, err}
 	}()
-	defer r.stopAcquire()
-	return r.loop(ctx)
 }
 
 func (r *runner) loop(ctx context.Context) (Result, error) {
@@ -107,10 +138,66 @@ func (r *runner) stopAcquire() {
 		return
 	}
 	r.taken = true
+	r.mu.Lock()
+	r.stopped = true
+	started := r.started
+	if r.queueing != nil {
+		r.queueing.Stop()
+	}
+	r.mu.Unlock()
+	if !started {
+		return
+	}
 	r.acancel()
 	if a := <-r.got; a.err == nil {
 		a.l.Release()
 	}
+}
+
+// direct hands the invocation to the primary that serves now; this
+// launch queues only if it has not accepted within queueAfter. done is
+// false when none serves (nobody listens, it is stepping down, it hung
+// up) or it ended before accepting: the caller then queues, if it has
+// not yet, and tries again. A primary that does not answer, or one of
+// another user, is reported as attempt reports it.
+func (r *runner) direct(ctx context.Context) (res Result, err error, done bool) {
+	r.mu.Lock()
+	r.queueing = time.AfterFunc(queueAfter, r.startAcquire)
+	r.mu.Unlock()
+	start := time.Now()
+	deadline := start.Add(r.o.AckTimeout)
+	dctx, cancel := context.WithDeadline(ctx, deadline)
+	c, err := bus.Dial(dctx, r.o.Dir, r.name, bus.PublishOnly())
+	if err != nil {
+		res, err = r.dialFailed(ctx, dctx, err, start, deadline)
+		cancel()
+		return res, err, !errors.Is(err, errRedial)
+	}
+	cancel()
+	defer c.Close()
+	res, err = r.forward(ctx, c, start, deadline)
+	return res, err, !errors.Is(err, errRetry)
+}
+
+// dialFailed turns a failed dial into the launch's outcome; errRedial
+// when the primary went away meanwhile (or nobody leads).
+func (r *runner) dialFailed(ctx, dctx context.Context, err error, start, deadline time.Time) (Result, error) {
+	switch {
+	case ctx.Err() != nil:
+		return Result{}, ctx.Err()
+	case errors.Is(err, bus.ErrRefused), errors.Is(err, fs.ErrPermission):
+		return r.foreign(ctx, err)
+	case dctx.Err() != nil, errors.Is(err, os.ErrDeadlineExceeded), !time.Now().Before(deadline):
+		// The handshake itself ran into the deadline: a primary
+		// that is stopped does not even say hello.
+		return r.notResponding(ctx, 0, time.Since(start))
+	case errors.Is(err, io.EOF), errors.Is(err, syscall.ECONNRESET), errors.Is(err, syscall.EPIPE),
+		errors.Is(err, bus.ErrLeaderGone), errors.Is(err, bus.ErrNoLeader):
+		// The primary went away while we connected: this launch
+		// is in line to succeed it, or the next one serves.
+		return Result{}, errRedial
+	}
+	return Result{}, err
 }
 
 type dialed struct {
@@ -153,22 +240,7 @@ func (r *runner) attempt(ctx context.Context) (Result, error) {
 		return r.lead(ctx, a.l)
 	case d := <-dc:
 		if d.err != nil {
-			switch {
-			case ctx.Err() != nil:
-				return Result{}, ctx.Err()
-			case errors.Is(d.err, bus.ErrRefused), errors.Is(d.err, fs.ErrPermission):
-				return r.foreign(ctx, d.err)
-			case dctx.Err() != nil, errors.Is(d.err, os.ErrDeadlineExceeded), !time.Now().Before(deadline):
-				// The handshake itself ran into the deadline: a primary
-				// that is stopped does not even say hello.
-				return r.notResponding(ctx, 0, time.Since(start))
-			case errors.Is(d.err, io.EOF), errors.Is(d.err, syscall.ECONNRESET), errors.Is(d.err, syscall.EPIPE),
-				errors.Is(d.err, bus.ErrLeaderGone), errors.Is(d.err, bus.ErrNoLeader):
-				// The primary went away while we connected: this launch
-				// is in line to succeed it, or the next one serves.
-				return Result{}, errRedial
-			}
-			return Result{}, d.err
+			return r.dialFailed(ctx, dctx, d.err, start, deadline)
 		}
 		defer d.c.Close()
 		return r.forward(ctx, d.c, start, deadline)

@@ -15,7 +15,10 @@ func claimAddr(key string) *unix.SockaddrUnix {
 }
 
 func sysMakeClaim(key string) *Claim {
-	fd, err := unix.Socket(unix.AF_UNIX, unix.SOCK_STREAM|unix.SOCK_CLOEXEC|unix.SOCK_NONBLOCK, 0)
+	// Blocking: nobody ever accepts on it, so the runtime's poller need
+	// not know it (registering it and taking it out again cost two
+	// system calls a grant).
+	fd, err := unix.Socket(unix.AF_UNIX, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
 	if err != nil {
 		return nil
 	}
@@ -34,13 +37,15 @@ func sysWaitClaim(ctx context.Context, key string, ok func(uid int) bool) (bool,
 	if err != nil {
 		return false, err
 	}
-	f := os.NewFile(uintptr(fd), "claim")
-	defer f.Close()
+	// The descriptor goes to the runtime's poller only once the connect
+	// found a claim: the usual refused connect costs no registration.
 	switch err := unix.Connect(fd, claimAddr(key)); {
 	case err == nil:
 	case errors.Is(err, unix.ECONNREFUSED), errors.Is(err, unix.ENOENT):
+		unix.Close(fd)
 		return false, nil // nobody claims it
 	case errors.Is(err, unix.EAGAIN):
+		unix.Close(fd)
 		// A full backlog: a claim is held. Rare; look again shortly.
 		t := time.NewTimer(10 * time.Millisecond)
 		defer t.Stop()
@@ -52,8 +57,11 @@ func sysWaitClaim(ctx context.Context, key string, ok func(uid int) bool) (bool,
 		_, err := sysWaitClaim(ctx, key, ok)
 		return true, err
 	default:
+		unix.Close(fd)
 		return false, err
 	}
+	f := os.NewFile(uintptr(fd), "claim")
+	defer f.Close()
 	cred, err := unix.GetsockoptUcred(fd, unix.SOL_SOCKET, unix.SO_PEERCRED)
 	if err != nil || !ok(int(cred.Uid)) {
 		return false, nil // another user's: not a claim of ours

@@ -87,6 +87,11 @@ func (d *Dir) Rename(oldname, newname string) error { return d.sysRename(oldname
 // Lstat returns the identity and owner of name without following a link.
 func (d *Dir) Lstat(name string) (FileID, int, error) { return d.sysLstat(name) }
 
+// Exists reports whether name exists inside d (not following a link): an
+// lstat that builds no error for a missing name, for a caller that checks
+// many names of which most are gone.
+func (d *Dir) Exists(name string) bool { return d.sysExists(name) }
+
 // IDOf returns the identity of an open file.
 func IDOf(f *os.File) (FileID, error) { return sysIDOf(f) }
 

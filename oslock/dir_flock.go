@@ -328,6 +328,11 @@ func (d *Dir) sysLstat(name string) (FileID, int, error) {
 	return FileID{Dev: uint64(st.Dev), Ino: uint64(st.Ino)}, int(st.Uid), nil
 }
 
+func (d *Dir) sysExists(name string) bool {
+	var st unix.Stat_t
+	return unix.Fstatat(d.fd(), name, &st, unix.AT_SYMLINK_NOFOLLOW) == nil
+}
+
 func sysIDOf(f *os.File) (FileID, error) {
 	var st unix.Stat_t
 	if err := unix.Fstat(int(f.Fd()), &st); err != nil {

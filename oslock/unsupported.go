@@ -25,6 +25,7 @@ func (d *Dir) sysRemoveDir(name string) error            { return ErrUnsupported
 func (d *Dir) sysLink(oldname, newname string) error     { return ErrUnsupported }
 func (d *Dir) sysRename(oldname, newname string) error   { return ErrUnsupported }
 func (d *Dir) sysLstat(name string) (FileID, int, error) { return FileID{}, 0, ErrUnsupported }
+func (d *Dir) sysExists(name string) bool                { return false }
 func (d *Dir) sysResolvedPath(name string) string        { return d.path + "/" + name }
 func (d *Dir) sysID() (FileID, error)                    { return FileID{}, ErrUnsupported }
 func (d *Dir) dup() (*Dir, error)                        { return nil, ErrUnsupported }

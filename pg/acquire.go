@@ -88,10 +88,16 @@ func validate(r elect.Request) error {
 		return fmt.Errorf("%w: negative KillAfter", elect.ErrInvalidRequest)
 	case r.KillAfter > 0 && !r.Steal:
 		return fmt.Errorf("%w: KillAfter needs Steal", elect.ErrInvalidRequest)
-	case len(r.Labels) > 16:
-		return fmt.Errorf("%w: %d labels, at most 16", elect.ErrInvalidRequest, len(r.Labels))
 	}
-	for _, lb := range r.Labels {
+	return validateLabels(r.Labels)
+}
+
+// validateLabels is elect's bound on a Request's labels.
+func validateLabels(labels []string) error {
+	if len(labels) > 16 {
+		return fmt.Errorf("%w: %d labels, at most 16", elect.ErrInvalidRequest, len(labels))
+	}
+	for _, lb := range labels {
 		if len(lb) > 64 {
 			return fmt.Errorf("%w: label of %d bytes, at most 64", elect.ErrInvalidRequest, len(lb))
 		}
@@ -152,36 +158,13 @@ func (l *Locker) acquire(ctx context.Context, s *session, name string, req elect
 }
 
 func (a *acquirer) run(ctx context.Context) (*elect.Leadership, error) {
-	labels := a.req.Labels
-	if labels == nil {
-		labels = []string{}
-	}
-	var v verdict
-	var deposed bool
-	err := a.s.do(func(c context.Context, conn *pgx.Conn) error {
-		return conn.QueryRow(c, "SELECT ticket, state, epoch, granted, blocker, blocker_live, wait_s, deposed, since FROM "+a.l.q+
-			".enqueue($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)",
-			a.s.id, a.name, a.req.Mode == elect.Exclusive, a.req.Steal, a.req.IfAvailable, a.l.chname, a.key,
-			os.Getpid(), a.l.host, os.Getuid(), a.req.Command, labels).
-			Scan(&a.ticket, &v.state, &v.epoch, &v.granted, &v.blocker, &v.blockerLive, &v.waitS, &deposed, &a.since)
-	})
-	var pe *pgconn.PgError
-	if err == nil && v.state == "nosession" || errors.As(err, &pe) && pe.Code == "23503" {
-		a.ticket = 0
-		a.s.end(fmt.Errorf("%w: session %d was ended by someone else or expired", elect.ErrSessionLost, a.s.id), true)
-		return nil, errSessionGone
-	}
+	v, err := a.enqueue()
 	if err != nil {
-		if a.s.ctx.Err() != nil {
-			return nil, errSessionGone // its row, if made, went with the connection
-		}
-		return nil, unavailable(a.l.pgErr("queueing", err))
+		return nil, err
 	}
-	if v.state == "busy" {
-		a.ticket = 0
-		return nil, elect.ErrBusy
-	}
-	a.deposed = deposed
+	// Made ahead, the first evaluate after a wake-up and the first leave
+	// are one round trip on a backend that has made them before.
+	a.s.warm()
 	if a.req.Steal && a.req.KillAfter > 0 {
 		a.killAt = time.Now().Add(a.req.KillAfter)
 	}
@@ -201,11 +184,48 @@ func (a *acquirer) run(ctx context.Context) (*elect.Leadership, error) {
 	}
 }
 
+// enqueue makes the request and returns the server's first verdict of
+// it; errSessionGone when the session ended before it could be made, and
+// elect.ErrBusy for an IfAvailable request that would wait.
+func (a *acquirer) enqueue() (verdict, error) {
+	labels := a.req.Labels
+	if labels == nil {
+		labels = []string{}
+	}
+	var v verdict
+	var deposed bool
+	err := a.s.do(func(c context.Context, conn *pgx.Conn) error {
+		return conn.QueryRow(c, "SELECT ticket, state, epoch, granted, blocker, blocker_live, wait_s, deposed, since FROM "+a.l.q+
+			".enqueue($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)",
+			a.s.id, a.name, a.req.Mode == elect.Exclusive, a.req.Steal, a.req.IfAvailable, a.l.chname, a.key,
+			os.Getpid(), a.l.host, os.Getuid(), a.req.Command, labels).
+			Scan(&a.ticket, &v.state, &v.epoch, &v.granted, &v.blocker, &v.blockerLive, &v.waitS, &deposed, &a.since)
+	})
+	var pe *pgconn.PgError
+	if err == nil && v.state == "nosession" || errors.As(err, &pe) && pe.Code == "23503" {
+		a.ticket = 0
+		a.s.end(fmt.Errorf("%w: session %d was ended by someone else or expired", elect.ErrSessionLost, a.s.id), true)
+		return v, errSessionGone
+	}
+	if err != nil {
+		if a.s.ctx.Err() != nil {
+			return v, errSessionGone // its row, if made, went with the connection
+		}
+		return v, unavailable(a.l.pgErr("queueing", err))
+	}
+	if v.state == "busy" {
+		a.ticket = 0
+		return v, elect.ErrBusy
+	}
+	a.deposed = deposed
+	return v, nil
+}
+
 // evaluate asks the server again whether the request can be granted.
 func (a *acquirer) evaluate() (verdict, error) {
 	var v verdict
 	err := a.s.do(func(c context.Context, conn *pgx.Conn) error {
-		return conn.QueryRow(c, "SELECT state, epoch, granted, blocker, blocker_live, wait_s FROM "+a.l.q+".evaluate($1, $2)", a.ticket, a.s.id).
+		return conn.QueryRow(c, a.l.evaluateSQL(), a.ticket, a.s.id).
 			Scan(&v.state, &v.epoch, &v.granted, &v.blocker, &v.blockerLive, &v.waitS)
 	})
 	if err != nil {
@@ -222,44 +242,22 @@ func (a *acquirer) evaluate() (verdict, error) {
 // expiry of its blocker's lease once that connection is gone, or a
 // steal's KillAfter. It polls nothing: each of these is one wake-up.
 func (a *acquirer) wait(ctx context.Context, v verdict) error {
-	var gone <-chan struct{}
-	var timer <-chan time.Time
 	blocker := int64(0)
 	if v.blocker != nil {
 		blocker = *v.blocker
 	}
-	if blocker != 0 && blocker != a.s.id {
-		if v.blockerLive != nil && *v.blockerLive {
-			g, unwatch := a.l.watchDeath(blocker)
-			defer unwatch()
-			gone = g
-		} else if v.waitS != nil {
-			// Its connection is gone: the lease expires by the server's
-			// clock in this long. A little later, so that the server
-			// agrees it has.
-			t := time.NewTimer(time.Duration(*v.waitS*float64(time.Second)) + 5*time.Millisecond)
-			defer t.Stop()
-			timer = t.C
-		}
-	}
+	gone, timer, stop := a.watchBlocker(blocker, v)
+	defer stop()
+	var kill <-chan time.Time
 	if !a.killAt.IsZero() && blocker != 0 && blocker != a.s.id && !a.killed[blocker] {
-		if d := time.Until(a.killAt); d > 0 {
-			t := time.NewTimer(d)
-			defer t.Stop()
-			kill := t.C
-			select {
-			case <-ctx.Done():
-				return context.Cause(ctx)
-			case <-a.msgs:
-			case <-gone:
-			case <-timer:
-			case <-kill:
-				a.kill(blocker)
-			}
+		d := time.Until(a.killAt)
+		if d <= 0 {
+			a.kill(blocker)
 			return nil
 		}
-		a.kill(blocker)
-		return nil
+		t := time.NewTimer(d)
+		defer t.Stop()
+		kill = t.C
 	}
 	select {
 	case <-ctx.Done():
@@ -267,8 +265,30 @@ func (a *acquirer) wait(ctx context.Context, v verdict) error {
 	case <-a.msgs:
 	case <-gone:
 	case <-timer:
+	case <-kill:
+		a.kill(blocker)
 	}
 	return nil
+}
+
+// watchBlocker returns what tells of the end of the blocking session: a
+// channel closed when its connection goes, if it lives, or else the
+// expiry of its lease by the server's clock; and the function that stops
+// watching. Nothing for no blocker, or one of the request's own session.
+func (a *acquirer) watchBlocker(blocker int64, v verdict) (<-chan struct{}, <-chan time.Time, func()) {
+	switch {
+	case blocker == 0 || blocker == a.s.id:
+	case v.blockerLive != nil && *v.blockerLive:
+		g, unwatch := a.l.watchDeath(blocker)
+		return g, nil, unwatch
+	case v.waitS != nil:
+		// Its connection is gone: the lease expires by the server's
+		// clock in this long. A little later, so that the server agrees
+		// it has.
+		t := time.NewTimer(time.Duration(*v.waitS*float64(time.Second)) + 5*time.Millisecond)
+		return nil, t.C, func() { t.Stop() }
+	}
+	return nil, nil, func() {}
 }
 
 // kill ends the session of a holder that did not let go within the
@@ -292,7 +312,7 @@ func (a *acquirer) cleanup() {
 		return
 	}
 	err := a.s.do(func(c context.Context, conn *pgx.Conn) error {
-		_, err := conn.Exec(c, "SELECT "+a.l.q+".leave($1, $2)", a.ticket, a.s.id)
+		_, err := conn.Exec(c, a.l.leaveSQL(), a.ticket, a.s.id)
 		return err
 	})
 	if err != nil {

@@ -240,10 +240,16 @@ func (s *BusServer) close(reason string) {
 	p, _ := json.Marshal(m)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()
-	s.l.withAdmin(ctx, func(c *pgx.Conn) error {
+	notify := func(c *pgx.Conn) error {
 		_, err := c.Exec(ctx, "SELECT pg_notify($1, $2)", s.ch, string(p))
 		return err
-	})
+	}
+	// On the publishing connection, open since Serve said "leader": the
+	// term's release waits for this, and a connection opened now (the
+	// Query one, if no Query was made) would cost it milliseconds.
+	if s.conn == nil || notify(s.conn) != nil {
+		s.l.withAdmin(ctx, notify)
+	}
 	if s.conn != nil {
 		s.conn.Close(context.Background())
 		s.conn = nil

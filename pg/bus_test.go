@@ -149,3 +149,44 @@ func TestBusLeaderDies(t *testing.T) {
 		t.Fatalf("the member heard of the death %v after it (TTL %v)", d, ttl)
 	}
 }
+
+// TestBusEndOnPublishingConn: the leader tells its members that the term
+// is over on the publishing connection it already has, not on one opened
+// then, since the term's release waits for it; the member hears it.
+func TestBusEndOnPublishingConn(t *testing.T) {
+	srv := sharedServer(t)
+	schema := testSchema(t)
+	a, m := open(t, srv, schema, Config{}), open(t, srv, schema, Config{})
+	ctx := t.Context()
+	la, err := a.Acquire(ctx, "be", elect.Request{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sa, err := a.ListenBus(la)
+	if err != nil {
+		t.Fatal(err)
+	}
+	served := make(chan error, 1)
+	go func() { served <- sa.Serve(ctx) }()
+	mc, err := m.DialBus(ctx, "be", BusDial{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer mc.Close()
+	nextEvent(t, mc, "join")
+	la.Release()
+	select {
+	case <-served:
+	case <-time.After(20 * time.Second):
+		t.Fatal("Serve did not return within 20s of the release")
+	}
+	if ev := nextEvent(t, mc, "the term's end"); ev.Kind != bus.EventLost {
+		t.Fatalf("after the release the member heard %+v, want the leader lost", ev)
+	}
+	a.adminMu.Lock()
+	opened := a.admin != nil
+	a.adminMu.Unlock()
+	if opened {
+		t.Fatal("the leader opened its Query connection to say the term is over")
+	}
+}

@@ -125,7 +125,10 @@
 // connection (idle_session_timeout is set to the TTL), which wakes the
 // waiter behind it, and the waiter then sleeps until the expiry. A holder
 // that dies on a live host is ended at once by leaderrun's watchdog
-// (EndSession); Session names a term's session for it. A steal's
+// (EndSession); Session names a term's session for it, and
+// PrepareEndSession opens ahead, while the term runs, the connection that
+// ends it in one round trip (falling back to a fresh one if the server
+// ended that connection meanwhile). A steal's
 // KillAfter ends the sessions of holders that did not let go: their
 // processes, perhaps on other hosts, are not signalled, but all of their
 // Lockers' terms end. Request.StealStopped has nothing to do: a stopped

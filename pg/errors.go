@@ -3,6 +3,8 @@ package pg
 import (
 	"errors"
 	"fmt"
+	"io"
+	"net"
 
 	"github.com/jackc/pgx/v5/pgconn"
 )
@@ -39,6 +41,12 @@ func isConnErr(err error) bool {
 			return true
 		}
 		return pe.Code == "53300" // too many connections
+	}
+	// The connection broke under a statement: the server went (a
+	// restart, a crash) or the network did.
+	var ne net.Error
+	if errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, io.EOF) || errors.As(err, &ne) {
+		return true
 	}
 	return pgconn.Timeout(err) || pgconn.SafeToRetry(err)
 }

@@ -67,3 +67,21 @@ func ExampleLocker_Watch() {
 		fmt.Println(len(s.Held), "holding,", len(s.Pending), "waiting")
 	}
 }
+
+// Another process (leaderrun's watchdog) readies, as a term begins, the
+// end of the term's session, and ends it in one round trip once it knows
+// the holder is gone and what it ran has stopped.
+func ExampleLocker_PrepareEndSession() {
+	l, err := pg.Open(pg.Config{URL: "postgres://jobs@db1/ops"})
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer l.Close()
+	var sid int64 // from the holder's Locker.Session(lead), passed along
+	e := l.PrepareEndSession(sid)
+	defer e.Close()
+	// ... the holder died; its COMMAND is gone ...
+	if err := e.End(context.Background()); err != nil {
+		log.Fatal(err)
+	}
+}

@@ -2,6 +2,7 @@ package pg
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"sync"
@@ -39,6 +40,7 @@ type session struct {
 	conn *pgx.Conn
 
 	once    sync.Once
+	warmed  sync.Once
 	err     error
 	revoked sync.Once
 	mu      sync.Mutex
@@ -66,39 +68,9 @@ func (l *Locker) session(ctx context.Context) (*session, error) {
 	if _, err := l.listener(ctx); err != nil {
 		return nil, err
 	}
-	// The server ends a connection that stays idle for a TTL: the loop
-	// renews three times as often, so only a session whose process
-	// stopped or whose host died or was cut off is ended, and its
-	// advisory lock, which its waiters sleep on, is let go.
-	conn, err := l.connect(ctx, "session", map[string]string{
-		"idle_session_timeout": ms(l.ttl),
-		// A renewal or grant acknowledged must survive a crash of the
-		// server: with synchronous_commit off (a server's default may
-		// say so), a crash loses the last commits, and a lease would
-		// expire earlier than its holder was told.
-		"synchronous_commit":                  "on",
-		"idle_in_transaction_session_timeout": ms(l.ttl),
-		"statement_timeout":                   ms(max(time.Second, (l.ttl-l.margin)/3)),
-		"lock_timeout":                        ms(max(time.Second, (l.ttl-l.margin)/3)),
-	})
+	conn, id, sent, err := l.openSession(ctx)
 	if err != nil {
 		return nil, err
-	}
-	if err := l.schemaReady(ctx, conn); err != nil {
-		conn.Close(context.Background())
-		return nil, err
-	}
-	sent := time.Now()
-	var id int64
-	if err := conn.QueryRow(ctx, "SELECT "+l.q+".open_session($1, $2, $3)", l.ttl, l.host, os.Getpid()).Scan(&id); err != nil {
-		conn.Close(context.Background())
-		return nil, l.pgErr("opening a session", err)
-	}
-	// A second transaction must reach the same backend, which holds the
-	// session's advisory lock: not so behind a transaction-mode pooler.
-	if _, err := conn.Exec(ctx, "SELECT "+l.q+".own_backend($1)", id); err != nil {
-		conn.Close(context.Background())
-		return nil, l.pgErr("opening a session", err)
 	}
 	s = &session{l: l, id: id, ttl: l.ttl, conn: conn, stopped: make(chan struct{}), dl: sent.Add(l.ttl - l.margin), moved: make(chan struct{})}
 	s.ctx, s.cancel = context.WithCancelCause(context.Background())
@@ -113,6 +85,52 @@ func (l *Locker) session(ctx context.Context) (*session, error) {
 	l.mu.Unlock()
 	go s.loop()
 	return s, nil
+}
+
+// openSession connects the session's connection, makes its row and
+// checks that a second transaction reaches the same backend; sent is when
+// the row's lease was asked for.
+func (l *Locker) openSession(ctx context.Context) (conn *pgx.Conn, id int64, sent time.Time, err error) {
+	// The server ends a connection that stays idle for a TTL: the loop
+	// renews three times as often, so only a session whose process
+	// stopped or whose host died or was cut off is ended, and its
+	// advisory lock, which its waiters sleep on, is let go.
+	conn, err = l.connect(ctx, "session", map[string]string{
+		"idle_session_timeout": ms(l.ttl),
+		// A renewal or grant acknowledged must survive a crash of the
+		// server: with synchronous_commit off (a server's default may
+		// say so), a crash loses the last commits, and a lease would
+		// expire earlier than its holder was told.
+		"synchronous_commit":                  "on",
+		"idle_in_transaction_session_timeout": ms(l.ttl),
+		"statement_timeout":                   ms(max(time.Second, (l.ttl-l.margin)/3)),
+		"lock_timeout":                        ms(max(time.Second, (l.ttl-l.margin)/3)),
+	})
+	if err != nil {
+		return nil, 0, time.Time{}, err
+	}
+	if err := l.schemaReady(ctx, conn); err != nil {
+		conn.Close(context.Background())
+		return nil, 0, time.Time{}, err
+	}
+	sent = time.Now()
+	if err := conn.QueryRow(ctx, "SELECT "+l.q+".open_session($1, $2, $3)", l.ttl, l.host, os.Getpid()).Scan(&id); err != nil {
+		broke := conn.IsClosed()
+		conn.Close(context.Background())
+		if err = l.pgErr("opening a session", err); broke && !errors.Is(err, ErrPooler) {
+			// The server went under the statement: unavailable, as when
+			// it cannot be reached (exit 69), not a fault of leaderrun's.
+			err = fmt.Errorf("%w: %w", elect.ErrUnavailable, err)
+		}
+		return nil, 0, time.Time{}, err
+	}
+	// A second transaction must reach the same backend, which holds the
+	// session's advisory lock: not so behind a transaction-mode pooler.
+	if _, err := conn.Exec(ctx, "SELECT "+l.q+".own_backend($1)", id); err != nil {
+		conn.Close(context.Background())
+		return nil, 0, time.Time{}, l.pgErr("opening a session", err)
+	}
+	return conn, id, sent, nil
 }
 
 // opTimeout bounds one statement of the session on the client's side: a

@@ -1,9 +1,6 @@
 package pg
 
 import (
-	"fmt"
-	"os"
-
 	"context"
 	"time"
 
@@ -41,8 +38,6 @@ func (l *Locker) PrepareEndSession(id int64) *SessionEnd {
 	return e
 }
 
-func (l *Locker) endSessionSQL() string { return "SELECT " + l.q + ".end_session($1)" }
-
 func (e *SessionEnd) open(ctx context.Context) {
 	defer close(e.ready)
 	// An end lost in a crash of the server leaves the session to its
@@ -62,33 +57,6 @@ func (e *SessionEnd) open(ctx context.Context) {
 		return
 	}
 	e.c = c
-}
-
-// warmEnd readies c's backend for end_session: in a transaction rolled
-// back, it ends a session made for the purpose, with a request granted of
-// a name of its own, so that the statement is prepared (pgx caches it)
-// and every function the end calls, with the plans of their statements,
-// compiled and cached. Nothing of it is seen by others: not the rows, not
-// the notifications. The end is then one round trip on a backend that has
-// done it before.
-func (l *Locker) warmEnd(ctx context.Context, c *pgx.Conn) error {
-	tx, err := c.Begin(ctx)
-	if err != nil {
-		return err
-	}
-	defer tx.Rollback(context.Background())
-	var sid int64
-	name := fmt.Sprintf("leaderrun warm-up %s %d %x", l.host, os.Getpid(), time.Now().UnixNano())
-	err = tx.QueryRow(ctx, `WITH s AS (INSERT INTO `+l.q+`.sessions (expires_at, ttl, host, pid, backend_pid)
-			VALUES (clock_timestamp(), '1s', $2, 0, pg_backend_pid()) RETURNING id)
-		INSERT INTO `+l.q+`.requests (name, session_id, exclusive, steal, chan, key, pid, host, uid, command, labels, since, epoch, granted)
-			SELECT $1, id, true, false, 'leaderrun_warm_up', '', 0, $2, 0, '{}', '{}', clock_timestamp(), 1, clock_timestamp() FROM s
-		RETURNING session_id`, name, l.host).Scan(&sid)
-	if err != nil {
-		return err
-	}
-	_, err = tx.Exec(ctx, l.endSessionSQL(), sid)
-	return err
 }
 
 // End ends the session: over the connection opened ahead if it is open

@@ -108,7 +108,7 @@ func (t *holding) release() error {
 	default:
 	}
 	err := t.s.do(func(c context.Context, conn *pgx.Conn) error {
-		_, err := conn.Exec(c, "SELECT "+t.l.q+".leave($1, $2)", t.ticket, t.s.id)
+		_, err := conn.Exec(c, t.l.leaveSQL(), t.ticket, t.s.id)
 		return err
 	})
 	if err != nil {

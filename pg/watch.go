@@ -74,77 +74,15 @@ func (l *Locker) watch(ctx context.Context, end func(), c *pgx.Conn, wch string,
 	defer close(out)
 	notes := make(chan struct{}, 1)
 	lost := make(chan struct{})
-	go func() {
-		defer close(lost)
-		defer c.Close(context.Background())
-		for {
-			n, err := c.WaitForNotification(ctx)
-			if err != nil {
-				return
-			}
-			if n.Channel != wch {
-				var m busMsg
-				if bus == nil || json.Unmarshal([]byte(n.Payload), &m) != nil {
-					continue
-				}
-				select {
-				case bus <- m:
-				case <-ctx.Done():
-					return
-				}
-				continue
-			}
-			select {
-			case notes <- struct{}{}:
-			default:
-			}
-		}
-	}()
+	go forwardNotes(ctx, c, wch, bus, notes, lost)
+	woke, stop := l.watchHolders(ctx, name, last)
+	defer func() { stop() }()
 	for {
-		// The holders' connections, and for those already gone the
-		// expiry of their leases: their end is no row's change.
-		var unwatch []func()
-		var gone []<-chan struct{}
-		var next time.Duration = -1
-		for _, h := range last.Held {
-			sid, live, left, err := l.holderSession(ctx, name, h.Epoch)
-			switch {
-			case err != nil || sid == 0:
-			case live:
-				g, stop := l.watchDeath(sid)
-				gone, unwatch = append(gone, g), append(unwatch, stop)
-			case next < 0 || left < next:
-				next = left
-			}
-		}
-		var timer <-chan time.Time
-		if next >= 0 {
-			t := time.NewTimer(next + 5*time.Millisecond)
-			timer = t.C
-			unwatch = append(unwatch, func() { t.Stop() })
-		}
-		woke := make(chan struct{}, 1)
-		for _, g := range gone {
-			go func() {
-				select {
-				case <-g:
-					select {
-					case woke <- struct{}{}:
-					default:
-					}
-				case <-ctx.Done():
-				}
-			}()
-		}
 		select {
 		case <-ctx.Done():
 		case <-lost:
 		case <-notes:
 		case <-woke:
-		case <-timer:
-		}
-		for _, u := range unwatch {
-			u()
 		}
 		select {
 		case <-ctx.Done():
@@ -153,13 +91,103 @@ func (l *Locker) watch(ctx context.Context, end func(), c *pgx.Conn, wch string,
 			return // the server went: the watch ends, as the Locker's requests do
 		default:
 		}
-		snap, err := l.Query(ctx, name)
-		if err != nil {
-			continue
-		}
-		if !reflect.DeepEqual(snap, last) {
+		if snap, err := l.Query(ctx, name); err == nil && !reflect.DeepEqual(snap, last) {
 			last = snap
 			latest(out, snap)
+		}
+		// The new watches first, then the old ones stop: a holder still
+		// there keeps its connection's watch (shared, counted) instead of
+		// a new connection to the server at every change of the name.
+		nextWoke, nextStop := l.watchHolders(ctx, name, last)
+		stop()
+		woke, stop = nextWoke, nextStop
+	}
+}
+
+// forwardNotes reads c's notifications until it fails (then closes lost
+// and c): one of the name's channel wch becomes a token in notes, and
+// any other, when bus is set, a bus message.
+func forwardNotes(ctx context.Context, c *pgx.Conn, wch string, bus chan<- busMsg, notes chan<- struct{}, lost chan<- struct{}) {
+	defer close(lost)
+	defer c.Close(context.Background())
+	for {
+		n, err := c.WaitForNotification(ctx)
+		if err != nil {
+			return
+		}
+		if n.Channel != wch {
+			var m busMsg
+			if bus == nil || json.Unmarshal([]byte(n.Payload), &m) != nil {
+				continue
+			}
+			select {
+			case bus <- m:
+			case <-ctx.Done():
+				return
+			}
+			continue
+		}
+		select {
+		case notes <- struct{}{}:
+		default:
+		}
+	}
+}
+
+// watchHolders returns a channel that receives when one of last's
+// holders ends without a row's change: its connection goes, or, for one
+// whose connection is already gone, its lease expires by the server's
+// clock; and the function that stops watching.
+func (l *Locker) watchHolders(ctx context.Context, name string, last elect.Snapshot) (<-chan struct{}, func()) {
+	var unwatch []func()
+	var gone []<-chan struct{}
+	var next time.Duration = -1
+	l.mu.Lock()
+	var own int64
+	var ownDone <-chan struct{}
+	if l.sess != nil {
+		own, ownDone = l.sess.id, l.sess.done
+	}
+	l.mu.Unlock()
+	for _, h := range last.Held {
+		sid, live, left, err := l.holderSession(ctx, name, h.Epoch)
+		switch {
+		case err != nil || sid == 0:
+		case sid == own && live:
+			// This Locker's own session: the end of its connection is
+			// known here (the session ends), with no connection of its
+			// own to the server to sleep on.
+			gone = append(gone, ownDone)
+		case live:
+			g, stop := l.watchDeath(sid)
+			gone, unwatch = append(gone, g), append(unwatch, stop)
+		case next < 0 || left < next:
+			next = left
+		}
+	}
+	woke := make(chan struct{}, 1)
+	wake := func() {
+		select {
+		case woke <- struct{}{}:
+		default:
+		}
+	}
+	if next >= 0 {
+		t := time.AfterFunc(next+5*time.Millisecond, wake)
+		unwatch = append(unwatch, func() { t.Stop() })
+	}
+	for _, g := range gone {
+		go func() {
+			select {
+			case <-g:
+				wake()
+			case <-ctx.Done():
+			}
+		}()
+	}
+	return woke, func() {
+		for _, u := range unwatch {
+			u()
 		}
 	}
 }

@@ -11,8 +11,9 @@ import (
 // can end one at once: when pid, the holder of name, is a supervisor of
 // the lock directory dir (its term marker is there), it sleeps on pid's
 // pidfd; when that supervisor dies without ending its term (its marker is
-// still there), it fences the term as the next holder would, then calls
-// end to end the term in the backend. It returns when ctx ends (another
+// still there), it fences the term as the next holder would, calls end to
+// end the term in the backend and, once that has succeeded, removes the
+// marker (killed in between, the marker stays for the others here). It returns when ctx ends (another
 // holder, or this waiter's turn) or once that is done. Not on Linux, it
 // returns at once: without pidfds and the fence there is nothing a waiter
 // could do safely, and a dead holder's term expires with its lease.
@@ -47,8 +48,13 @@ func outliveHolder(ctx context.Context, dir, name string, pid int, end func(cont
 	if !fenceTerm(fctx, r) {
 		return // COMMAND may still run: its lease must expire first
 	}
+	// The term ends before its marker goes, as in the watchdog: killed
+	// in between, this leaves the marker for the other waiters here.
+	if end(fctx) != nil {
+		return
+	}
+	stopHalfway()
 	d.Remove(file)
-	_ = end(fctx)
 }
 
 // markerOf finds the term marker of name whose leaderrun is pid.

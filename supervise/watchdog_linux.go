@@ -41,10 +41,10 @@ import (
 //
 // End of file without "end" means leaderrun is gone: the watchdog fences
 // the term as its successor would (cgroup.kill, or the process group and
-// the term id), removes the marker and, given an endterm token, ends the
-// term in its backend (etcd: revokes the lease), so that the next holder,
-// on any host, is granted at once instead of after the lease's TTL. With
-// a TermEnd.Prepare, it readies that end as it learns the
+// the term id), given an endterm token ends the term in its backend
+// (etcd: revokes the lease), so that the next holder, on any host, is
+// granted at once instead of after the lease's TTL, and then removes the
+// marker. With a TermEnd.Prepare, it readies that end as it learns the
 // token (PostgreSQL: opens the connection), so that the end is then one
 // round trip.
 //
@@ -128,15 +128,19 @@ func startWatchdog(t *Term) *watchdog {
 		// kept until the term is fenced (see elect.Leadership.Claim).
 		files = append(files, t.claim)
 	}
+	env := []string{
+		watchdogRole + "=" + role,
+		watchdogTerm + "=" + t.rec.id,
+		watchdogCgroup + "=" + t.rec.cgroup,
+		watchdogDir + "=" + t.d.Path(),
+		watchdogName + "=" + t.name,
+		watchdogSince + "=" + strconv.FormatUint(t.rec.wstart, 10),
+	}
+	if testFence != "" {
+		env = append(env, "TEST_LEADERRUN_FENCE="+testFence)
+	}
 	p, err := os.StartProcess("/proc/self/exe", []string{"leaderrun-watchdog", t.name}, &os.ProcAttr{
-		Env: []string{
-			watchdogRole + "=" + role,
-			watchdogTerm + "=" + t.rec.id,
-			watchdogCgroup + "=" + t.rec.cgroup,
-			watchdogDir + "=" + t.d.Path(),
-			watchdogName + "=" + t.name,
-			watchdogSince + "=" + strconv.FormatUint(t.rec.wstart, 10),
-		},
+		Env:   env,
 		Dir:   "/", // not to keep the user's working directory busy
 		Files: files,
 		Sys:   &syscall.SysProcAttr{Setpgid: true},
@@ -235,6 +239,22 @@ func runWatchdog(te TermEnd) int {
 	if !fenceTerm(ctx, &w.r) {
 		return 1
 	}
+	// The term ends in its backend before its marker goes: a watchdog
+	// killed between the two leaves the marker, which tells a waiter on
+	// this host that the term did not end cleanly (outliveLocalHolder)
+	// and the next holder here to fence it, never a marker gone with the
+	// term still running to its TTL. An end that fails leaves the marker.
+	switch {
+	case w.end != nil:
+		if w.end(ctx) != nil {
+			return 1
+		}
+	case w.token != "" && endTerm != nil:
+		if endTerm(ctx, w.token) != nil {
+			return 1
+		}
+	}
+	stopHalfway()
 	// The watchdog is another process: it can only reopen the directory by
 	// path. That is safe: it removes one file, its term's marker, named by
 	// the term's random 128-bit id, which no directory put at the path
@@ -247,17 +267,16 @@ func runWatchdog(te TermEnd) int {
 		d.Close()
 		elect.Nudge(os.Getenv(watchdogDir), os.Getenv(watchdogName))
 	}
-	switch {
-	case w.end != nil:
-		if w.end(ctx) != nil {
-			return 1
-		}
-	case w.token != "" && endTerm != nil:
-		if endTerm(ctx, w.token) != nil {
-			return 1
-		}
-	}
 	return 0
+}
+
+// stopHalfway stops this process (SIGSTOP) between the end of a dead
+// term in its backend and the removal of its marker, with "halfway" in
+// TEST_LEADERRUN_FENCE, so that tests can kill it there.
+func stopHalfway() {
+	if strings.Contains(testFence, "halfway") {
+		_ = unix.Kill(os.Getpid(), unix.SIGSTOP)
+	}
 }
 
 // follow reads leaderrun's messages until the term must be fenced (true:
@@ -284,13 +303,7 @@ func (w *watch) follow(lines <-chan string) bool {
 					w.r.cpid, w.r.cstart, w.r.pgid, w.r.commandStarted = c.cpid, c.cstart, c.pgid, true
 				}
 			case "endterm":
-				if w.prepare != nil && val != w.token {
-					if w.release != nil {
-						w.release()
-					}
-					w.end, w.release = w.prepare(val)
-				}
-				w.token = val
+				w.endTerm(val)
 			case "stopping":
 				w.stopping = true
 			case "deadline":
@@ -310,6 +323,19 @@ func (w *watch) follow(lines <-chan string) bool {
 			return true
 		}
 	}
+}
+
+// endTerm takes the token that ends the term in its backend, and readies
+// that end when it can (TermEnd.Prepare): a new token releases what the
+// last one readied.
+func (w *watch) endTerm(token string) {
+	if w.prepare != nil && token != w.token {
+		if w.release != nil {
+			w.release()
+		}
+		w.end, w.release = w.prepare(token)
+	}
+	w.token = token
 }
 
 // setDeadline reads "<mono> <grace>" and returns a channel that fires

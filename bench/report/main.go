@@ -33,6 +33,7 @@ type config struct {
 	chain                     string
 	chainLimit, idle          time.Duration
 	busTime                   string
+	singleTime                string
 	out, docs                 string
 	only                      string
 	exhaust                   bool
@@ -48,9 +49,10 @@ func main() {
 	flag.DurationVar(&c.idle, "idle", 10*time.Second, "idle waiter window")
 	flag.BoolVar(&c.exhaust, "exhaust-inotify", false, "hold all but one of the user's inotify instances during the chain and idle parts, as a loaded desktop does")
 	flag.StringVar(&c.busTime, "bus-benchtime", "1s", "-benchtime for the bus benchmarks")
+	flag.StringVar(&c.singleTime, "single-benchtime", "2000x", "-benchtime for the single-instance forward")
 	flag.StringVar(&c.out, "out", "bench/out", "output directory")
 	flag.StringVar(&c.docs, "docs", "docs/latency.svg", "copy of the picture for the README (empty: none)")
-	flag.StringVar(&c.only, "only", "", "comma-separated parts to run: failover,chain,idle,cli,clichain,startup,bus,etcd (default all)")
+	flag.StringVar(&c.only, "only", "", "comma-separated parts to run: failover,chain,idle,cli,clichain,startup,bus,single,etcd (default all)")
 	flag.Parse()
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	err := run(ctx, c)
@@ -87,7 +89,7 @@ func run(ctx context.Context, c config) error {
 		fn   func(context.Context) error
 	}{
 		{"failover", r.failover}, {"cli", r.cliFailover}, {"chain", r.chain}, {"idle", r.idleCost},
-		{"clichain", r.cliChain}, {"bus", r.bus}, {"startup", r.startup}, {"etcd", r.etcd},
+		{"clichain", r.cliChain}, {"bus", r.bus}, {"single", r.single}, {"startup", r.startup}, {"etcd", r.etcd},
 	}
 	for _, p := range parts {
 		if c.only != "" && !strings.Contains(","+c.only+",", ","+p.name+",") {

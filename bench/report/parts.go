@@ -208,28 +208,44 @@ func (r *report) startup(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	// The same code built static (no cgo start-up: package net's and
+	// os/user's cgo halves left out), to show what the default build's
+	// dynamic loading and cgo initialisation cost (issue 24).
+	static := filepath.Join(r.tmp, "leaderrun-static")
+	build := exec.CommandContext(ctx, "go", "build", "-tags", "netgo,osusergo", "-o", static, ".")
+	build.Dir = r.root
+	if out, err := build.CombinedOutput(); err != nil {
+		return fmt.Errorf("go build -tags netgo,osusergo: %v: %s", err, firstLine(out))
+	}
 	cmds := map[string][]string{
 		"leaderrun": {bin, "--dir", dir, "--name", "x", "--", "true"},
+		"static":    {static, "--dir", dir, "--name", "x", "--", "true"},
 		"flock1":    {"flock", filepath.Join(dir, "F"), "true"},
 		"true":      {"/bin/true"},
 	}
-	order := []string{"leaderrun", "flock1", "true"}
+	order := []string{"leaderrun", "static", "flock1", "true"}
 	res, err := startup(ctx, cmds, order, r.cfg.startupN)
 	if err != nil {
 		return err
 	}
-	names := map[string]string{"leaderrun": "leaderrun --name x -- true", "flock1": "flock F true", "true": "/bin/true"}
-	t := newTable("Command", "p50", "p99", "leaderrun ÷ command (p50)")
+	names := map[string]string{"leaderrun": "leaderrun --name x -- true", "static": "leaderrun --name x -- true, built static (-tags netgo,osusergo)", "flock1": "flock F true", "true": "/bin/true"}
+	t := newTable("Command", "p50", "mean", "p99", "leaderrun ÷ command (p50)")
 	for _, tool := range order {
 		slices.Sort(res[tool])
 	}
 	ours := pct(res["leaderrun"], 50)
 	for _, tool := range order {
 		s := res[tool]
-		t.row("`"+names[tool]+"`", dur(pct(s, 50)), dur(pct(s, 99)), ratio(ours, pct(s, 50)))
-		r.series = append(r.series, series{"Start-up (fork, exec, wait)", names[tool], s, tool == "leaderrun"})
+		var sum float64
+		for _, v := range s {
+			sum += v
+		}
+		t.row("`"+names[tool]+"`", dur(pct(s, 50)), dur(sum/float64(max(len(s), 1))), dur(pct(s, 99)), ratio(ours, pct(s, 50)))
+		if tool != "static" {
+			r.series = append(r.series, series{"Start-up (fork, exec, wait)", names[tool], s, tool == "leaderrun"})
+		}
 	}
-	t.notef("Wall time of fork+exec+wait, %d runs each, round-robin; an uncontended lock.", r.cfg.startupN)
+	t.notef("Wall time of fork+exec+wait, %d runs each, round-robin; an uncontended lock. The first row is the default `go build` (the one `go install` gives: dynamic, with cgo, wherever a C compiler is found).", r.cfg.startupN)
 	r.add("Start-up", t)
 	peer := pct(res["flock1"], 50)
 	r.check("Start-up", "p50 ≤ 2× `flock F true` (goal 1.6×)", ratio(ours, peer), ours <= 2*peer, !math.IsNaN(ours+peer))
@@ -265,6 +281,32 @@ func (r *report) bus(ctx context.Context) error {
 	tt.notef("Deliveries per second, windows of 256 messages (BenchmarkThroughput), -benchtime %s.", r.cfg.busTime)
 	r.add("Bus throughput", tt)
 	r.relearn(ctx, bin)
+	return nil
+}
+
+// single: a later launch's whole single-instance Run (it finds the
+// primary, hands over its arguments, reads the answer) beside a plain Unix
+// socket's connect, request, reply and close, in three runs of
+// instance/bench_test.go BenchmarkRoundTrip.
+func (r *report) single(ctx context.Context) error {
+	bin, err := buildTest(ctx, r.root, "./instance", r.tmp)
+	if err != nil {
+		return err
+	}
+	t := newTable("run", "plain socket connect+request+reply", "single-instance forward (Run)", "forward ÷ socket", "load")
+	var worst float64
+	ok := true
+	for i := range 3 {
+		run := runBench(ctx, bin, r.tmp, "^BenchmarkRoundTrip$/^launch-(run|unix-socket)$", r.cfg.singleTime, 5*time.Minute)
+		f, okf := run.metric("BenchmarkRoundTrip/launch-run", "ns/op")
+		p, okp := run.metric("BenchmarkRoundTrip/launch-unix-socket", "ns/op")
+		ok = ok && okf && okp
+		worst = max(worst, f/p)
+		t.row(fmt.Sprint(i+1), dur(or(p, okp)), dur(or(f, okf)), ratio(or(f, okf), or(p, okp)), loadNow())
+	}
+	t.notef("Means of -benchtime %s each (BenchmarkRoundTrip/launch-run and /launch-unix-socket, in one process with the primary and the socket server).", r.cfg.singleTime)
+	r.add("Single-instance forward", t)
+	r.check("Single-instance forward", "≤ 4× socket connect+request+reply (goal 2×)", fmt.Sprintf("%.2f× (worst of 3)", worst), worst <= 4, ok)
 	return nil
 }
 

@@ -41,6 +41,7 @@ import (
 	"github.com/leaderrun/leaderrun/cmd"
 	"github.com/leaderrun/leaderrun/elect"
 	"github.com/leaderrun/leaderrun/etcd"
+	etcdbus "github.com/leaderrun/leaderrun/etcd/bus"
 )
 
 // DefaultTTL is leaderrun-etcd's lease TTL: room for the default --grace
@@ -381,19 +382,19 @@ func EndTerm(ctx context.Context, token string) error {
 	return err
 }
 
-// ListenBus serves NAME's bus in etcd (etcd.Locker.ListenBus), so that
+// ListenBus serves NAME's bus in etcd (etcd/bus.Listen), so that
 // members on every host hear the leader.
 func (b *backend) ListenBus(lead *elect.Leadership) (cmd.BusServer, error) {
-	s, err := b.Locker.ListenBus(lead)
+	s, err := etcdbus.Listen(b.Locker, lead)
 	if err != nil {
 		return nil, err
 	}
 	return s, nil
 }
 
-// DialBus makes a member of NAME's bus in etcd (etcd.Locker.DialBus).
+// DialBus makes a member of NAME's bus in etcd (etcd/bus.Dial).
 func (b *backend) DialBus(ctx context.Context, name string, o cmd.BusOptions) (cmd.BusClient, error) {
-	c, err := b.Locker.DialBus(ctx, name, etcd.BusDial{WaitForLeader: o.WaitForLeader, PublishOnly: o.PublishOnly})
+	c, err := etcdbus.Dial(ctx, b.Locker, name, etcdbus.DialOptions{WaitForLeader: o.WaitForLeader, PublishOnly: o.PublishOnly})
 	if err != nil {
 		return nil, err
 	}

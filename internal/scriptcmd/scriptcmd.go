@@ -196,7 +196,7 @@ func contatend(ts *testscript.TestScript, neg bool, args []string) {
 }
 
 // gone FILE: the process whose pid is in FILE no longer runs (gone or a
-// zombie). ! gone FILE: it still runs.
+// zombie), within goneWait. ! gone FILE: it still runs.
 func gone(ts *testscript.TestScript, neg bool, args []string) {
 	if len(args) != 1 {
 		ts.Fatalf("usage: gone FILE")
@@ -205,17 +205,34 @@ func gone(ts *testscript.TestScript, neg bool, args []string) {
 		ts.Fatalf("gone reads /proc/PID/stat: give the script [!linux] skip")
 	}
 	pid := pidIn(ts, args[0])
-	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
-	dead := err != nil
-	if err == nil {
+	dead := func() bool {
+		b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+		if err != nil {
+			return true
+		}
 		s := string(b)
 		i := strings.LastIndexByte(s, ')')
-		dead = s[i+2] == 'Z' || s[i+2] == 'X'
+		return s[i+2] == 'Z' || s[i+2] == 'X'
 	}
-	if dead == neg {
-		ts.Fatalf("process %d: gone=%v, want %v", pid, dead, !neg)
+	if neg {
+		if dead() {
+			ts.Fatalf("process %d: gone=true, want false", pid)
+		}
+		return
+	}
+	// A process that was killed takes a moment to exit after it has let
+	// go of its locks: wait for that, not for anything slower.
+	deadline := time.Now().Add(goneWait)
+	for !dead() {
+		if time.Now().After(deadline) {
+			ts.Fatalf("process %d: gone=false after %v, want true", pid, goneWait)
+		}
+		time.Sleep(time.Millisecond)
 	}
 }
+
+// goneWait bounds how long gone waits for a process that is exiting.
+const goneWait = 2 * time.Second
 
 // stopwatch start | stopwatch MIN MAX: the time since start lies in
 // [MIN, MAX]. Only for bounds an order of magnitude apart from what would

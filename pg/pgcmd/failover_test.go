@@ -4,7 +4,6 @@ package pgcmd_test
 
 import (
 	"context"
-	"os/exec"
 	"testing"
 
 	"github.com/jackc/pgx/v5"
@@ -20,7 +19,10 @@ import (
 // (by A's watchdog, or by the waiter on A that saw A's wrapper die and
 // fenced its COMMAND); and A's COMMAND was gone by then. In the third
 // case the server ended, before the SIGKILL, the connection A's watchdog
-// opened ahead to end the term: the watchdog ends it on a fresh one.
+// opened ahead to end the term: the watchdog ends it on a fresh one. In
+// the last two, A's watchdog (or the waiter on A, the watchdog killed with
+// the wrapper) is SIGKILLed once it did the first of ending the term and
+// removing its marker: that must be the end, or nothing ends the term.
 func TestDeadHolderEnded(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts PostgreSQL and leaderrun-pg processes")
@@ -38,16 +40,14 @@ func TestDeadHolderEnded(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer admin.Close(context.Background())
-	start := func(host, dir, name, cmdline string) *exec.Cmd {
-		return exec.Command(bin, "--pg-url", url, "--pg-schema", "bench", "--ttl", "60s", "--grace", "0s",
-			"--dir", dir, "--host", host, "--name", name, "--", "sh", "-c", cmdline)
-	}
+	w := pgWrapper(bin, url, "60s", lk)
 	for _, tc := range []struct {
 		name string
 		kill victims
-	}{{"watchdog", wrapperOnly}, {"local-waiter", wrapperAndWatchdog}, {"end-conn-gone", wrapperEndConnGone}} {
+	}{{"watchdog", wrapperOnly}, {"local-waiter", wrapperAndWatchdog}, {"end-conn-gone", wrapperEndConnGone},
+		{"watchdog-halfway", watchdogHalfway}, {"local-waiter-halfway", localWaiterHalfway}} {
 		t.Run(tc.name, func(t *testing.T) {
-			gap, overlap := failoverOnce(t, lk, admin, start, false, tc.kill, "dead-"+tc.name)
+			gap, overlap := failoverOnce(t, admin, w, tc.kill, "dead-"+tc.name)
 			if overlap {
 				t.Fatal("A's COMMAND still ran when B's started")
 			}

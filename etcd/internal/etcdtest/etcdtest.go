@@ -1,5 +1,6 @@
 // Package etcdtest starts real etcd servers for tests: each member is a
-// child process on 127.0.0.1 ports with its own data directory, started
+// child process on 127.0.0.1 ports (or, with Options.Net, on an address
+// of a network the test made) with its own data directory, started
 // from $LEADERRUN_ETCD_BIN or etcd on PATH. A member can be killed,
 // restarted, stopped and continued, always by the pid this package started.
 // With CI=true a missing etcd binary fails the test instead of skipping it.
@@ -86,10 +87,16 @@ type Member struct {
 	ClientURL string
 	PeerURL   string
 	Dir       string
+	// ControlURL is where the test process reaches the member: ClientURL,
+	// or with Options.Net a unix socket (the test is not in the network).
+	ControlURL string
 
 	bin  string
 	args []string
 	tls  *TLSFiles
+	net  *Net
+	idx  int
+	cwd  string
 	mu   sync.Mutex
 	cmd  *exec.Cmd
 	exit chan struct{}
@@ -112,6 +119,12 @@ type Options struct {
 	// certificate of a CA made for the cluster, and require a client
 	// certificate of that CA (Cluster.TLS).
 	TLS bool
+	// Net runs each member in a namespace of its own on the bridge of a
+	// network the test made (NewNet), with an address of its own, so that
+	// the network's hosts reach them (Endpoints) and a host or a member
+	// can be cut off (Net.Cut, MemberName). The test process reaches them
+	// on unix sockets (ControlEndpoints). Not with TLS.
+	Net *Net
 }
 
 // Start starts a cluster and waits until it has a leader. Close ends it.
@@ -123,7 +136,7 @@ func Start(opts Options) (*Cluster, error) {
 	n := max(opts.Members, 1)
 	var last error
 	for try := 0; try < 3; try++ {
-		c, err := start(bin, n, opts.TLS)
+		c, err := start(bin, n, opts.TLS, opts.Net)
 		if err == nil {
 			return c, nil
 		}
@@ -174,7 +187,7 @@ func freePorts(n int) ([]int, error) {
 	return ports, nil
 }
 
-func start(bin string, n int, withTLS bool) (*Cluster, error) {
+func start(bin string, n int, withTLS bool, nw *Net) (*Cluster, error) {
 	root, err := tempRoot()
 	if err != nil {
 		return nil, err
@@ -194,33 +207,8 @@ func start(bin string, n int, withTLS bool) (*Cluster, error) {
 		return nil, err
 	}
 	c := &Cluster{root: root, TLS: files}
-	var initial []string
-	for i := range n {
-		m := &Member{
-			Name:      fmt.Sprintf("m%d", i),
-			ClientURL: fmt.Sprintf("%s://127.0.0.1:%d", scheme, ports[2*i]),
-			PeerURL:   fmt.Sprintf("http://127.0.0.1:%d", ports[2*i+1]),
-			Dir:       filepath.Join(root, fmt.Sprintf("m%d", i)),
-			bin:       bin,
-			tls:       files,
-		}
-		initial = append(initial, m.Name+"="+m.PeerURL)
-		c.Members = append(c.Members, m)
-	}
+	c.Members = members(bin, n, scheme, ports, root, files, nw)
 	for _, m := range c.Members {
-		m.args = []string{
-			"--name", m.Name, "--data-dir", m.Dir,
-			"--listen-client-urls", m.ClientURL, "--advertise-client-urls", m.ClientURL,
-			"--listen-peer-urls", m.PeerURL, "--initial-advertise-peer-urls", m.PeerURL,
-			"--initial-cluster", strings.Join(initial, ","), "--initial-cluster-state", "new",
-			"--initial-cluster-token", filepath.Base(root),
-			"--heartbeat-interval", "50", "--election-timeout", "500",
-			"--logger", "zap", "--log-level", "error",
-		}
-		if files != nil {
-			m.args = append(m.args, "--cert-file", files.ServerCert, "--key-file", files.ServerKey,
-				"--trusted-ca-file", files.CA, "--client-cert-auth")
-		}
 		if err := m.Start(); err != nil {
 			c.Close()
 			return nil, err
@@ -235,6 +223,57 @@ func start(bin string, n int, withTLS bool) (*Cluster, error) {
 	return c, nil
 }
 
+// members makes the n members of a cluster in root: their URLs and
+// command lines.
+func members(bin string, n int, scheme string, ports []int, root string, files *TLSFiles, nw *Net) []*Member {
+	var ms []*Member
+	var initial []string
+	for i := range n {
+		m := &Member{
+			Name:      fmt.Sprintf("m%d", i),
+			ClientURL: fmt.Sprintf("%s://127.0.0.1:%d", scheme, ports[2*i]),
+			PeerURL:   fmt.Sprintf("http://127.0.0.1:%d", ports[2*i+1]),
+			Dir:       filepath.Join(root, fmt.Sprintf("m%d", i)),
+			bin:       bin,
+			tls:       files,
+			net:       nw,
+			idx:       i,
+			cwd:       root,
+		}
+		m.ControlURL = m.ClientURL
+		if nw != nil {
+			// Each member has an address of its own: the ports can be
+			// etcd's own. The unix socket is made in the member's working
+			// directory (etcd takes unix://HOST:PORT as a file name there).
+			m.ClientURL = fmt.Sprintf("http://%s:2379", memberIP(i))
+			m.PeerURL = fmt.Sprintf("http://%s:2380", memberIP(i))
+			m.ControlURL = "unix://" + filepath.Join(root, m.Name+":2379")
+		}
+		initial = append(initial, m.Name+"="+m.PeerURL)
+		ms = append(ms, m)
+	}
+	for _, m := range ms {
+		listen := m.ClientURL
+		if nw != nil {
+			listen += ",unix://" + m.Name + ":2379"
+		}
+		m.args = []string{
+			"--name", m.Name, "--data-dir", m.Dir,
+			"--listen-client-urls", listen, "--advertise-client-urls", m.ClientURL,
+			"--listen-peer-urls", m.PeerURL, "--initial-advertise-peer-urls", m.PeerURL,
+			"--initial-cluster", strings.Join(initial, ","), "--initial-cluster-state", "new",
+			"--initial-cluster-token", filepath.Base(root),
+			"--heartbeat-interval", "50", "--election-timeout", "500",
+			"--logger", "zap", "--log-level", "error",
+		}
+		if files != nil {
+			m.args = append(m.args, "--cert-file", files.ServerCert, "--key-file", files.ServerKey,
+				"--trusted-ca-file", files.CA, "--client-cert-auth")
+		}
+	}
+	return ms
+}
+
 // Endpoints are the members' client URLs.
 func (c *Cluster) Endpoints() []string {
 	var eps []string
@@ -244,10 +283,21 @@ func (c *Cluster) Endpoints() []string {
 	return eps
 }
 
-// Client dials the whole cluster; tb closes it at its end.
+// ControlEndpoints are the URLs the test process reaches the members on:
+// Endpoints, or with Options.Net their unix sockets.
+func (c *Cluster) ControlEndpoints() []string {
+	var eps []string
+	for _, m := range c.Members {
+		eps = append(eps, m.ControlURL)
+	}
+	return eps
+}
+
+// Client dials the whole cluster from the test process; tb closes it at
+// its end.
 func (c *Cluster) Client(tb testing.TB) *clientv3.Client {
 	tb.Helper()
-	return c.ClientOf(tb, c.Endpoints()...)
+	return c.ClientOf(tb, c.ControlEndpoints()...)
 }
 
 // ClientOf dials the given endpoints; tb closes it at its end.
@@ -305,7 +355,7 @@ func (c *Cluster) Leader(ctx context.Context) (*Member, error) {
 			continue
 		}
 		sctx, cancel := context.WithTimeout(ctx, 2*time.Second)
-		st, err := cli.Status(sctx, m.ClientURL)
+		st, err := cli.Status(sctx, m.ControlURL)
 		cancel()
 		cli.Close()
 		if err == nil && st.Leader == st.Header.MemberId {
@@ -316,7 +366,7 @@ func (c *Cluster) Leader(ctx context.Context) (*Member, error) {
 }
 
 func (m *Member) client() (*clientv3.Client, error) {
-	return clientv3.New(clientv3.Config{Endpoints: []string{m.ClientURL}, DialTimeout: 2 * time.Second, Logger: zap.NewNop(), TLS: m.tls.config()})
+	return clientv3.New(clientv3.Config{Endpoints: []string{m.ControlURL}, DialTimeout: 2 * time.Second, Logger: zap.NewNop(), TLS: m.tls.config()})
 }
 
 func (m *Member) leader(ctx context.Context) (uint64, error) {
@@ -327,7 +377,7 @@ func (m *Member) leader(ctx context.Context) (uint64, error) {
 	defer cli.Close()
 	sctx, cancel := context.WithTimeout(ctx, time.Second)
 	defer cancel()
-	st, err := cli.Status(sctx, m.ClientURL)
+	st, err := cli.Status(sctx, m.ControlURL)
 	if err != nil {
 		return 0, err
 	}
@@ -341,7 +391,22 @@ func (m *Member) Start() error {
 	if m.cmd != nil {
 		return errors.New("etcdtest: member already running")
 	}
-	cmd := exec.Command(m.bin, m.args...)
+	argv := append([]string{m.bin}, m.args...)
+	if m.net != nil {
+		if err := m.net.addMember(m.idx); err != nil {
+			return err
+		}
+		// A member killed leaves its unix socket behind: etcd would not
+		// bind it again.
+		if err := os.Remove(filepath.Join(m.cwd, m.Name+":2379")); err != nil && !errors.Is(err, os.ErrNotExist) {
+			return err
+		}
+		// nsenter joins the member's namespace and execs etcd: the pid
+		// is etcd's.
+		argv = m.net.wrap(m.idx, argv)
+	}
+	cmd := exec.Command(argv[0], argv[1:]...)
+	cmd.Dir = m.cwd
 	cmd.Stdout, cmd.Stderr = nil, os.Stderr
 	// If the test binary dies, so does etcd.
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL, Setpgid: true}

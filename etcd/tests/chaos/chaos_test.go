@@ -29,6 +29,9 @@ var (
 	chaosSeed     = flag.Uint64("etcdchaos.seed", 0, "seed for TestEtcdChaos's choices; 0 picks one (it is logged)")
 	chaosKeep     = flag.Bool("etcdchaos.keep", false, "keep TestEtcdChaos's log and wrapper outputs (the directory is logged)")
 	chaosQuorum   = flag.Bool("etcdchaos.quorum", true, "let TestEtcdChaos stop 2 of the 3 etcd members at once, briefly, now and then")
+	chaosStall    = flag.Duration("etcdchaos.stallbound", 4*time.Second, "TestEtcdChaos fails when a runnable wrapper waited longer with the name free or held by an ended term, counted from its beginning and from the last stop, kill or cut-off of a wrapper (the documented bound: the TTL, for which a stopped, dead or cut-off waiter or holder ahead keeps its lease, and a second)")
+	chaosFault    = flag.Duration("etcdchaos.faultbound", 6*time.Second, "TestEtcdChaos fails when such a wait went on for longer after the last etcd fault near it was undone (the documented bound: TTL + 3s, as a new raft leader extends every lease by the TTL and its election timeout)")
+	chaosNet      = flag.Bool("etcdchaos.partitions", true, "run TestEtcdChaos's hosts and members in network namespaces it makes, and cut one host off now and then, healing it after the TTL (skipped, with a log line, where namespaces cannot be made)")
 )
 
 func defaultDuration() time.Duration {
@@ -50,15 +53,21 @@ var hosts = []string{"A", "B", "C"}
 
 // TestEtcdChaos runs leaderrun-etcd wrappers on three simulated hosts (a
 // lock directory and a --host name each), a few on each, for one name
-// over a 3-member etcd on loopback. Their COMMAND (the test binary in the
+// over a 3-member etcd. Each host (its wrappers, watchdogs and COMMANDs)
+// runs in a network namespace of its own and the members in another,
+// joined by a bridge (etcdtest.Net), so that a host can be cut off; where
+// namespaces cannot be made, everything runs on loopback and there are
+// no partitions. Their COMMAND (the test binary in the
 // role of chaosCommand) takes a "running" flock, then appends a tick
 // "KIND EPOCH PID UNIXNANO WRAPPER HOST" to a shared fenced log every 3 ms
 // while it runs. At random moments wrappers get SIGKILL (their watchdog
 // must kill COMMAND and revoke the lease) or SIGSTOP and, later, SIGCONT
 // (their watchdog must kill COMMAND by the term's deadline, before the
 // lease can pass to another host), and one etcd member at a time is
-// SIGKILLed and restarted, or SIGSTOPped and continued; now and then two
-// members are stopped for a second, taking the quorum away.
+// SIGKILLed and restarted, or SIGSTOPped and continued (the raft leader,
+// now and then, past the TTL); now and then two members are stopped for a
+// second, taking the quorum away, or one host, mostly the leader's, is
+// cut off and healed after the TTL.
 //
 // The detector of two COMMANDs at once has three parts:
 //
@@ -144,11 +153,22 @@ func runChaos(t *testing.T, o chaosOptions) *chaos {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cl, err := etcdtest.Start(etcdtest.Options{Members: 3})
+	var nw *etcdtest.Net
+	if o.faults && *chaosNet {
+		if nw, err = etcdtest.NewNet(hosts); err != nil {
+			t.Logf("etcdchaos: no partitions in this run (%v): hosts and members share the loopback", err)
+			nw = nil
+		}
+	}
+	cl, err := etcdtest.Start(etcdtest.Options{Members: 3, Net: nw})
 	if err != nil {
+		if nw != nil {
+			nw.Close()
+		}
 		t.Fatal(err)
 	}
 	c := &chaos{
+		net:       nw,
 		t:         t,
 		o:         o,
 		rng:       rand.New(rand.NewPCG(seed, seed>>1|1)),
@@ -228,10 +248,11 @@ func (w *wrapper) done() bool {
 	}
 }
 
-// fault is an etcd fault's window.
+// fault is an etcd fault's window, or a partition's.
 type fault struct {
 	what       string
-	start, end int64 // end 0 while it lasts
+	start, end int64  // end 0 while it lasts
+	host       string // the host cut off, for a partition
 }
 
 // action is something the orchestrator does later: continue a stopped
@@ -266,9 +287,13 @@ type chaos struct {
 	wg        sync.WaitGroup
 	pending   []action
 	faults    []*fault
+	net       *etcdtest.Net // nil: no partitions
+	parts     []*fault      // partitions, with the host cut off
+	cut       string        // the host cut off now, or ""
+	lastCut   time.Time
 	stopped   map[int]bool // members stopped or killed now, by index
 	signals   []signalled
-	n         struct{ kills, stops, leaderKills, leaderStops, memberKills, memberStops, longStops, quorumLosses int }
+	n         struct{ kills, stops, leaderKills, leaderStops, memberKills, memberStops, longStops, quorumLosses, memberCuts int }
 	tailOff   int64
 	tailRest  []byte
 	leader    int // the wrapper whose COMMAND was seen starting last
@@ -290,7 +315,11 @@ func (c *chaos) event(format string, args ...any) {
 }
 
 // eventsBefore returns the events in the three seconds before ns.
-func (c *chaos) eventsBefore(ns int64) string {
+func (c *chaos) eventsBefore(ns int64) string { return c.eventsBetween(ns-int64(3*time.Second), ns) }
+
+// eventsBetween returns the events in (from, to], with times relative to
+// to.
+func (c *chaos) eventsBetween(from, ns int64) string {
 	events := slices.Clone(c.events)
 	for _, w := range c.procs {
 		if w.done() {
@@ -300,7 +329,7 @@ func (c *chaos) eventsBefore(ns int64) string {
 	slices.SortFunc(events, func(a, b event) int { return cmp.Compare(a.ns, b.ns) })
 	var s []string
 	for _, e := range events {
-		if e.ns <= ns && e.ns > ns-int64(3*time.Second) {
+		if e.ns <= ns && e.ns > from {
 			s = append(s, fmt.Sprintf("%+.3fs %s", float64(e.ns-ns)/1e9, e.what))
 		}
 	}
@@ -369,7 +398,7 @@ func (c *chaos) spawn(host string) *wrapper {
 		w.stubborn = true
 		env = append(env, "ETCDCHAOS_STUBBORN=1")
 	}
-	w.cmd = exec.Command(leaderrunBin, args...)
+	w.cmd = c.command(host, leaderrunBin, args...)
 	w.cmd.Env = env
 	f, err := os.Create(filepath.Join(c.out, fmt.Sprintf("%05d-%s", w.i, host)))
 	if err != nil {
@@ -395,6 +424,15 @@ func (c *chaos) spawn(host string) *wrapper {
 		close(w.exited)
 	}()
 	return w
+}
+
+// command is exec.Command for a process of host: in its network
+// namespace when there is a network.
+func (c *chaos) command(host, name string, args ...string) *exec.Cmd {
+	if c.net != nil {
+		return c.net.Command(host, name, args...)
+	}
+	return exec.Command(name, args...)
 }
 
 // live returns the wrappers of host ("" for all) that run and have met no
@@ -462,7 +500,56 @@ func (c *chaos) act(minPerHost, maxPerHost int) {
 		})
 	case r < 21 && len(c.stopped) == 0 && time.Since(c.lastFault) > 4*time.Second:
 		c.etcdFault()
+	case r < 23 && c.net != nil && c.cut == "" && time.Since(c.lastCut) > 10*time.Second:
+		// Mostly the leader's host, while its COMMAND runs.
+		h := hosts[c.rng.IntN(len(hosts))]
+		switch {
+		case leader != nil && c.rng.IntN(4) != 0:
+			h = leader.host
+		case leader == nil && c.rng.IntN(4) != 0:
+			return
+		}
+		c.partition(h)
 	}
+}
+
+// partition cuts host off from the cluster and the other hosts, and heals
+// it 0.5–3s after the TTL: its leader's term must end by its deadline,
+// its watchdog must stop COMMAND, and the name must pass to another host
+// once the lease has expired, with no overlap; its waiters cannot be
+// granted while it is cut, and must queue again once it is healed.
+func (c *chaos) partition(host string) {
+	f := &fault{start: time.Now().UnixNano(), host: host, what: "partition of host " + host}
+	if err := c.net.Cut(host); err != nil {
+		c.t.Errorf("cut host %s: %v", host, err)
+		return
+	}
+	c.cut, c.lastCut = host, time.Now()
+	c.parts = append(c.parts, f)
+	c.event("%s", f.what)
+	ttlD, _ := time.ParseDuration(ttl)
+	c.later(ttlD+time.Duration(500+c.rng.IntN(2500))*time.Millisecond, "heal host "+host, func() {
+		if err := c.net.Heal(host); err != nil {
+			c.t.Errorf("heal host %s: %v", host, err)
+		}
+		c.cut, c.lastCut = "", time.Now()
+		f.end = time.Now().UnixNano()
+	})
+}
+
+// cutDuring reports whether host ("" for any) was cut off during [from, to], taking
+// each partition to last a lease (and a reconnection) longer than it did.
+func (c *chaos) cutDuring(host string, from, to int64) bool {
+	for _, f := range c.parts {
+		end := f.end
+		if end == 0 {
+			end = time.Now().UnixNano()
+		}
+		if (host == "" || f.host == host) && f.start <= to && end+int64(4*time.Second) >= from {
+			return true
+		}
+	}
+	return false
 }
 
 // signal sends sig to the wrapper's pid only, never to its group: its
@@ -519,7 +606,7 @@ func (c *chaos) etcdFault() {
 		}
 	}
 	i := c.rng.IntN(len(c.cl.Members))
-	switch r := c.rng.IntN(8); {
+	switch r := c.rng.IntN(9); {
 	case r == 0 && *chaosQuorum:
 		j := (i + 1 + c.rng.IntN(len(c.cl.Members)-1)) % len(c.cl.Members)
 		f.what = fmt.Sprintf("SIGSTOP etcd members %s and %s (no quorum)", c.cl.Members[i].Name, c.cl.Members[j].Name)
@@ -544,6 +631,26 @@ func (c *chaos) etcdFault() {
 		c.stopped[i] = true
 		c.later(time.Duration(4000+c.rng.IntN(3000))*time.Millisecond, "SIGCONT etcd member "+c.cl.Members[i].Name, undo(i, false))
 		c.n.longStops++
+	case r == 8 && c.net != nil:
+		// A member cut off (the raft leader or not): it runs on, and
+		// whoever talks to it hears nothing; heard of again 1-5s later.
+		name := etcdtest.MemberName(i)
+		f.what = "partition of etcd member " + c.cl.Members[i].Name
+		if err := c.net.Cut(name); err != nil {
+			c.t.Errorf("cut etcd member %s: %v", c.cl.Members[i].Name, err)
+			return
+		}
+		c.stopped[i] = true
+		c.later(time.Duration(1000+c.rng.IntN(4000))*time.Millisecond, "heal etcd member "+c.cl.Members[i].Name, func() {
+			if err := c.net.Heal(name); err != nil {
+				c.t.Errorf("heal etcd member %s: %v", c.cl.Members[i].Name, err)
+			}
+			delete(c.stopped, i)
+			if len(c.stopped) == 0 {
+				f.end = time.Now().UnixNano()
+			}
+		})
+		c.n.memberCuts++
 	case r < 4:
 		f.what = "SIGKILL etcd member " + c.cl.Members[i].Name
 		c.cl.Members[i].Kill()
@@ -639,7 +746,7 @@ func (c *chaos) drain() {
 						stuck = append(stuck, fmt.Sprintf("wrapper %d (#%d on %s, %v)", w.pid, w.i, w.host, w.fate))
 					}
 				}
-				out, _ := exec.Command(leaderrunBin, "--dir", c.dirs["A"], "--etcd-endpoints", strings.Join(c.cl.Endpoints(), ","), "--etcd-prefix", c.prefix, "status", "--json").CombinedOutput()
+				out, _ := c.command("A", leaderrunBin, "--dir", c.dirs["A"], "--etcd-endpoints", strings.Join(c.cl.Endpoints(), ","), "--etcd-prefix", c.prefix, "status", "--json").CombinedOutput()
 				t.Errorf("stuck: %d wrappers did not exit within %v: %s; status: %s", len(stuck), d, strings.Join(stuck, ", "), out)
 				return false
 			}
@@ -694,7 +801,7 @@ func (c *chaos) unexpectedExit(w *wrapper) string {
 		}
 		return fmt.Sprintf("killed by %v, which the test did not send", ws.Signal())
 	}
-	etcdFault := c.faultDuring(w.startNs, w.exitNs)
+	etcdFault := c.faultDuring(w.startNs, w.exitNs) || c.cutDuring(w.host, w.startNs, w.exitNs)
 	switch code := ws.ExitStatus(); {
 	case code == 0:
 		return ""
@@ -736,6 +843,9 @@ func (c *chaos) cleanup() {
 		}
 	}
 	c.cl.Close()
+	if c.net != nil {
+		c.net.Close()
+	}
 	if reaped {
 		proctest.ReapOrphans()
 	}
@@ -835,8 +945,15 @@ func (c *chaos) checkLog() {
 		t.Fatal("no COMMAND ever ran")
 	}
 	c.terms = terms
+	// A pid alone does not name a process for ten minutes (pid_max may
+	// be 32768, and other tests run): a COMMAND left running is one of
+	// these pids that still carries the run's marker in its environment.
+	marked := map[int]bool{}
+	for _, p := range proctest.WithEnv("ETCDCHAOS_RES=" + c.res) {
+		marked[p.PID] = true
+	}
 	for _, pid := range c.cmdPIDs {
-		if oslock.StateOf(pid) != oslock.ProcGone {
+		if marked[pid] && oslock.StateOf(pid) != oslock.ProcGone {
 			c.violation("COMMAND pid %d still runs after every wrapper exited", pid)
 		}
 	}
@@ -862,6 +979,106 @@ func stats(ds []time.Duration) string {
 	slices.Sort(ds)
 	return fmt.Sprintf("%d: median %v, p90 %v, max %v", len(ds), ds[len(ds)/2].Round(time.Millisecond),
 		ds[len(ds)*9/10].Round(time.Millisecond), ds[len(ds)-1].Round(time.Millisecond))
+}
+
+// overBound says how a stall from begin to end went past the documented
+// bounds, or "": a stall must end within -etcdchaos.stallbound (TTL + 1s)
+// of its beginning and of the last stop, kill or cut-off of a wrapper
+// (which, ahead in the line, keeps its place until its lease expires, a
+// TTL after its last renewal) or the heal of a host, and within
+// -etcdchaos.faultbound (TTL + 3s) of the end of the last etcd fault (a
+// new raft leader extends every lease by the TTL and its election
+// timeout). Only the events in the TTL and a second before begin count.
+func (c *chaos) overBound(begin, end int64) string {
+	ttlD, _ := time.ParseDuration(ttl)
+	from := begin - int64(ttlD+time.Second)
+	allowed, why := begin+int64(*chaosStall), fmt.Sprintf("its beginning + %v", *chaosStall)
+	later := func(at int64, d time.Duration, what string) {
+		if at >= from && at <= end && at+int64(d) > allowed {
+			allowed, why = at+int64(d), fmt.Sprintf("%s + %v", what, d)
+		}
+	}
+	for _, s := range c.signals {
+		later(s.at, *chaosStall, fmt.Sprintf("the %v of wrapper %d", s.sig, s.pid))
+	}
+	for _, f := range c.parts {
+		later(f.start, *chaosStall, f.what)
+		if f.end != 0 {
+			later(f.end, *chaosStall, "its heal")
+		}
+	}
+	for _, f := range c.faults {
+		switch {
+		case f.start > end || (f.end != 0 && f.end < from):
+		case f.end == 0 || f.end > end:
+			return "" // it still lasted: no bound
+		default:
+			later(max(f.end, from), *chaosFault, "the end of "+f.what)
+		}
+	}
+	if end <= allowed {
+		return ""
+	}
+	return fmt.Sprintf("%v after %s", time.Duration(end-allowed).Round(time.Millisecond), why)
+}
+
+// sinceLastFault returns how long a stall from begin to end went on after
+// the last thing that may hold the name up (its beginning, a wrapper's
+// stop or kill, a cut or heal, an etcd fault's end), and what that was.
+func (c *chaos) sinceLastFault(begin, end int64) (time.Duration, string) {
+	ttlD, _ := time.ParseDuration(ttl)
+	from := begin - int64(ttlD+time.Second)
+	last, what := begin, "its beginning"
+	note := func(at int64, w string) {
+		if at >= from && at <= end && at > last {
+			last, what = at, w
+		}
+	}
+	for _, s := range c.signals {
+		note(s.at, fmt.Sprintf("the %v of wrapper %d", s.sig, s.pid))
+	}
+	for _, f := range c.parts {
+		note(f.start, f.what)
+		note(f.end, "the heal of host "+f.host)
+	}
+	for _, f := range c.faults {
+		note(f.end, "the end of "+f.what)
+	}
+	return time.Duration(end - last), what
+}
+
+// stallFrom says where a stall began: the previous term's last write, or
+// the waiter's start.
+func (c *chaos) stallFrom(prev term, from int64, w *wrapper) string {
+	if w.startNs > from {
+		return "its start"
+	}
+	return fmt.Sprintf("the last write of term %d (wrapper %d on %s, last %s)", prev.epoch, prev.wrapper, prev.host, prev.lastKind)
+}
+
+// pstats is stats with the 99th percentile.
+func pstats(ds []time.Duration) string {
+	if len(ds) == 0 {
+		return "none"
+	}
+	slices.Sort(ds)
+	return fmt.Sprintf("%d gaps: p50 %v, p99 %v, max %v", len(ds), ds[len(ds)/2].Round(time.Millisecond),
+		ds[len(ds)*99/100].Round(time.Millisecond), ds[len(ds)-1].Round(time.Millisecond))
+}
+
+// partsHeld says, of the partitions, how many cut the leader's host off
+// while its COMMAND ran (from the log's terms).
+func (c *chaos) partsHeld() string {
+	var held int
+	for _, f := range c.parts {
+		for _, tm := range c.terms {
+			if tm.host == f.host && tm.start <= f.start && tm.end >= f.start {
+				held++
+				break
+			}
+		}
+	}
+	return fmt.Sprintf("%d of them of the leader's host", held)
 }
 
 // report logs the figures of the run.
@@ -890,7 +1107,7 @@ func (c *chaos) report() {
 				continue // its COMMAND had ended before the kill
 			}
 			d := time.Duration(next.start - s.at)
-			if c.faultDuring(s.at, next.start) || c.waiterFaultBefore(s) {
+			if c.faultDuring(s.at, next.start) || c.cutDuring("", s.at, next.start) || c.waiterFaultBefore(s) {
 				killFailFault = append(killFailFault, d)
 			} else {
 				killFail = append(killFail, d)
@@ -900,12 +1117,20 @@ func (c *chaos) report() {
 				continue // COMMAND ended by itself (before the deadline, or continued in time)
 			}
 			stopRanOn = append(stopRanOn, time.Duration(own.end-s.at))
-			if next != nil && !c.faultDuring(s.at, next.start) {
+			if next != nil && !c.faultDuring(s.at, next.start) && !c.cutDuring("", s.at, next.start) {
 				stopFail = append(stopFail, time.Duration(next.start-s.at))
 			}
 		}
 	}
-	var maxGap, stall, stallQuiet time.Duration
+	var maxGap time.Duration
+	// Stalls, one per gap between terms that a wrapper could have used,
+	// by what was going on: an etcd fault within a lease, a partition
+	// (of any host) within a lease, neither. A cut host's own waiters
+	// cannot be granted while it is cut: their waits are not stalls.
+	var stallFault, stallCut, stallQuiet []time.Duration
+	var cutWait, worst, sinceFault time.Duration
+	var sinceWhat string
+	var worstWhat string
 	perHost := map[string]int{}
 	for i, tm := range terms {
 		perHost[tm.host]++
@@ -917,21 +1142,54 @@ func (c *chaos) report() {
 		// A stall: a wrapper that was never signalled waited while the
 		// lock was free or held by a term that had ended (its COMMAND
 		// gone, its holder dead or stopped).
+		var stall time.Duration
+		var stalled *wrapper
 		for _, w := range c.procs {
 			if w.fate != fateNone || w.startNs >= tm.start || (w.exitNs != 0 && w.exitNs < tm.start) {
 				continue
 			}
 			d := time.Duration(tm.start - max(from, w.startNs))
-			stall = max(stall, d)
-			if !c.faultDuring(from, tm.start) {
-				stallQuiet = max(stallQuiet, d)
+			if c.cutDuring(w.host, max(from, w.startNs), tm.start) {
+				cutWait = max(cutWait, d)
+				continue
+			}
+			if d > stall {
+				stall, stalled = d, w
 			}
 		}
+		if stall > worst {
+			worst = stall
+			worstWhat = fmt.Sprintf("wrapper %d (#%d on %s) waited %v from %s until term %d of wrapper %d on %s started (%.3fs into the run); the test's last actions: %s",
+				stalled.pid, stalled.i, stalled.host, stall.Round(time.Millisecond), c.stallFrom(terms[i-1], from, stalled), tm.epoch, tm.wrapper, tm.host,
+				float64(tm.start-c.procs[0].startNs)/1e9, c.eventsBetween(tm.start-int64(stall)-int64(time.Second), tm.start))
+		}
+		begin := tm.start - int64(stall)
+		switch {
+		case stall == 0:
+		case c.faultDuring(from, tm.start):
+			stallFault = append(stallFault, stall)
+		case c.cutDuring("", from, tm.start):
+			stallCut = append(stallCut, stall)
+		default:
+			stallQuiet = append(stallQuiet, stall)
+		}
+		if d, what := c.sinceLastFault(begin, tm.start); stall > 0 && d > sinceFault {
+			sinceFault, sinceWhat = d, what
+		}
+		if over := c.overBound(begin, tm.start); stall > 0 && over != "" {
+			t.Errorf("a stall over the documented bound, %s: wrapper %d (#%d on %s) waited from %s until term %d of wrapper %d on %s started (%.3fs into the run); the test's actions then: %s",
+				over, stalled.pid, stalled.i, stalled.host, c.stallFrom(terms[i-1], from, stalled), tm.epoch, tm.wrapper, tm.host,
+				float64(tm.start-c.procs[0].startNs)/1e9, c.eventsBetween(begin-int64(time.Second), tm.start))
+		}
 	}
-	t.Logf("etcdchaos figures: %d wrappers on 3 hosts, %d terms (A %d, B %d, C %d), %d wrapper SIGKILLs (%d of the leader), %d wrapper SIGSTOPs (%d of the leader), etcd faults: %d member SIGKILL+restart, %d member SIGSTOP+CONT (%d of them the raft leader's, past the TTL), %d quorum losses; 0 overlapping COMMANDs, 0 refused fenced writes (checked above)",
-		len(c.procs), len(terms), perHost["A"], perHost["B"], perHost["C"], c.n.kills, c.n.leaderKills, c.n.stops, c.n.leaderStops, c.n.memberKills, c.n.memberStops+c.n.longStops, c.n.longStops, c.n.quorumLosses)
-	t.Logf("etcdchaos figures: stalls (a wrapper never signalled waiting while the lock was free or held by an ended term): longest %v, longest with no etcd fault within a lease %v",
-		stall.Round(time.Millisecond), stallQuiet.Round(time.Millisecond))
+	t.Logf("etcdchaos figures: %d wrappers on 3 hosts, %d terms (A %d, B %d, C %d), epochs %d to %d, %d wrapper SIGKILLs (%d of the leader), %d wrapper SIGSTOPs (%d of the leader), etcd faults: %d member SIGKILL+restart, %d member SIGSTOP+CONT (%d of them the raft leader's, past the TTL), %d quorum losses, %d partitions of a member; %d partitions of a host (%s); 0 overlapping COMMANDs, 0 refused fenced writes (checked above)",
+		len(c.procs), len(terms), perHost["A"], perHost["B"], perHost["C"], terms[0].epoch, terms[len(terms)-1].epoch, c.n.kills, c.n.leaderKills, c.n.stops, c.n.leaderStops, c.n.memberKills, c.n.memberStops+c.n.longStops, c.n.longStops, c.n.quorumLosses, c.n.memberCuts, len(c.parts), c.partsHeld())
+	t.Logf("etcdchaos figures: stalls (per gap between terms, the longest wait of a wrapper never signalled while the name was free or held by an ended term): with no fault within a lease %s; with a partition %s; with an etcd fault %s; a cut host's own waiters (not stalls: they cannot be granted while cut) waited up to %v",
+		pstats(stallQuiet), pstats(stallCut), pstats(stallFault), cutWait.Round(time.Millisecond))
+	if worst > 0 {
+		t.Logf("etcdchaos figures: the longest stall: %s", worstWhat)
+		t.Logf("etcdchaos figures: the longest a stall went on after its beginning or the last fault near it (what the bounds measure): %v, after %s", sinceFault.Round(time.Millisecond), sinceWhat)
+	}
 	t.Logf("etcdchaos figures: leader SIGKILL to the next COMMAND's start, no etcd fault near and no waiter killed or stopped in the TTL before: %s; others (the queue waits for a dead waiter's lease, or etcd recovers): %s", stats(killFail), stats(killFailFault))
 	t.Logf("etcdchaos figures: leader SIGSTOP to the last write of its COMMAND, stopped by the watchdog: %s; to the next COMMAND's start (no etcd fault near): %s; longest gap between terms %v",
 		stats(stopRanOn), stats(stopFail), maxGap.Round(time.Millisecond))

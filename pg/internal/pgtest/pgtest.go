@@ -93,20 +93,11 @@ func Start() (*Server, error) {
 	if bin == "" {
 		return nil, errors.New("pgtest: PostgreSQL not found")
 	}
-	s := &Server{bin: bin, listen: "127.0.0.1"}
-	if os.Getuid() == 0 {
-		name := os.Getenv("LEADERRUN_PG_USER")
-		if name == "" {
-			name = "postgres"
-		}
-		u, err := user.Lookup(name)
-		if err != nil {
-			return nil, fmt.Errorf("pgtest: PostgreSQL does not run as root and there is no user %s to run it as (useradd -r %s, or set LEADERRUN_PG_USER): %w", name, name, err)
-		}
-		uid, _ := strconv.Atoi(u.Uid)
-		gid, _ := strconv.Atoi(u.Gid)
-		s.cred = &syscall.Credential{Uid: uint32(uid), Gid: uint32(gid)}
+	cred, err := serverCred()
+	if err != nil {
+		return nil, err
 	}
+	s := &Server{bin: bin, listen: "127.0.0.1", cred: cred}
 	dir, err := os.MkdirTemp("", "leaderrun-pgtest-")
 	if err != nil {
 		return nil, err
@@ -151,6 +142,25 @@ func Start() (*Server, error) {
 	}
 	ok = true
 	return s, nil
+}
+
+// serverCred is who the server runs as: under root, $LEADERRUN_PG_USER
+// or postgres (PostgreSQL refuses to run as root); else nil, the caller.
+func serverCred() (*syscall.Credential, error) {
+	if os.Getuid() != 0 {
+		return nil, nil
+	}
+	name := os.Getenv("LEADERRUN_PG_USER")
+	if name == "" {
+		name = "postgres"
+	}
+	u, err := user.Lookup(name)
+	if err != nil {
+		return nil, fmt.Errorf("pgtest: PostgreSQL does not run as root and there is no user %s to run it as (useradd -r %s, or set LEADERRUN_PG_USER): %w", name, name, err)
+	}
+	uid, _ := strconv.Atoi(u.Uid)
+	gid, _ := strconv.Atoi(u.Gid)
+	return &syscall.Credential{Uid: uint32(uid), Gid: uint32(gid)}, nil
 }
 
 // StartT is Start for one test: the server is closed when tb ends.
@@ -283,6 +293,45 @@ func (s *Server) Signal(sig syscall.Signal) {
 	if sig == syscall.SIGCONT {
 		syscall.Kill(pid, sig)
 	}
+}
+
+// CPU is the processor time the server has used so far: the postmaster's
+// own, its live processes' (backends, checkpointer, autovacuum ...) and
+// that of those it has reaped, from /proc in USER_HZ ticks (10 ms).
+func (s *Server) CPU() time.Duration {
+	pid := s.PID()
+	if pid == 0 {
+		return 0
+	}
+	ticks := procTicks(pid, true)
+	for _, c := range children(pid) {
+		ticks += procTicks(c, false)
+	}
+	return time.Duration(ticks) * 10 * time.Millisecond
+}
+
+// procTicks is utime+stime of pid, and with reaped the cutime+cstime of
+// the children it waited for.
+func procTicks(pid int, reaped bool) int64 {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return 0
+	}
+	// After "pid (comm) ": state is field 3, utime 14, stime 15, cutime 16, cstime 17.
+	f := strings.Fields(string(b[strings.LastIndexByte(string(b), ')')+1:]))
+	if len(f) < 15 {
+		return 0
+	}
+	var sum int64
+	last := 12
+	if reaped {
+		last = 14
+	}
+	for _, v := range f[11 : last+1] {
+		n, _ := strconv.ParseInt(v, 10, 64)
+		sum += n
+	}
+	return sum
 }
 
 // children lists the processes whose parent is pid, from /proc.

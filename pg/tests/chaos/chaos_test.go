@@ -122,6 +122,9 @@ func runChaos(t *testing.T, d time.Duration, split bool) int {
 					"--dir", filepath.Join(run, w.host), "--host", w.host, "--name", "chaos", "--", "sh", filepath.Join(run, "cmd.sh"))
 				c.Env = append(os.Environ(), "RUN="+run, marker)
 				c.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+				var stderr strings.Builder
+				c.Stderr = &stderr
+				c.WaitDelay = time.Second // a COMMAND left behind holds the pipe
 				if err := c.Start(); err != nil {
 					t.Error(err)
 					return
@@ -137,6 +140,12 @@ func runChaos(t *testing.T, d time.Duration, split bool) int {
 				exitsMu.Lock()
 				exits[code]++
 				exitsMu.Unlock()
+				switch code {
+				case "0", "69", "80", "143", "signal killed":
+				default:
+					// Not a fault's expected end: say why.
+					t.Logf("host %s: exit %s: %s", w.host, code, lastLine(stderr.String()))
+				}
 				if code == "69" {
 					// The server is away (a restart): start again soon,
 					// not in a hot loop.
@@ -247,7 +256,8 @@ func runChaos(t *testing.T, d time.Duration, split bool) int {
 	}
 	var overlaps, commands int
 	var last uint64
-	for _, ln := range strings.Split(strings.TrimSpace(string(b)), "\n") {
+	lines := strings.Split(strings.TrimSpace(string(b)), "\n")
+	for _, ln := range lines {
 		f := strings.Fields(ln)
 		if len(f) < 2 {
 			continue
@@ -279,10 +289,62 @@ func runChaos(t *testing.T, d time.Duration, split bool) int {
 	slices.Sort(fs)
 	t.Logf("%d COMMANDs, %d overlaps; faults %s; exits %s; a COMMAND started %v after the faults stopped",
 		commands, overlaps, strings.Join(fs, ", "), strings.Join(codes, ", "), liveness.Round(time.Millisecond))
+	clean, killed := stalls(lines)
+	t.Logf("stalls, one COMMAND's end to the next one's start: after a clean end %s; after a COMMAND killed, from its start %s",
+		quantiles(clean), quantiles(killed))
 	if commands == 0 {
 		t.Error("no COMMAND ran at all")
 	}
 	return overlaps
+}
+
+// stalls reads the S and E lines of the log: the time from each COMMAND's
+// end (E) to the next COMMAND's start (S), and, for a COMMAND that has no
+// E (killed, or its term ended under it), from its start to the next
+// start: an upper bound, which includes its own run. Faults make the
+// long ones: a server stopped past the TTL, a wrapper stopped until its
+// deadline.
+func stalls(lines []string) (clean, killed []time.Duration) {
+	var start, end int64
+	for _, ln := range lines {
+		f := strings.Fields(ln)
+		if len(f) < 4 {
+			continue
+		}
+		ns, err := strconv.ParseInt(f[3], 10, 64)
+		if err != nil {
+			continue
+		}
+		switch f[0] {
+		case "E":
+			end = ns
+		case "S":
+			switch {
+			case start != 0 && end > start:
+				clean = append(clean, time.Duration(ns-end))
+			case start != 0:
+				killed = append(killed, time.Duration(ns-start))
+			}
+			start, end = ns, 0
+		}
+	}
+	return clean, killed
+}
+
+// quantiles says n, p50, p99 and max of ds.
+func quantiles(ds []time.Duration) string {
+	if len(ds) == 0 {
+		return "none"
+	}
+	slices.Sort(ds)
+	q := func(p int) time.Duration { return ds[min(len(ds)-1, len(ds)*p/100)].Round(time.Millisecond) }
+	return fmt.Sprintf("n %d, p50 %v, p99 %v, max %v", len(ds), q(50), q(99), ds[len(ds)-1].Round(time.Millisecond))
+}
+
+// lastLine is the last non-empty line of s.
+func lastLine(s string) string {
+	ls := strings.Split(strings.TrimSpace(s), "\n")
+	return ls[len(ls)-1]
 }
 
 // starts counts the COMMAND starts logged so far.

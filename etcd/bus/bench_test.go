@@ -1,4 +1,4 @@
-package etcd
+package bus
 
 import (
 	"context"
@@ -8,8 +8,9 @@ import (
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 
-	"github.com/leaderrun/leaderrun/bus"
+	lrbus "github.com/leaderrun/leaderrun/bus"
 	"github.com/leaderrun/leaderrun/elect"
+	"github.com/leaderrun/leaderrun/etcd"
 )
 
 // BenchmarkBus measures the bus over a single-member etcd on loopback
@@ -21,22 +22,22 @@ import (
 // latency: one member publishes, another receives (publish→receive), and
 // a client puts a key that a watch reports (put→watch); interleaved, one
 // of each per op. throughput: the leader queues b.N messages at once
-// (BusServer.Publish, as --fanout does) until a member has received the
+// (Server.Publish, as --fanout does) until a member has received the
 // last, beside b.N sequential Puts seen by a watch.
 func BenchmarkBus(b *testing.B) {
 	c := sharedCluster(b)
 	cli := c.Client(b)
 	ctx := context.Background()
 	pfx := testPrefix(b)
-	a := open(b, c, pfx, Config{})
+	a := open(b, c, pfx, etcd.Config{})
 	lead, err := a.Acquire(ctx, "job", elect.Request{})
 	if err != nil {
 		b.Fatal(err)
 	}
-	srv, _ := serveBus(b, a, lead, WithBusQueue(1<<20, 1<<30))
-	pub := dial(b, open(b, c, pfx, Config{}), "job", BusDial{PublishOnly: true})
-	sub := dial(b, open(b, c, pfx, Config{}), "job", BusDial{EventBuffer: 1 << 20})
-	if ev := nextEvent(b, sub, "first"); ev.Kind != bus.EventLeader {
+	srv, _ := serveBus(b, a, lead, WithQueue(1<<20, 1<<30))
+	pub := dial(b, open(b, c, pfx, etcd.Config{}), "job", DialOptions{PublishOnly: true})
+	sub := dial(b, open(b, c, pfx, etcd.Config{}), "job", DialOptions{EventBuffer: 1 << 20})
+	if ev := nextEvent(b, sub, "first"); ev.Kind != lrbus.EventLeader {
 		b.Fatalf("first event %v", ev.Kind)
 	}
 	plain := pfx + "plain"
@@ -45,9 +46,9 @@ func BenchmarkBus(b *testing.B) {
 	wch := cli.Watch(wctx, plain, clientv3.WithCreatedNotify())
 	<-wch
 	data := make([]byte, 100)
-	receive := func(b *testing.B) bus.Event {
+	receive := func(b *testing.B) lrbus.Event {
 		ev := <-sub.Events()
-		if ev.Kind != bus.EventMessage || ev.Gap {
+		if ev.Kind != lrbus.EventMessage || ev.Gap {
 			b.Fatalf("got %v gap %v", ev.Kind, ev.Gap)
 		}
 		return ev

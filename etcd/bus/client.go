@@ -1,4 +1,4 @@
-package etcd
+package bus
 
 import (
 	"context"
@@ -13,18 +13,20 @@ import (
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
 
-	"github.com/leaderrun/leaderrun/bus"
+	lrbus "github.com/leaderrun/leaderrun/bus"
 	"github.com/leaderrun/leaderrun/elect"
+	"github.com/leaderrun/leaderrun/etcd"
+	"github.com/leaderrun/leaderrun/etcd/internal/seam"
 )
 
-// BusClient is a member of a name's bus over etcd: it follows the
+// Client is a member of a name's bus over etcd: it follows the
 // leaders of the name for as long as it is open, with one Watch of the
 // name's keys. Its methods are safe for concurrent use.
-type BusClient struct {
-	l        *Locker
+type Client struct {
+	l        seam.Core
 	name     string
 	base     string
-	o        BusDial
+	o        DialOptions
 	pid, uid int
 
 	ctx       context.Context // ends with Close or the Locker's Close
@@ -44,10 +46,10 @@ type BusClient struct {
 	changed chan struct{} // closed and replaced on every change of term
 	closed  bool
 
-	q       []bus.Event // events waiting for Events
+	q       []lrbus.Event // events waiting for Events
 	qMsgs   int
 	qWake   chan struct{}
-	out     chan bus.Event
+	out     chan lrbus.Event
 	wcancel context.CancelFunc // the current watch's, for tests
 	hold    chan struct{}      // set by tests: the loop waits before watching again
 }
@@ -68,41 +70,39 @@ func (p *pendingReq) finish(reply []byte, err error) {
 	})
 }
 
-// DialBus makes a member of name's bus. Its first event is EventLeader
-// for the leader serving now; it fails with bus.ErrNoLeader when nobody
+// Dial makes a member of name's lrbus. Its first event is EventLeader
+// for the leader serving now; it fails with lrbus.ErrNoLeader when nobody
 // serves, unless o.WaitForLeader, and then waits until a leader serves or
-// ctx ends (returning ctx's cause). ctx bounds only DialBus; the client
+// ctx ends (returning ctx's cause). ctx bounds only Dial; the client
 // lives until Close or the Locker's Close.
-func (l *Locker) DialBus(ctx context.Context, name string, o BusDial) (*BusClient, error) {
+func Dial(ctx context.Context, locker *etcd.Locker, name string, o DialOptions) (*Client, error) {
 	if err := elect.ValidateName(name); err != nil {
 		return nil, err
 	}
-	l.mu.Lock()
-	closed := l.closed
-	l.mu.Unlock()
-	if closed {
+	l := seam.Of(locker)
+	if l.Closed() {
 		return nil, elect.ErrClosed
 	}
 	if o.EventBuffer <= 0 {
 		o.EventBuffer = DefaultEventBuffer
 	}
-	c := &BusClient{l: l, name: name, base: l.base(name), o: o, pid: os.Getpid(), uid: os.Getuid(),
+	c := &Client{l: l, name: name, base: l.Base(name), o: o, pid: os.Getpid(), uid: os.Getuid(),
 		loopDone: make(chan struct{}), outDone: make(chan struct{}), pending: map[string]*pendingReq{},
-		changed: make(chan struct{}), qWake: make(chan struct{}, 1), out: make(chan bus.Event)}
+		changed: make(chan struct{}), qWake: make(chan struct{}, 1), out: make(chan lrbus.Event)}
 	snap, err := c.read(ctx)
 	if err != nil {
-		return nil, fmt.Errorf("etcd: reading the bus of %s: %w", name, rpcErr(ctx, err))
+		return nil, fmt.Errorf("etcd: reading the bus of %s: %w", name, c.l.RPCErr(ctx, err))
 	}
 	if snap.term == nil && !o.WaitForLeader {
-		return nil, fmt.Errorf("%w: %s", bus.ErrNoLeader, name)
+		return nil, fmt.Errorf("%w: %s", lrbus.ErrNoLeader, name)
 	}
 	c.rev = snap.rev
 	if snap.term != nil {
 		c.term, c.lastSeq = snap.term, snap.seq
-		c.emit(bus.Event{Kind: bus.EventLeader, Leader: snap.term.leader()})
+		c.emit(lrbus.Event{Kind: lrbus.EventLeader, Leader: snap.term.leader()})
 	}
 	c.ctx, c.cancel = context.WithCancel(context.Background())
-	c.unhook = context.AfterFunc(l.closing, c.cancel)
+	c.unhook = context.AfterFunc(l.Closing(), c.cancel)
 	go c.run()
 	go c.deliver()
 	if snap.term == nil {
@@ -115,45 +115,45 @@ func (l *Locker) DialBus(ctx context.Context, name string, o BusDial) (*BusClien
 }
 
 // Events delivers messages and leader changes in etcd's order. It is
-// closed after Close. Messages beyond BusDial.EventBuffer left unread are
+// closed after Close. Messages beyond DialOptions.EventBuffer left unread are
 // dropped, and the next message (or EventLeader) delivered has Gap set.
-func (c *BusClient) Events() <-chan bus.Event { return c.out }
+func (c *Client) Events() <-chan lrbus.Event { return c.out }
 
 // Leader returns the leader that serves now, as far as the client has
 // seen, and false between leaders.
-func (c *BusClient) Leader() (bus.Leader, bool) {
+func (c *Client) Leader() (lrbus.Leader, bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.term == nil {
-		return bus.Leader{}, false
+		return lrbus.Leader{}, false
 	}
 	return c.term.leader(), true
 }
 
 // Publish sends data to every member, this one included, and returns once
 // etcd committed it in the current leader's term. It fails with
-// bus.ErrNoLeader between leaders (or waits, with WaitForLeader),
-// bus.ErrTooLarge above the leader's limit or etcd's, and
-// bus.ErrLeaderChanged when etcd could not be reached to know whether it
+// lrbus.ErrNoLeader between leaders (or waits, with WaitForLeader),
+// lrbus.ErrTooLarge above the leader's limit or etcd's, and
+// lrbus.ErrLeaderChanged when etcd could not be reached to know whether it
 // was committed. A term that ended before etcd committed the message
 // never gets it: Publish then goes on as if called after the change (the
 // next leader, or ErrNoLeader). If ctx ends first, Publish returns ctx's
 // cause and the message may still be published.
-func (c *BusClient) Publish(ctx context.Context, data []byte) error {
+func (c *Client) Publish(ctx context.Context, data []byte) error {
 	for try := 0; ; try++ {
 		t, err := c.leaderTerm(ctx)
 		if err != nil {
 			return err
 		}
 		if len(data) > t.info.Max {
-			return fmt.Errorf("%w: %d bytes, the limit is %d", bus.ErrTooLarge, len(data), t.info.Max)
+			return fmt.Errorf("%w: %d bytes, the limit is %d", lrbus.ErrTooLarge, len(data), t.info.Max)
 		}
 		ok, err := c.publishTo(ctx, t, data)
 		if err != nil || ok {
 			return err
 		}
 		if try == 9 {
-			return fmt.Errorf("%w: the term ended ten times before the message was committed; it was not published", bus.ErrLeaderChanged)
+			return fmt.Errorf("%w: the term ended ten times before the message was committed; it was not published", lrbus.ErrLeaderChanged)
 		}
 		if err := c.waitGone(ctx, t); err != nil {
 			return err
@@ -163,8 +163,8 @@ func (c *BusClient) Publish(ctx context.Context, data []byte) error {
 
 // publishTo puts data into t's channel if t still lasts; ok false means
 // it had ended and nothing was written.
-func (c *BusClient) publishTo(ctx context.Context, t *busTerm, data []byte) (bool, error) {
-	resp, err := c.l.cli.Txn(ctx).If(t.guards()...).
+func (c *Client) publishTo(ctx context.Context, t *busTerm, data []byte) (bool, error) {
+	resp, err := c.l.Client().Txn(ctx).If(t.guards()...).
 		Then(clientv3.OpPut(t.busKey, encodeMsg(0, c.pid, data), clientv3.WithIgnoreLease())).Commit()
 	if err != nil {
 		return false, sendErr(ctx, err)
@@ -177,18 +177,18 @@ func sendErr(ctx context.Context, err error) error {
 	case ctx.Err() != nil:
 		return context.Cause(ctx)
 	case tooLarge(err):
-		return fmt.Errorf("%w: etcd refused it: %w", bus.ErrTooLarge, err)
+		return fmt.Errorf("%w: etcd refused it: %w", lrbus.ErrTooLarge, err)
 	}
-	return fmt.Errorf("%w: etcd: %w", bus.ErrLeaderChanged, err)
+	return fmt.Errorf("%w: etcd: %w", lrbus.ErrLeaderChanged, err)
 }
 
 // Request sends data to the leader's handler and returns its reply. It
-// fails as Publish does, with bus.ErrNoHandler when the leader handles no
-// requests, an error matching bus.ErrHandler with the handler's error
-// text, and bus.ErrLeaderChanged when the term ends before the reply: the
+// fails as Publish does, with lrbus.ErrNoHandler when the leader handles no
+// requests, an error matching lrbus.ErrHandler with the handler's error
+// text, and lrbus.ErrLeaderChanged when the term ends before the reply: the
 // handler may or may not have run. The request's key is deleted once
 // answered or abandoned.
-func (c *BusClient) Request(ctx context.Context, data []byte) ([]byte, error) {
+func (c *Client) Request(ctx context.Context, data []byte) ([]byte, error) {
 	for try := 0; ; try++ {
 		t, err := c.leaderTerm(ctx)
 		if err != nil {
@@ -196,15 +196,15 @@ func (c *BusClient) Request(ctx context.Context, data []byte) ([]byte, error) {
 		}
 		switch {
 		case !t.info.Handler:
-			return nil, bus.ErrNoHandler
+			return nil, lrbus.ErrNoHandler
 		case len(data) > t.info.Max:
-			return nil, fmt.Errorf("%w: %d bytes, the limit is %d", bus.ErrTooLarge, len(data), t.info.Max)
+			return nil, fmt.Errorf("%w: %d bytes, the limit is %d", lrbus.ErrTooLarge, len(data), t.info.Max)
 		}
-		s, err := c.l.session(ctx)
+		s, err := c.l.Session(ctx)
 		if err != nil {
-			return nil, rpcErr(ctx, err)
+			return nil, c.l.RPCErr(ctx, err)
 		}
-		key := t.reqDir + c.l.nextID(s)
+		key := t.reqDir + s.NextID()
 		p := &pendingReq{term: t, done: make(chan struct{})}
 		c.mu.Lock()
 		if c.term != t {
@@ -213,12 +213,12 @@ func (c *BusClient) Request(ctx context.Context, data []byte) ([]byte, error) {
 		}
 		c.pending[key] = p
 		c.mu.Unlock()
-		resp, err := c.l.cli.Txn(ctx).If(t.guards()...).
-			Then(clientv3.OpPut(key, encodeReq(c.pid, c.uid, data), clientv3.WithLease(s.id))).Commit()
+		resp, err := c.l.Client().Txn(ctx).If(t.guards()...).
+			Then(clientv3.OpPut(key, encodeReq(c.pid, c.uid, data), clientv3.WithLease(s.ID()))).Commit()
 		switch {
 		case err != nil && errors.Is(err, rpctypes.ErrLeaseNotFound) && try < 2:
 			c.forget(key, -1, s)
-			s.end(fmt.Errorf("%w: lease %x is gone", elect.ErrSessionLost, int64(s.id)), false)
+			s.End(fmt.Errorf("%w: lease %x is gone", elect.ErrSessionLost, int64(s.ID())))
 			continue
 		case err != nil:
 			c.forget(key, 0, s)
@@ -226,7 +226,7 @@ func (c *BusClient) Request(ctx context.Context, data []byte) ([]byte, error) {
 		case !resp.Succeeded:
 			c.forget(key, -1, s)
 			if try == 9 {
-				return nil, fmt.Errorf("%w: the term ended ten times before the request was committed; it was not sent", bus.ErrLeaderChanged)
+				return nil, fmt.Errorf("%w: the term ended ten times before the request was committed; it was not sent", lrbus.ErrLeaderChanged)
 			}
 			if err := c.waitGone(ctx, t); err != nil {
 				return nil, err
@@ -246,7 +246,7 @@ func (c *BusClient) Request(ctx context.Context, data []byte) ([]byte, error) {
 			return nil, context.Cause(ctx)
 		case <-c.ctx.Done():
 			c.forget(key, rev, s)
-			return nil, bus.ErrClosed
+			return nil, lrbus.ErrClosed
 		}
 	}
 }
@@ -256,7 +256,7 @@ func (c *BusClient) Request(ctx context.Context, data []byte) ([]byte, error) {
 // reused), not at all when rev is -1 (nothing was written). When etcd
 // cannot be reached the deletion is retried while the session lives; the
 // key goes with the session's lease anyway.
-func (c *BusClient) forget(key string, rev int64, s *session) {
+func (c *Client) forget(key string, rev int64, s seam.Session) {
 	c.mu.Lock()
 	delete(c.pending, key)
 	// Close waits for the first attempt; Add under the lock that Close
@@ -273,7 +273,7 @@ func (c *BusClient) forget(key string, rev int64, s *session) {
 	del := func() error {
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 		defer cancel()
-		txn := c.l.cli.Txn(ctx)
+		txn := c.l.Client().Txn(ctx)
 		if rev > 0 {
 			txn = txn.If(clientv3.Compare(clientv3.CreateRevision(key), "=", rev))
 		}
@@ -285,16 +285,16 @@ func (c *BusClient) forget(key string, rev int64, s *session) {
 		if tracked {
 			c.bg.Done()
 		}
-		for i := 1; err != nil && s.alive(); i++ {
-			sleep(s.ctx, min(time.Duration(i)*100*time.Millisecond, time.Second))
+		for i := 1; err != nil && s.Alive(); i++ {
+			sleep(s.Context(), min(time.Duration(i)*100*time.Millisecond, time.Second))
 			err = del()
 		}
 	}()
 }
 
 // Close ends the membership: Events is closed, and waiting calls return
-// bus.ErrClosed. It is idempotent.
-func (c *BusClient) Close() error {
+// lrbus.ErrClosed. It is idempotent.
+func (c *Client) Close() error {
 	c.closeOnce.Do(func() {
 		c.mu.Lock()
 		c.closed = true
@@ -310,12 +310,12 @@ func (c *BusClient) Close() error {
 }
 
 // leaderTerm is the term serving now, waiting for one with WaitForLeader.
-func (c *BusClient) leaderTerm(ctx context.Context) (*busTerm, error) {
+func (c *Client) leaderTerm(ctx context.Context) (*busTerm, error) {
 	for {
 		c.mu.Lock()
 		if c.closed || (c.ctx != nil && c.ctx.Err() != nil) {
 			c.mu.Unlock()
-			return nil, bus.ErrClosed
+			return nil, lrbus.ErrClosed
 		}
 		if c.term != nil {
 			t := c.term
@@ -324,7 +324,7 @@ func (c *BusClient) leaderTerm(ctx context.Context) (*busTerm, error) {
 		}
 		if !c.o.WaitForLeader {
 			c.mu.Unlock()
-			return nil, fmt.Errorf("%w: %s", bus.ErrNoLeader, c.name)
+			return nil, fmt.Errorf("%w: %s", lrbus.ErrNoLeader, c.name)
 		}
 		ch := c.changed
 		c.mu.Unlock()
@@ -338,7 +338,7 @@ func (c *BusClient) leaderTerm(ctx context.Context) (*busTerm, error) {
 
 // waitGone waits until the client has seen t end: etcd refused a write
 // guarded by t, so the watch is about to tell.
-func (c *BusClient) waitGone(ctx context.Context, t *busTerm) error {
+func (c *Client) waitGone(ctx context.Context, t *busTerm) error {
 	for {
 		c.mu.Lock()
 		if c.term != t || c.closed {
@@ -356,7 +356,7 @@ func (c *BusClient) waitGone(ctx context.Context, t *busTerm) error {
 }
 
 // signal wakes the waiters for a change; c.mu is held.
-func (c *BusClient) signal() {
+func (c *Client) signal() {
 	close(c.changed)
 	c.changed = make(chan struct{})
 }
@@ -364,7 +364,7 @@ func (c *BusClient) signal() {
 // run follows the name: one watch from the last revision applied; when
 // it fails the watch resumes from there, and when etcd compacted that
 // history the client reads the present and reports what it lost.
-func (c *BusClient) run() {
+func (c *Client) run() {
 	defer close(c.loopDone)
 	resync := false
 	fails := 0
@@ -394,7 +394,7 @@ func (c *BusClient) run() {
 		wctx, cancel := context.WithCancel(clientv3.WithRequireLeader(c.ctx))
 		c.wcancel = cancel
 		c.mu.Unlock()
-		for wr := range c.l.cli.Watch(wctx, c.base, clientv3.WithPrefix(), clientv3.WithRev(rev+1)) {
+		for wr := range c.l.Client().Watch(wctx, c.base, clientv3.WithPrefix(), clientv3.WithRev(rev+1)) {
 			if wr.CompactRevision != 0 {
 				resync = true
 				break
@@ -412,7 +412,7 @@ func (c *BusClient) run() {
 
 // cutWatch ends the current watch, as a lost connection would; tests
 // use it with hold.
-func (c *BusClient) cutWatch() {
+func (c *Client) cutWatch() {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.wcancel != nil {
@@ -420,82 +420,115 @@ func (c *BusClient) cutWatch() {
 	}
 }
 
-func (c *BusClient) apply(evs []*clientv3.Event) {
+// apply takes the events of the name's watch, in revision order: leader
+// changes, messages and replies.
+func (c *Client) apply(evs []*clientv3.Event) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	changed := false
 	for _, ev := range evs {
-		kv := ev.Kv
-		c.rev = max(c.rev, kv.ModRevision)
-		k := string(kv.Key)
-		rest := strings.TrimPrefix(k, c.base)
-		put := ev.Type == mvccpb.PUT
-		t := c.term
-		switch {
-		case put && kv.Version == 1 && strings.HasPrefix(rest, dirServe):
-			info, ok := parseServing(kv.Value)
-			if !ok {
-				break
-			}
-			if t != nil {
-				c.lose() // one exclusive holder at a time: ours has ended
-			}
-			c.begin(newBusTerm(c.base, info, kv.CreateRevision), 0, false)
+		c.rev = max(c.rev, ev.Kv.ModRevision)
+		if c.applyTerm(ev) {
 			changed = true
-		case t == nil:
-		case !put && (k == t.serveKey || k == t.info.Held),
-			put && kv.Version == 1 && strings.HasPrefix(rest, dirSteal) && kv.CreateRevision > t.info.GrantRev:
-			c.lose()
-			changed = true
-		case put && k == t.busKey:
-			seq := uint64(kv.Version - 1)
-			if seq == 0 || seq <= c.lastSeq {
-				break
-			}
-			flags, pid, data, ok := decodeMsg(kv.Value)
-			gap := c.gap || seq != c.lastSeq+1 || flags&msgGap != 0
-			c.lastSeq = seq
-			if !ok {
-				c.gap = true
-				break
-			}
-			c.gap = false
-			c.emit(bus.Event{Kind: bus.EventMessage, Gap: gap,
-				Message: bus.Message{Epoch: t.info.Epoch, Seq: seq, PID: pid, Data: append([]byte(nil), data...)}})
 		}
-		if strings.HasPrefix(rest, dirReq) {
-			if p := c.pending[k]; p != nil {
-				switch {
-				case put && kv.Version >= 2:
-					p.finish(decodeReply(kv.Value))
-				case !put:
-					p.finish(nil, fmt.Errorf("%w: the request was withdrawn as the leader stopped serving", bus.ErrLeaderChanged))
-				}
-			}
-		}
+		c.applyReply(ev)
 	}
 	if changed {
 		c.signal()
 	}
 }
 
+// applyTerm applies ev to the term followed: a new serve key begins a
+// term, the end of the term's keys or a later steal ends it, a put of its
+// channel is a message. It reports whether the term changed; c.mu is
+// held.
+func (c *Client) applyTerm(ev *clientv3.Event) bool {
+	kv := ev.Kv
+	k := string(kv.Key)
+	rest := strings.TrimPrefix(k, c.base)
+	put := ev.Type == mvccpb.PUT
+	t := c.term
+	switch {
+	case put && kv.Version == 1 && strings.HasPrefix(rest, dirServe):
+		return c.served(kv)
+	case t == nil:
+	case !put && (k == t.serveKey || k == t.info.Held),
+		put && kv.Version == 1 && strings.HasPrefix(rest, seam.DirSteal) && kv.CreateRevision > t.info.GrantRev:
+		c.lose()
+		return true
+	case put && k == t.busKey:
+		c.message(t, kv)
+	}
+	return false
+}
+
+// served begins the term of a new serve key, ending the one followed (one
+// exclusive holder at a time: ours has ended); c.mu is held.
+func (c *Client) served(kv *mvccpb.KeyValue) bool {
+	info, ok := parseServing(kv.Value)
+	if !ok {
+		return false
+	}
+	if c.term != nil {
+		c.lose()
+	}
+	c.begin(newBusTerm(c.base, info, kv.CreateRevision), 0, false)
+	return true
+}
+
+// message delivers the message that a put of t's channel carries, with
+// Gap when one went missing before it; c.mu is held.
+func (c *Client) message(t *busTerm, kv *mvccpb.KeyValue) {
+	seq := uint64(kv.Version - 1)
+	if seq == 0 || seq <= c.lastSeq {
+		return
+	}
+	flags, pid, data, ok := decodeMsg(kv.Value)
+	gap := c.gap || seq != c.lastSeq+1 || flags&msgGap != 0
+	c.lastSeq = seq
+	if !ok {
+		c.gap = true
+		return
+	}
+	c.gap = false
+	c.emit(lrbus.Event{Kind: lrbus.EventMessage, Gap: gap,
+		Message: lrbus.Message{Epoch: t.info.Epoch, Seq: seq, PID: pid, Data: append([]byte(nil), data...)}})
+}
+
+// applyReply ends a pending request whose key ev answers (its second
+// version) or deletes (the server withdrew it); c.mu is held.
+func (c *Client) applyReply(ev *clientv3.Event) {
+	k := string(ev.Kv.Key)
+	if !strings.HasPrefix(strings.TrimPrefix(k, c.base), dirReq) {
+		return
+	}
+	p := c.pending[k]
+	switch {
+	case p == nil:
+	case ev.Type == mvccpb.PUT && ev.Kv.Version >= 2:
+		p.finish(decodeReply(ev.Kv.Value))
+	case ev.Type != mvccpb.PUT:
+		p.finish(nil, fmt.Errorf("%w: the request was withdrawn as the leader stopped serving", lrbus.ErrLeaderChanged))
+	}
+}
+
 // begin makes t the term followed, whose messages up to seq are behind;
 // c.mu is held.
-func (c *BusClient) begin(t *busTerm, seq uint64, gap bool) {
+func (c *Client) begin(t *busTerm, seq uint64, gap bool) {
 	c.term, c.lastSeq = t, seq
 	gap = gap || c.gap
 	c.gap = false
-	c.emit(bus.Event{Kind: bus.EventLeader, Leader: t.leader(), Gap: gap})
+	c.emit(lrbus.Event{Kind: lrbus.EventLeader, Leader: t.leader(), Gap: gap})
 }
 
 // lose ends the term followed; c.mu is held.
-func (c *BusClient) lose() {
+func (c *Client) lose() {
 	t := c.term
 	c.term = nil
-	c.emit(bus.Event{Kind: bus.EventLost, Leader: t.leader(), Err: bus.ErrLeaderGone})
+	c.emit(lrbus.Event{Kind: lrbus.EventLost, Leader: t.leader(), Err: lrbus.ErrLeaderGone})
 	for _, p := range c.pending {
 		if p.term == t {
-			p.finish(nil, fmt.Errorf("%w: the term of epoch %d ended before the reply", bus.ErrLeaderChanged, t.info.Epoch))
+			p.finish(nil, fmt.Errorf("%w: the term of epoch %d ended before the reply", lrbus.ErrLeaderChanged, t.info.Epoch))
 		}
 	}
 }
@@ -503,7 +536,7 @@ func (c *BusClient) lose() {
 // resync reads the present after etcd compacted the history the watch
 // needed, and reports what was lost: a term that ended meanwhile, a new
 // one that had published already, or messages of the term followed.
-func (c *BusClient) resync() error {
+func (c *Client) resync() error {
 	ctx, cancel := context.WithTimeout(c.ctx, busRoundTrip)
 	defer cancel()
 	snap, err := c.read(ctx)
@@ -528,7 +561,7 @@ func (c *BusClient) resync() error {
 		case ok && kv.Version >= 2:
 			p.finish(decodeReply(kv.Value))
 		case !ok && p.rev != 0 && p.rev <= snap.rev:
-			p.finish(nil, fmt.Errorf("%w: the request was withdrawn as the leader stopped serving", bus.ErrLeaderChanged))
+			p.finish(nil, fmt.Errorf("%w: the request was withdrawn as the leader stopped serving", lrbus.ErrLeaderChanged))
 		}
 	}
 	c.rev = snap.rev
@@ -546,12 +579,12 @@ type busSnap struct {
 
 // read reads who serves the name, and this client's pending requests, at
 // one revision.
-func (c *BusClient) read(ctx context.Context) (busSnap, error) {
+func (c *Client) read(ctx context.Context) (busSnap, error) {
 	ops := []clientv3.Op{
 		clientv3.OpGet(c.base+dirServe, clientv3.WithPrefix()),
 		clientv3.OpGet(c.base+dirBus, clientv3.WithPrefix(), clientv3.WithKeysOnly()),
-		clientv3.OpGet(c.base+dirHeld, clientv3.WithPrefix(), clientv3.WithKeysOnly()),
-		clientv3.OpGet(c.base+dirSteal, clientv3.WithPrefix(), clientv3.WithKeysOnly()),
+		clientv3.OpGet(c.base+seam.DirHeld, clientv3.WithPrefix(), clientv3.WithKeysOnly()),
+		clientv3.OpGet(c.base+seam.DirSteal, clientv3.WithPrefix(), clientv3.WithKeysOnly()),
 	}
 	c.mu.Lock()
 	for k := range c.pending {
@@ -560,7 +593,7 @@ func (c *BusClient) read(ctx context.Context) (busSnap, error) {
 		}
 	}
 	c.mu.Unlock()
-	resp, err := c.l.cli.Txn(ctx).Then(ops...).Commit()
+	resp, err := c.l.Client().Txn(ctx).Then(ops...).Commit()
 	if err != nil {
 		return busSnap{}, err
 	}
@@ -600,14 +633,14 @@ func (c *BusClient) read(ctx context.Context) (busSnap, error) {
 
 // emit queues ev for Events; c.mu is held. Messages beyond the buffer
 // are dropped and flag the next delivered message or leader as a gap.
-func (c *BusClient) emit(ev bus.Event) {
+func (c *Client) emit(ev lrbus.Event) {
 	switch {
-	case ev.Kind == bus.EventMessage && c.o.PublishOnly:
+	case ev.Kind == lrbus.EventMessage && c.o.PublishOnly:
 		return
-	case ev.Kind == bus.EventMessage && c.qMsgs >= c.o.EventBuffer:
+	case ev.Kind == lrbus.EventMessage && c.qMsgs >= c.o.EventBuffer:
 		c.gap = true
 		return
-	case ev.Kind == bus.EventMessage:
+	case ev.Kind == lrbus.EventMessage:
 		c.qMsgs++
 	case c.o.PublishOnly && len(c.q) >= 64:
 		c.q = c.q[1:] // nobody reads them: keep the latest
@@ -619,7 +652,7 @@ func (c *BusClient) emit(ev bus.Event) {
 	}
 }
 
-func (c *BusClient) deliver() {
+func (c *Client) deliver() {
 	defer close(c.outDone)
 	defer close(c.out)
 	for {
@@ -634,9 +667,9 @@ func (c *BusClient) deliver() {
 			c.mu.Lock()
 		}
 		ev := c.q[0]
-		c.q[0] = bus.Event{}
+		c.q[0] = lrbus.Event{}
 		c.q = c.q[1:]
-		if ev.Kind == bus.EventMessage {
+		if ev.Kind == lrbus.EventMessage {
 			c.qMsgs--
 		}
 		c.mu.Unlock()

@@ -1,18 +1,19 @@
-package etcd_test
+package bus_test
 
 import (
 	"context"
 	"fmt"
 	"log"
 
-	"github.com/leaderrun/leaderrun/bus"
+	lrbus "github.com/leaderrun/leaderrun/bus"
 	"github.com/leaderrun/leaderrun/elect"
 	"github.com/leaderrun/leaderrun/etcd"
+	etcdbus "github.com/leaderrun/leaderrun/etcd/bus"
 )
 
 // The leader of "config" announces each new version to every host and
 // answers questions; it serves the bus for as long as its term lasts.
-func ExampleLocker_ListenBus() {
+func ExampleListen() {
 	l, err := etcd.Open(etcd.Config{Endpoints: []string{"http://127.0.0.1:2379"}})
 	if err != nil {
 		log.Fatal(err)
@@ -20,7 +21,7 @@ func ExampleLocker_ListenBus() {
 	defer l.Close()
 	e := &elect.Elector{Backend: l, Name: "config", Requeue: true}
 	err = e.Run(context.Background(), func(ctx context.Context, lead *elect.Leadership) error {
-		srv, err := l.ListenBus(lead, etcd.WithBusHandler(func(ctx context.Context, r bus.Request) ([]byte, error) {
+		srv, err := etcdbus.Listen(l, lead, etcdbus.WithHandler(func(ctx context.Context, r lrbus.Request) ([]byte, error) {
 			return []byte("version 42"), nil
 		}))
 		if err != nil {
@@ -42,14 +43,14 @@ func ExampleLocker_ListenBus() {
 
 // A member on any host follows the leaders of "config" and asks one a
 // question.
-func ExampleLocker_DialBus() {
+func ExampleDial() {
 	l, err := etcd.Open(etcd.Config{Endpoints: []string{"http://127.0.0.1:2379"}})
 	if err != nil {
 		log.Fatal(err)
 	}
 	defer l.Close()
 	ctx := context.Background()
-	cl, err := l.DialBus(ctx, "config", etcd.BusDial{WaitForLeader: true})
+	cl, err := etcdbus.Dial(ctx, l, "config", etcdbus.DialOptions{WaitForLeader: true})
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -59,11 +60,11 @@ func ExampleLocker_DialBus() {
 	}
 	for ev := range cl.Events() {
 		switch ev.Kind {
-		case bus.EventLeader:
+		case lrbus.EventLeader:
 			fmt.Printf("leader pid %d on %s, epoch %d (gap %v)\n", ev.Leader.PID, ev.Leader.Host, ev.Leader.Epoch, ev.Gap)
-		case bus.EventLost:
+		case lrbus.EventLost:
 			fmt.Println("leader lost:", ev.Err)
-		case bus.EventMessage:
+		case lrbus.EventMessage:
 			fmt.Printf("%d/%d: %s (gap %v)\n", ev.Message.Epoch, ev.Message.Seq, ev.Message.Data, ev.Gap)
 		}
 	}

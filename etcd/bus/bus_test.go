@@ -1,4 +1,4 @@
-package etcd
+package bus
 
 import (
 	"bytes"
@@ -13,16 +13,18 @@ import (
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 
-	"github.com/leaderrun/leaderrun/bus"
+	lrbus "github.com/leaderrun/leaderrun/bus"
 	"github.com/leaderrun/leaderrun/elect"
+	"github.com/leaderrun/leaderrun/etcd"
 	"github.com/leaderrun/leaderrun/etcd/internal/etcdtest"
+	"github.com/leaderrun/leaderrun/etcd/internal/seam"
 )
 
 // serveBus serves lead's bus until the test ends or the returned stop is
 // called; stop returns Serve's error.
-func serveBus(t testing.TB, l *Locker, lead *elect.Leadership, opts ...BusOption) (*BusServer, func() error) {
+func serveBus(t testing.TB, l *etcd.Locker, lead *elect.Leadership, opts ...Option) (*Server, func() error) {
 	t.Helper()
-	srv, err := l.ListenBus(lead, opts...)
+	srv, err := Listen(l, lead, opts...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -46,11 +48,11 @@ func serveBus(t testing.TB, l *Locker, lead *elect.Leadership, opts ...BusOption
 	return srv, stop
 }
 
-func dial(t testing.TB, l *Locker, name string, o BusDial) *BusClient {
+func dial(t testing.TB, l *etcd.Locker, name string, o DialOptions) *Client {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
-	cl, err := l.DialBus(ctx, name, o)
+	cl, err := Dial(ctx, l, name, o)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -58,7 +60,7 @@ func dial(t testing.TB, l *Locker, name string, o BusDial) *BusClient {
 	return cl
 }
 
-func nextEvent(t testing.TB, cl *BusClient, what string) bus.Event {
+func nextEvent(t testing.TB, cl *Client, what string) lrbus.Event {
 	t.Helper()
 	select {
 	case ev, ok := <-cl.Events():
@@ -69,10 +71,10 @@ func nextEvent(t testing.TB, cl *BusClient, what string) bus.Event {
 	case <-time.After(20 * time.Second):
 		t.Fatalf("%s: no event within 20s", what)
 	}
-	return bus.Event{}
+	return lrbus.Event{}
 }
 
-func wantKind(t testing.TB, ev bus.Event, k bus.EventKind, what string) {
+func wantKind(t testing.TB, ev lrbus.Event, k lrbus.EventKind, what string) {
 	t.Helper()
 	if ev.Kind != k {
 		t.Fatalf("%s: got %v event %+v, want %v", what, ev.Kind, ev, k)
@@ -80,7 +82,7 @@ func wantKind(t testing.TB, ev bus.Event, k bus.EventKind, what string) {
 }
 
 // noEvent checks that nothing arrives for d.
-func noEvent(t testing.TB, cl *BusClient, d time.Duration, what string) {
+func noEvent(t testing.TB, cl *Client, d time.Duration, what string) {
 	t.Helper()
 	select {
 	case ev := <-cl.Events():
@@ -91,7 +93,7 @@ func noEvent(t testing.TB, cl *BusClient, d time.Duration, what string) {
 
 // pauseWatch cuts cl's watch and keeps it from watching again until
 // resume, as a lost connection would.
-func pauseWatch(cl *BusClient) (resume func()) {
+func pauseWatch(cl *Client) (resume func()) {
 	hold := make(chan struct{})
 	cl.mu.Lock()
 	cl.hold = hold
@@ -109,17 +111,17 @@ func TestBusLeaderEvent(t *testing.T) {
 	c := sharedCluster(t)
 	ctx := testCtx(t)
 	pfx := testPrefix(t)
-	a := open(t, c, pfx, Config{Host: "host-a"})
-	b := open(t, c, pfx, Config{Host: "host-b"})
+	a := open(t, c, pfx, etcd.Config{Host: "host-a"})
+	b := open(t, c, pfx, etcd.Config{Host: "host-b"})
 
 	lead, err := a.Acquire(ctx, "job", elect.Request{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	serveBus(t, a, lead)
-	cl := dial(t, b, "job", BusDial{})
+	cl := dial(t, b, "job", DialOptions{})
 	ev := nextEvent(t, cl, "first event")
-	wantKind(t, ev, bus.EventLeader, "first event")
+	wantKind(t, ev, lrbus.EventLeader, "first event")
 	got := ev.Leader
 	if got.Name != "job" || got.PID != os.Getpid() || got.Host != "host-a" || got.Epoch != lead.Epoch() ||
 		got.Mode != elect.Exclusive || !got.Since.Equal(lead.Since()) {
@@ -138,8 +140,8 @@ func TestBusOrder(t *testing.T) {
 	c := etcdtest.StartT(t, 3)
 	ctx := testCtx(t)
 	pfx := testPrefix(t)
-	openAt := func(ep, host string) *Locker {
-		l, err := Open(Config{Endpoints: []string{ep}, Prefix: pfx, TTL: 4 * time.Second, Host: host})
+	openAt := func(ep, host string) *etcd.Locker {
+		l, err := etcd.Open(etcd.Config{Endpoints: []string{ep}, Prefix: pfx, TTL: 4 * time.Second, Host: host})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -153,10 +155,10 @@ func TestBusOrder(t *testing.T) {
 	}
 	srv, _ := serveBus(t, leader, lead)
 	const fromLeader, fromEach = 30, 10
-	var members []*BusClient
+	var members []*Client
 	for i, m := range c.Members {
-		cl := dial(t, openAt(m.ClientURL, fmt.Sprintf("m%d", i)), "job", BusDial{})
-		wantKind(t, nextEvent(t, cl, "first"), bus.EventLeader, "first")
+		cl := dial(t, openAt(m.ClientURL, fmt.Sprintf("m%d", i)), "job", DialOptions{})
+		wantKind(t, nextEvent(t, cl, "first"), lrbus.EventLeader, "first")
 		members = append(members, cl)
 	}
 	var wg sync.WaitGroup
@@ -181,7 +183,7 @@ func TestBusOrder(t *testing.T) {
 	for i, cl := range members {
 		for n := 1; n <= total; n++ {
 			ev := nextEvent(t, cl, fmt.Sprintf("member %d message %d", i, n))
-			wantKind(t, ev, bus.EventMessage, "message")
+			wantKind(t, ev, lrbus.EventMessage, "message")
 			if m := ev.Message; m.Seq != uint64(n) || m.Epoch != lead.Epoch() || ev.Gap || m.PID != os.Getpid() {
 				t.Fatalf("member %d: message %d is %+v gap %v; want seq %d epoch %d, no gap", i, n, m, ev.Gap, n, lead.Epoch())
 			}
@@ -220,21 +222,21 @@ func TestBusLeaderChange(t *testing.T) {
 	c := sharedCluster(t)
 	ctx := testCtx(t)
 	pfx := testPrefix(t)
-	a := open(t, c, pfx, Config{Host: "host-a"})
-	b := open(t, c, pfx, Config{Host: "host-b"})
-	m := open(t, c, pfx, Config{Host: "host-m"})
+	a := open(t, c, pfx, etcd.Config{Host: "host-a"})
+	b := open(t, c, pfx, etcd.Config{Host: "host-b"})
+	m := open(t, c, pfx, etcd.Config{Host: "host-m"})
 
 	lead1, err := a.Acquire(ctx, "job", elect.Request{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	srv1, stop1 := serveBus(t, a, lead1)
-	cl := dial(t, m, "job", BusDial{})
-	wantKind(t, nextEvent(t, cl, "first"), bus.EventLeader, "first")
+	cl := dial(t, m, "job", DialOptions{})
+	wantKind(t, nextEvent(t, cl, "first"), lrbus.EventLeader, "first")
 	if _, err := srv1.PublishWait(ctx, []byte("one")); err != nil {
 		t.Fatal(err)
 	}
-	wantKind(t, nextEvent(t, cl, "message"), bus.EventMessage, "message")
+	wantKind(t, nextEvent(t, cl, "message"), lrbus.EventMessage, "message")
 
 	// A release, as the CLI does it: stop serving, then release.
 	next := async(ctx, b, "job", elect.Request{})
@@ -242,8 +244,8 @@ func TestBusLeaderChange(t *testing.T) {
 		t.Fatalf("Serve: %v", err)
 	}
 	ev := nextEvent(t, cl, "after stop")
-	wantKind(t, ev, bus.EventLost, "after stop")
-	if ev.Leader.Epoch != lead1.Epoch() || !errors.Is(ev.Err, bus.ErrLeaderGone) {
+	wantKind(t, ev, lrbus.EventLost, "after stop")
+	if ev.Leader.Epoch != lead1.Epoch() || !errors.Is(ev.Err, lrbus.ErrLeaderGone) {
 		t.Fatalf("lost %+v, want epoch %d, ErrLeaderGone", ev, lead1.Epoch())
 	}
 	if _, ok := cl.Leader(); ok {
@@ -257,7 +259,7 @@ func TestBusLeaderChange(t *testing.T) {
 	lead2 := r.lead
 	srv2, _ := serveBus(t, b, lead2)
 	ev = nextEvent(t, cl, "second leader")
-	wantKind(t, ev, bus.EventLeader, "second leader")
+	wantKind(t, ev, lrbus.EventLeader, "second leader")
 	if ev.Leader.Epoch != lead2.Epoch() || ev.Leader.Epoch <= lead1.Epoch() || ev.Leader.Host != "host-b" || ev.Gap {
 		t.Fatalf("second leader %+v gap %v; want epoch %d > %d on host-b, no gap", ev.Leader, ev.Gap, lead2.Epoch(), lead1.Epoch())
 	}
@@ -265,15 +267,15 @@ func TestBusLeaderChange(t *testing.T) {
 		t.Fatalf("first message of the new term: seq %d, %v; want 1", seq, err)
 	}
 	ev = nextEvent(t, cl, "new term's message")
-	if ev.Kind != bus.EventMessage || ev.Message.Seq != 1 || ev.Message.Epoch != lead2.Epoch() || ev.Gap {
+	if ev.Kind != lrbus.EventMessage || ev.Message.Seq != 1 || ev.Message.Epoch != lead2.Epoch() || ev.Gap {
 		t.Fatalf("new term's message %+v", ev)
 	}
 
 	// A steal ends the term at once, before its holder lets go.
-	d := open(t, c, pfx, Config{Host: "host-d"})
+	d := open(t, c, pfx, etcd.Config{Host: "host-d"})
 	steal := async(ctx, d, "job", elect.Request{Steal: true})
 	ev = nextEvent(t, cl, "after steal")
-	wantKind(t, ev, bus.EventLost, "after steal")
+	wantKind(t, ev, lrbus.EventLost, "after steal")
 	if ev.Leader.Epoch != lead2.Epoch() {
 		t.Fatalf("steal: lost %+v, want epoch %d", ev.Leader, lead2.Epoch())
 	}
@@ -286,20 +288,18 @@ func TestBusLeaderChange(t *testing.T) {
 	lead3 := r.lead
 	serveBus(t, d, lead3)
 	ev = nextEvent(t, cl, "stealer")
-	wantKind(t, ev, bus.EventLeader, "stealer")
+	wantKind(t, ev, lrbus.EventLeader, "stealer")
 	if ev.Leader.Epoch != lead3.Epoch() || ev.Leader.Host != "host-d" {
 		t.Fatalf("stealer %+v", ev.Leader)
 	}
 
 	// The holder's lease goes (revoked, as an expiry would).
-	d.mu.Lock()
-	id := d.sess.id
-	d.mu.Unlock()
+	id := leaseOf(t, d)
 	if _, err := c.Client(t).Revoke(ctx, id); err != nil {
 		t.Fatal(err)
 	}
 	ev = nextEvent(t, cl, "after revoke")
-	wantKind(t, ev, bus.EventLost, "after revoke")
+	wantKind(t, ev, lrbus.EventLost, "after revoke")
 	if ev.Leader.Epoch != lead3.Epoch() {
 		t.Fatalf("revoke: lost %+v", ev.Leader)
 	}
@@ -315,15 +315,15 @@ func TestBusGap(t *testing.T) {
 	cli := c.Client(t)
 	ctx := testCtx(t)
 	pfx := testPrefix(t)
-	a := open(t, c, pfx, Config{})
-	m := open(t, c, pfx, Config{})
+	a := open(t, c, pfx, etcd.Config{})
+	m := open(t, c, pfx, etcd.Config{})
 	lead, err := a.Acquire(ctx, "job", elect.Request{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	srv, stop := serveBus(t, a, lead)
-	cl := dial(t, m, "job", BusDial{})
-	wantKind(t, nextEvent(t, cl, "first"), bus.EventLeader, "first")
+	cl := dial(t, m, "job", DialOptions{})
+	wantKind(t, nextEvent(t, cl, "first"), lrbus.EventLeader, "first")
 	publish := func(s string) {
 		t.Helper()
 		if _, err := srv.PublishWait(ctx, []byte(s)); err != nil {
@@ -333,7 +333,7 @@ func TestBusGap(t *testing.T) {
 	want := func(seq uint64, gap bool) {
 		t.Helper()
 		ev := nextEvent(t, cl, fmt.Sprint("seq ", seq))
-		if ev.Kind != bus.EventMessage || ev.Message.Seq != seq || ev.Gap != gap {
+		if ev.Kind != lrbus.EventMessage || ev.Message.Seq != seq || ev.Gap != gap {
 			t.Fatalf("got %v %+v gap %v; want message seq %d gap %v", ev.Kind, ev.Message, ev.Gap, seq, gap)
 		}
 	}
@@ -386,9 +386,9 @@ func TestBusGap(t *testing.T) {
 	compact()
 	resume()
 	ev := nextEvent(t, cl, "lost")
-	wantKind(t, ev, bus.EventLost, "lost")
+	wantKind(t, ev, lrbus.EventLost, "lost")
 	ev = nextEvent(t, cl, "new leader")
-	wantKind(t, ev, bus.EventLeader, "new leader")
+	wantKind(t, ev, lrbus.EventLeader, "new leader")
 	if ev.Leader.Epoch != r.lead.Epoch() || !ev.Gap {
 		t.Fatalf("new leader %+v gap %v; want epoch %d with Gap", ev.Leader, ev.Gap, r.lead.Epoch())
 	}
@@ -404,14 +404,14 @@ func TestBusSlowMember(t *testing.T) {
 	c := sharedCluster(t)
 	ctx := testCtx(t)
 	pfx := testPrefix(t)
-	a := open(t, c, pfx, Config{})
+	a := open(t, c, pfx, etcd.Config{})
 	lead, err := a.Acquire(ctx, "job", elect.Request{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	srv, _ := serveBus(t, a, lead)
-	cl := dial(t, a, "job", BusDial{EventBuffer: 3})
-	wantKind(t, nextEvent(t, cl, "first"), bus.EventLeader, "first")
+	cl := dial(t, a, "job", DialOptions{EventBuffer: 3})
+	wantKind(t, nextEvent(t, cl, "first"), lrbus.EventLeader, "first")
 	for i := range 6 {
 		if _, err := srv.PublishWait(ctx, fmt.Append(nil, i)); err != nil {
 			t.Fatal(err)
@@ -453,33 +453,33 @@ func TestBusNoLeader(t *testing.T) {
 	c := sharedCluster(t)
 	ctx := testCtx(t)
 	pfx := testPrefix(t)
-	a := open(t, c, pfx, Config{})
-	b := open(t, c, pfx, Config{})
+	a := open(t, c, pfx, etcd.Config{})
+	b := open(t, c, pfx, etcd.Config{})
 
-	if _, err := b.DialBus(ctx, "job", BusDial{}); !errors.Is(err, bus.ErrNoLeader) {
-		t.Fatalf("DialBus with nobody holding: %v, want ErrNoLeader", err)
+	if _, err := Dial(ctx, b, "job", DialOptions{}); !errors.Is(err, lrbus.ErrNoLeader) {
+		t.Fatalf("Dial with nobody holding: %v, want ErrNoLeader", err)
 	}
-	// A holder that does not serve is no leader of the bus.
+	// A holder that does not serve is no leader of the lrbus.
 	lead, err := a.Acquire(ctx, "job", elect.Request{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := b.DialBus(ctx, "job", BusDial{}); !errors.Is(err, bus.ErrNoLeader) {
-		t.Fatalf("DialBus with a holder not serving: %v, want ErrNoLeader", err)
+	if _, err := Dial(ctx, b, "job", DialOptions{}); !errors.Is(err, lrbus.ErrNoLeader) {
+		t.Fatalf("Dial with a holder not serving: %v, want ErrNoLeader", err)
 	}
-	if _, err := b.ListenBus(lead); !errors.Is(err, elect.ErrInvalidRequest) {
-		t.Fatalf("ListenBus of another Locker's leadership: %v", err)
+	if _, err := Listen(b, lead); !errors.Is(err, elect.ErrInvalidRequest) {
+		t.Fatalf("Listen of another Locker's leadership: %v", err)
 	}
 	dialed := make(chan error, 1)
-	var wcl *BusClient
+	var wcl *Client
 	go func() {
 		var err error
-		wcl, err = b.DialBus(ctx, "job", BusDial{WaitForLeader: true})
+		wcl, err = Dial(ctx, b, "job", DialOptions{WaitForLeader: true})
 		dialed <- err
 	}()
 	select {
 	case err := <-dialed:
-		t.Fatalf("DialBus with WaitForLeader returned %v before anyone served", err)
+		t.Fatalf("Dial with WaitForLeader returned %v before anyone served", err)
 	case <-time.After(300 * time.Millisecond):
 	}
 	_, stop := serveBus(t, a, lead)
@@ -487,20 +487,20 @@ func TestBusNoLeader(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer wcl.Close()
-	wantKind(t, nextEvent(t, wcl, "first"), bus.EventLeader, "first")
-	if _, err := a.ListenBus(lead); err == nil {
-		t.Fatal("a second ListenBus of one term succeeded")
+	wantKind(t, nextEvent(t, wcl, "first"), lrbus.EventLeader, "first")
+	if _, err := Listen(a, lead); err == nil {
+		t.Fatal("a second Listen of one term succeeded")
 	}
 
 	// Between leaders: ErrNoLeader, or a wait.
-	cl := dial(t, b, "job", BusDial{PublishOnly: true})
+	cl := dial(t, b, "job", DialOptions{PublishOnly: true})
 	stop()
 	lead.Release()
 	waitFor(t, func() bool { _, ok := cl.Leader(); return !ok }, "the client to see the term end")
-	if err := cl.Publish(ctx, []byte("x")); !errors.Is(err, bus.ErrNoLeader) {
+	if err := cl.Publish(ctx, []byte("x")); !errors.Is(err, lrbus.ErrNoLeader) {
 		t.Fatalf("Publish between leaders: %v, want ErrNoLeader", err)
 	}
-	if _, err := cl.Request(ctx, []byte("x")); !errors.Is(err, bus.ErrNoLeader) {
+	if _, err := cl.Request(ctx, []byte("x")); !errors.Is(err, lrbus.ErrNoLeader) {
 		t.Fatalf("Request between leaders: %v, want ErrNoLeader", err)
 	}
 	wctx, cancel := context.WithTimeout(ctx, 200*time.Millisecond)
@@ -514,8 +514,8 @@ func TestBusNoLeader(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := a.ListenBus(shared); !errors.Is(err, bus.ErrNotExclusive) {
-		t.Fatalf("ListenBus of a shared leadership: %v, want ErrNotExclusive", err)
+	if _, err := Listen(a, shared); !errors.Is(err, lrbus.ErrNotExclusive) {
+		t.Fatalf("Listen of a shared leadership: %v, want ErrNotExclusive", err)
 	}
 	shared.Release()
 	lead2, err := a.Acquire(ctx, "job", elect.Request{})
@@ -528,7 +528,7 @@ func TestBusNoLeader(t *testing.T) {
 	}
 	for {
 		ev := nextEvent(t, wcl, "the waited message")
-		if ev.Kind == bus.EventMessage {
+		if ev.Kind == lrbus.EventMessage {
 			if string(ev.Message.Data) != "waited" || ev.Message.Epoch != lead2.Epoch() || ev.Message.Seq != 1 {
 				t.Fatalf("waited message %+v", ev.Message)
 			}
@@ -539,7 +539,7 @@ func TestBusNoLeader(t *testing.T) {
 	for {
 		select {
 		case ev := <-cl.Events():
-			if ev.Kind == bus.EventMessage {
+			if ev.Kind == lrbus.EventMessage {
 				t.Fatalf("a PublishOnly client got %+v", ev)
 			}
 			continue
@@ -551,7 +551,7 @@ func TestBusNoLeader(t *testing.T) {
 	if _, ok := <-cl.Events(); ok {
 		t.Fatal("Events not closed after Close")
 	}
-	if err := cl.Publish(ctx, nil); !errors.Is(err, bus.ErrClosed) {
+	if err := cl.Publish(ctx, nil); !errors.Is(err, lrbus.ErrClosed) {
 		t.Fatalf("Publish after Close: %v", err)
 	}
 }
@@ -571,35 +571,35 @@ func TestBusTooLarge(t *testing.T) {
 	c := sharedCluster(t)
 	ctx := testCtx(t)
 	pfx := testPrefix(t)
-	a := open(t, c, pfx, Config{})
+	a := open(t, c, pfx, etcd.Config{})
 	lead, err := a.Acquire(ctx, "job", elect.Request{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv, stop := serveBus(t, a, lead, WithBusHandler(func(ctx context.Context, r bus.Request) ([]byte, error) {
-		return make([]byte, bus.DefaultMaxMessageSize+1), nil
+	srv, stop := serveBus(t, a, lead, WithHandler(func(ctx context.Context, r lrbus.Request) ([]byte, error) {
+		return make([]byte, lrbus.DefaultMaxMessageSize+1), nil
 	}))
-	cl := dial(t, a, "job", BusDial{})
-	wantKind(t, nextEvent(t, cl, "first"), bus.EventLeader, "first")
-	big := bytes.Repeat([]byte("x"), bus.DefaultMaxMessageSize+1)
-	if err := cl.Publish(ctx, big); !errors.Is(err, bus.ErrTooLarge) {
+	cl := dial(t, a, "job", DialOptions{})
+	wantKind(t, nextEvent(t, cl, "first"), lrbus.EventLeader, "first")
+	big := bytes.Repeat([]byte("x"), lrbus.DefaultMaxMessageSize+1)
+	if err := cl.Publish(ctx, big); !errors.Is(err, lrbus.ErrTooLarge) {
 		t.Fatalf("member Publish of 1MiB+1: %v", err)
 	}
-	if _, err := srv.Publish(big); !errors.Is(err, bus.ErrTooLarge) {
+	if _, err := srv.Publish(big); !errors.Is(err, lrbus.ErrTooLarge) {
 		t.Fatalf("server Publish of 1MiB+1: %v", err)
 	}
-	if _, err := cl.Request(ctx, big); !errors.Is(err, bus.ErrTooLarge) {
+	if _, err := cl.Request(ctx, big); !errors.Is(err, lrbus.ErrTooLarge) {
 		t.Fatalf("Request of 1MiB+1: %v", err)
 	}
-	if _, err := cl.Request(ctx, []byte("x")); !errors.Is(err, bus.ErrTooLarge) {
+	if _, err := cl.Request(ctx, []byte("x")); !errors.Is(err, lrbus.ErrTooLarge) {
 		t.Fatalf("Request answered with 1MiB+1: %v", err)
 	}
 	// The limit itself passes.
-	if err := cl.Publish(ctx, big[:bus.DefaultMaxMessageSize]); err != nil {
+	if err := cl.Publish(ctx, big[:lrbus.DefaultMaxMessageSize]); err != nil {
 		t.Fatalf("Publish of 1MiB: %v", err)
 	}
 	ev := nextEvent(t, cl, "1MiB message")
-	if ev.Kind != bus.EventMessage || ev.Message.Seq != 1 || len(ev.Message.Data) != bus.DefaultMaxMessageSize {
+	if ev.Kind != lrbus.EventMessage || ev.Message.Seq != 1 || len(ev.Message.Data) != lrbus.DefaultMaxMessageSize {
 		t.Fatalf("1MiB message: %v seq %d, %d bytes", ev.Kind, ev.Message.Seq, len(ev.Message.Data))
 	}
 	stop()
@@ -610,13 +610,13 @@ func TestBusTooLarge(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv, _ = serveBus(t, a, lead, WithBusMaxMessageSize(4<<20))
+	srv, _ = serveBus(t, a, lead, WithMaxMessageSize(4<<20))
 	waitFor(t, func() bool { l, ok := cl.Leader(); return ok && l.Epoch == lead.Epoch() }, "the second term")
 	huge := bytes.Repeat([]byte("y"), 2<<20)
-	if err := cl.Publish(ctx, huge); !errors.Is(err, bus.ErrTooLarge) {
+	if err := cl.Publish(ctx, huge); !errors.Is(err, lrbus.ErrTooLarge) {
 		t.Fatalf("member Publish of 2MiB past etcd's limit: %v", err)
 	}
-	if _, err := srv.PublishWait(ctx, huge); !errors.Is(err, bus.ErrTooLarge) {
+	if _, err := srv.PublishWait(ctx, huge); !errors.Is(err, lrbus.ErrTooLarge) {
 		t.Fatalf("server Publish of 2MiB past etcd's limit: %v", err)
 	}
 	if seq, err := srv.PublishWait(ctx, []byte("after")); err != nil || seq != 1 {
@@ -628,11 +628,11 @@ func TestBusRequest(t *testing.T) {
 	c := sharedCluster(t)
 	ctx := testCtx(t)
 	pfx := testPrefix(t)
-	a := open(t, c, pfx, Config{})
-	m := open(t, c, pfx, Config{})
+	a := open(t, c, pfx, etcd.Config{})
+	m := open(t, c, pfx, etcd.Config{})
 	started := make(chan struct{}, 4)
 	hungUp := make(chan struct{}, 4)
-	handler := func(ctx context.Context, r bus.Request) ([]byte, error) {
+	handler := func(ctx context.Context, r lrbus.Request) ([]byte, error) {
 		switch string(r.Data) {
 		case "fail":
 			return nil, errors.New("boom")
@@ -650,13 +650,13 @@ func TestBusRequest(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	serveBus(t, a, lead, WithBusHandler(handler))
-	cl := dial(t, m, "job", BusDial{})
+	serveBus(t, a, lead, WithHandler(handler))
+	cl := dial(t, m, "job", DialOptions{})
 	got, err := cl.Request(ctx, []byte("hi"))
 	if want := fmt.Sprintf("re:hi pid %d", os.Getpid()); err != nil || string(got) != want {
 		t.Fatalf("Request: %q, %v; want %q", got, err, want)
 	}
-	if _, err := cl.Request(ctx, []byte("fail")); !errors.Is(err, bus.ErrHandler) || !strings.Contains(err.Error(), "boom") {
+	if _, err := cl.Request(ctx, []byte("fail")); !errors.Is(err, lrbus.ErrHandler) || !strings.Contains(err.Error(), "boom") {
 		t.Fatalf("Request of a failing handler: %v", err)
 	}
 	// A member that gives up cancels the handler.
@@ -681,7 +681,7 @@ func TestBusRequest(t *testing.T) {
 	lead.Release()
 	select {
 	case err := <-errc:
-		if !errors.Is(err, bus.ErrLeaderChanged) {
+		if !errors.Is(err, lrbus.ErrLeaderChanged) {
 			t.Fatalf("Request across the term's end: %v, want ErrLeaderChanged", err)
 		}
 	case <-time.After(20 * time.Second):
@@ -695,7 +695,7 @@ func TestBusRequest(t *testing.T) {
 	}
 	serveBus(t, a, lead)
 	waitFor(t, func() bool { l, ok := cl.Leader(); return ok && l.Epoch == lead.Epoch() }, "the handler-less term")
-	if _, err := cl.Request(ctx, []byte("hi")); !errors.Is(err, bus.ErrNoHandler) {
+	if _, err := cl.Request(ctx, []byte("hi")); !errors.Is(err, lrbus.ErrNoHandler) {
 		t.Fatalf("Request without a handler: %v", err)
 	}
 }
@@ -707,21 +707,21 @@ func TestBusDeadTerm(t *testing.T) {
 	cli := c.Client(t)
 	ctx := testCtx(t)
 	pfx := testPrefix(t)
-	a := open(t, c, pfx, Config{})
-	b := open(t, c, pfx, Config{})
-	m := open(t, c, pfx, Config{})
+	a := open(t, c, pfx, etcd.Config{})
+	b := open(t, c, pfx, etcd.Config{})
+	m := open(t, c, pfx, etcd.Config{})
 	lead1, err := a.Acquire(ctx, "job", elect.Request{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	srv1, stop1 := serveBus(t, a, lead1)
-	cl := dial(t, m, "job", BusDial{})
+	cl := dial(t, m, "job", DialOptions{})
 	cl.mu.Lock()
 	t1 := cl.term
 	cl.mu.Unlock()
 	stop1()
 	lead1.Release()
-	if _, err := srv1.Publish([]byte("stale")); !errors.Is(err, bus.ErrClosed) {
+	if _, err := srv1.Publish([]byte("stale")); !errors.Is(err, lrbus.ErrClosed) {
 		t.Fatalf("server Publish after its term: %v, want ErrClosed", err)
 	}
 	lead2, err := b.Acquire(ctx, "job", elect.Request{})
@@ -752,7 +752,7 @@ func TestBusDeadTerm(t *testing.T) {
 	}
 	for {
 		ev := nextEvent(t, cl, "message")
-		if ev.Kind == bus.EventMessage {
+		if ev.Kind == lrbus.EventMessage {
 			if string(ev.Message.Data) != "now" || ev.Message.Epoch != lead2.Epoch() || ev.Message.Seq != 1 {
 				t.Fatalf("message %+v", ev.Message)
 			}
@@ -768,20 +768,20 @@ func TestBusLeavesNothing(t *testing.T) {
 	cli := c.Client(t)
 	ctx := testCtx(t)
 	pfx := testPrefix(t)
-	a := open(t, c, pfx, Config{})
-	m := open(t, c, pfx, Config{})
+	a := open(t, c, pfx, etcd.Config{})
+	m := open(t, c, pfx, etcd.Config{})
 	lead, err := a.Acquire(ctx, "job", elect.Request{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	block := make(chan struct{})
-	srv, stop := serveBus(t, a, lead, WithBusHandler(func(ctx context.Context, r bus.Request) ([]byte, error) {
+	srv, stop := serveBus(t, a, lead, WithHandler(func(ctx context.Context, r lrbus.Request) ([]byte, error) {
 		if string(r.Data) == "block" {
 			<-block
 		}
 		return r.Data, nil
 	}))
-	cl := dial(t, m, "job", BusDial{})
+	cl := dial(t, m, "job", DialOptions{})
 	for i := range 3 {
 		srv.Publish(fmt.Append(nil, i))
 		if err := cl.Publish(ctx, []byte("m")); err != nil {
@@ -802,7 +802,7 @@ func TestBusLeavesNothing(t *testing.T) {
 		}
 		var ks []string
 		for _, kv := range r.Kvs {
-			if k := string(kv.Key); k != pfx+"job/"+keyEpoch {
+			if k := string(kv.Key); k != pfx+"job/epoch" {
 				ks = append(ks, k)
 			}
 		}
@@ -810,7 +810,7 @@ func TestBusLeavesNothing(t *testing.T) {
 	}
 	go func() { time.Sleep(100 * time.Millisecond); close(block) }()
 	stop()
-	if err := <-errc; err != nil && !errors.Is(err, bus.ErrLeaderChanged) {
+	if err := <-errc; err != nil && !errors.Is(err, lrbus.ErrLeaderChanged) {
 		t.Fatalf("the pending request: %v", err)
 	}
 	lead.Release()
@@ -825,20 +825,18 @@ func TestBusLeavesNothing(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	serveBus(t, a, lead, WithBusHandler(func(ctx context.Context, r bus.Request) ([]byte, error) {
+	serveBus(t, a, lead, WithHandler(func(ctx context.Context, r lrbus.Request) ([]byte, error) {
 		<-ctx.Done()
 		return nil, ctx.Err()
 	}))
-	cl = dial(t, m, "job", BusDial{})
+	cl = dial(t, m, "job", DialOptions{})
 	go func() { _, err := cl.Request(ctx, []byte("x")); errc <- err }()
 	waitKeys(t, cli, pfx+"job/"+dirReq, 1)
-	a.mu.Lock()
-	id := a.sess.id
-	a.mu.Unlock()
+	id := leaseOf(t, a)
 	if _, err := cli.Revoke(ctx, id); err != nil {
 		t.Fatal(err)
 	}
-	if err := <-errc; !errors.Is(err, bus.ErrLeaderChanged) {
+	if err := <-errc; !errors.Is(err, lrbus.ErrLeaderChanged) {
 		t.Fatalf("request to a holder whose lease went: %v", err)
 	}
 	cl.Close()
@@ -870,26 +868,26 @@ func TestBusGuards(t *testing.T) {
 		return r.Succeeded
 	}
 	// The holder is a steal: its own steal key came before its grant.
-	put(base + dirSteal + "own")
-	grant := put(base + dirHeld + "own")
-	tm := newBusTerm(base, serving{Held: base + dirHeld + "own", GrantRev: grant, Epoch: 7}, put(base+dirServe+"7"))
+	put(base + seam.DirSteal + "own")
+	grant := put(base + seam.DirHeld + "own")
+	tm := newBusTerm(base, serving{Held: base + seam.DirHeld + "own", GrantRev: grant, Epoch: 7}, put(base+dirServe+"7"))
 	if !holds(tm) {
 		t.Fatal("the guards fail for a live term whose holder is a steal")
 	}
-	put(base + dirSteal + "later")
+	put(base + seam.DirSteal + "later")
 	if holds(tm) {
 		t.Fatal("the guards hold after a later steal")
 	}
-	cli.Delete(ctx, base+dirSteal+"later")
+	cli.Delete(ctx, base+seam.DirSteal+"later")
 	if !holds(tm) {
 		t.Fatal("the guards fail once the later steal went")
 	}
 	// The grant marker made again (a new term of the same id) or gone.
-	cli.Delete(ctx, base+dirHeld+"own")
+	cli.Delete(ctx, base+seam.DirHeld+"own")
 	if holds(tm) {
 		t.Fatal("the guards hold without the grant marker")
 	}
-	tm.info.GrantRev = put(base + dirHeld + "own")
+	tm.info.GrantRev = put(base + seam.DirHeld + "own")
 	if !holds(tm) {
 		t.Fatal("the guards fail for the marker as made")
 	}
@@ -905,27 +903,27 @@ func TestBusGuards(t *testing.T) {
 }
 
 // TestBusQueueFull: the leader's Publish never waits for etcd; beyond its
-// queue it drops with ErrBusFull, and members see Gap on the next message
+// queue it drops with ErrFull, and members see Gap on the next message
 // committed, although its seq follows on.
 func TestBusQueueFull(t *testing.T) {
 	c := sharedCluster(t)
 	ctx := testCtx(t)
 	pfx := testPrefix(t)
-	a := open(t, c, pfx, Config{})
+	a := open(t, c, pfx, etcd.Config{})
 	lead, err := a.Acquire(ctx, "job", elect.Request{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv, _ := serveBus(t, a, lead, WithBusQueue(2, 1<<20))
-	cl := dial(t, a, "job", BusDial{})
-	wantKind(t, nextEvent(t, cl, "first"), bus.EventLeader, "first")
+	srv, _ := serveBus(t, a, lead, WithQueue(2, 1<<20))
+	cl := dial(t, a, "job", DialOptions{})
+	wantKind(t, nextEvent(t, cl, "first"), lrbus.EventLeader, "first")
 	queued, full := 0, 0
 	for i := 0; i < 200 && full == 0; i++ {
 		_, err := srv.Publish(fmt.Append(nil, i))
 		switch {
 		case err == nil:
 			queued++
-		case errors.Is(err, ErrBusFull):
+		case errors.Is(err, ErrFull):
 			full++
 		default:
 			t.Fatal(err)
@@ -937,7 +935,7 @@ func TestBusQueueFull(t *testing.T) {
 	var seq uint64
 	for {
 		seq, err = srv.PublishWait(ctx, []byte("after"))
-		if !errors.Is(err, ErrBusFull) {
+		if !errors.Is(err, ErrFull) {
 			break
 		}
 		time.Sleep(time.Millisecond) // until the writer has made room
@@ -950,7 +948,7 @@ func TestBusQueueFull(t *testing.T) {
 	}
 	for n := uint64(1); n <= seq; n++ {
 		ev := nextEvent(t, cl, fmt.Sprint("seq ", n))
-		if ev.Kind != bus.EventMessage || ev.Message.Seq != n {
+		if ev.Kind != lrbus.EventMessage || ev.Message.Seq != n {
 			t.Fatalf("got %v %+v, want seq %d", ev.Kind, ev.Message, n)
 		}
 		if last := n == seq; ev.Gap != last {
@@ -968,16 +966,16 @@ func TestBusEtcdLeaderKilled(t *testing.T) {
 	c := etcdtest.StartT(t, 3)
 	ctx := testCtx(t)
 	pfx := testPrefix(t)
-	a := open(t, c, pfx, Config{})
+	a := open(t, c, pfx, etcd.Config{})
 	lead, err := a.Acquire(ctx, "job", elect.Request{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	srv, _ := serveBus(t, a, lead)
-	var members []*BusClient
+	var members []*Client
 	for range 2 {
-		cl := dial(t, open(t, c, pfx, Config{}), "job", BusDial{})
-		wantKind(t, nextEvent(t, cl, "first"), bus.EventLeader, "first")
+		cl := dial(t, open(t, c, pfx, etcd.Config{}), "job", DialOptions{})
+		wantKind(t, nextEvent(t, cl, "first"), lrbus.EventLeader, "first")
 		members = append(members, cl)
 	}
 	const n = 60
@@ -997,7 +995,7 @@ func TestBusEtcdLeaderKilled(t *testing.T) {
 			seq, err := srv.PublishWait(ctx, fmt.Append(nil, i))
 			if err == nil {
 				last = seq
-			} else if errors.Is(err, bus.ErrLeaderChanged) {
+			} else if errors.Is(err, lrbus.ErrLeaderChanged) {
 				t.Logf("message %d: %v", i, err)
 			} else {
 				t.Error(err)
@@ -1020,7 +1018,7 @@ func TestBusEtcdLeaderKilled(t *testing.T) {
 		var prev uint64
 		for prev < last {
 			ev := nextEvent(t, cl, fmt.Sprintf("member %d after seq %d of %d", i, prev, last))
-			wantKind(t, ev, bus.EventMessage, "message")
+			wantKind(t, ev, lrbus.EventMessage, "message")
 			if s := ev.Message.Seq; s <= prev || (s != prev+1 && !ev.Gap) {
 				t.Fatalf("member %d: seq %d after %d, gap %v", i, s, prev, ev.Gap)
 			}

@@ -1,4 +1,4 @@
-package etcd
+package bus
 
 import (
 	"context"
@@ -11,15 +11,17 @@ import (
 	"go.etcd.io/etcd/api/v3/mvccpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
 
-	"github.com/leaderrun/leaderrun/bus"
+	lrbus "github.com/leaderrun/leaderrun/bus"
 	"github.com/leaderrun/leaderrun/elect"
+	"github.com/leaderrun/leaderrun/etcd"
+	"github.com/leaderrun/leaderrun/etcd/internal/seam"
 )
 
-// BusServer is the leader's side of a name's bus over etcd, for one term.
-// Create it with Locker.ListenBus; Publish works at once, Serve answers
+// Server is the leader's side of a name's bus over etcd, for one term.
+// Create it with Listen; Publish works at once, Serve answers
 // requests. Its methods are safe for concurrent use.
-type BusServer struct {
-	l    *Locker
+type Server struct {
+	l    seam.Core
 	lead *elect.Leadership
 	cfg  busConfig
 	t    *busTerm
@@ -55,50 +57,48 @@ type pubItem struct {
 	err  error
 }
 
-// ListenBus starts serving the bus of lead's name in etcd: it writes the
+// Listen starts serving the bus of lead's name in etcd: it writes the
 // term's serve key and channel (on the holder's lease, guarded by the
 // grant), so that members see the leader, and starts the writer behind
 // Publish. lead must be an exclusive leadership granted by l whose term
-// has not ended (else an error matching bus.ErrNotExclusive or
+// has not ended (else an error matching lrbus.ErrNotExclusive or
 // elect.ErrInvalidRequest). It makes two etcd round trips, bounded by
 // ten seconds and by the term. Serving ends with Serve's ctx, Close, or
 // the term: then the server deletes its keys.
-func (l *Locker) ListenBus(lead *elect.Leadership, opts ...BusOption) (*BusServer, error) {
+func Listen(locker *etcd.Locker, lead *elect.Leadership, opts ...Option) (*Server, error) {
+	l := seam.Of(locker)
 	var cfg busConfig
 	for _, o := range opts {
 		o(&cfg)
 	}
 	cfg = cfg.withDefaults()
 	if lead == nil {
-		return nil, fmt.Errorf("%w: ListenBus needs a leadership; got nil", elect.ErrInvalidRequest)
+		return nil, fmt.Errorf("%w: Listen needs a leadership; got nil", elect.ErrInvalidRequest)
 	}
-	l.mu.Lock()
-	_, ours := l.terms[lead]
-	closed := l.closed
-	l.mu.Unlock()
+	ours, closed := l.Owns(lead), l.Closed()
 	switch {
 	case closed:
 		return nil, elect.ErrClosed
 	case !ours && lead.Err() == nil:
 		return nil, fmt.Errorf("%w: the leadership of %s (epoch %d) was not granted by this etcd Locker; serve the bus with the Locker that acquired it", elect.ErrInvalidRequest, lead.Name(), lead.Epoch())
 	case lead.Mode() != elect.Exclusive:
-		return nil, fmt.Errorf("%w: %s is held in shared mode", bus.ErrNotExclusive, lead.Name())
+		return nil, fmt.Errorf("%w: %s is held in shared mode", lrbus.ErrNotExclusive, lead.Name())
 	case lead.Err() != nil:
 		return nil, fmt.Errorf("etcd: cannot serve the bus of %s: its term has ended: %w", lead.Name(), lead.Err())
 	}
 	ctx, cancel := context.WithTimeout(lead.Context(), busRoundTrip)
 	defer cancel()
-	stop := context.AfterFunc(l.closing, cancel)
+	stop := context.AfterFunc(l.Closing(), cancel)
 	defer stop()
-	name, base := lead.Name(), l.base(lead.Name())
-	resp, err := l.cli.Get(ctx, base+dirHeld, clientv3.WithPrefix())
+	name, base := lead.Name(), l.Base(lead.Name())
+	resp, err := l.Client().Get(ctx, base+seam.DirHeld, clientv3.WithPrefix())
 	if err != nil {
-		return nil, fmt.Errorf("etcd: reading the grant of %s: %w", name, rpcErr(ctx, err))
+		return nil, fmt.Errorf("etcd: reading the grant of %s: %w", name, l.RPCErr(ctx, err))
 	}
 	var kv *mvccpb.KeyValue
-	var h held
+	var h grant
 	for _, k := range resp.Kvs {
-		var v held
+		var v grant
 		if jsonUnmarshal(k.Value, &v) && v.Epoch == lead.Epoch() {
 			kv, h = k, v
 		}
@@ -110,22 +110,22 @@ func (l *Locker) ListenBus(lead *elect.Leadership, opts ...BusOption) (*BusServe
 		Since: h.Granted, Mode: h.Mode, Handler: cfg.handler != nil, Max: cfg.maxMsg}
 	t := newBusTerm(base, info, 0)
 	lease := clientv3.WithLease(clientv3.LeaseID(kv.Lease))
-	tr, err := l.cli.Txn(ctx).If(
+	tr, err := l.Client().Txn(ctx).If(
 		clientv3.Compare(clientv3.CreateRevision(info.Held), "=", info.GrantRev),
 		clientv3.Compare(clientv3.CreateRevision(t.serveKey), "=", 0),
-		clientv3.Compare(clientv3.CreateRevision(base+dirSteal), "<", info.GrantRev+1).WithPrefix(),
+		clientv3.Compare(clientv3.CreateRevision(base+seam.DirSteal), "<", info.GrantRev+1).WithPrefix(),
 	).Then(
 		clientv3.OpPut(t.serveKey, encode(info), lease),
 		clientv3.OpPut(t.busKey, "", lease),
 	).Commit()
 	if err != nil {
-		return nil, fmt.Errorf("etcd: announcing the bus of %s: %w", name, rpcErr(ctx, err))
+		return nil, fmt.Errorf("etcd: announcing the bus of %s: %w", name, l.RPCErr(ctx, err))
 	}
 	if !tr.Succeeded {
 		return nil, fmt.Errorf("etcd: cannot serve the bus of %s epoch %d: it is served already, or the term ended meanwhile (released, expired or stolen)", name, info.Epoch)
 	}
 	t.serveRev = tr.Header.Revision
-	s := &BusServer{l: l, lead: lead, cfg: cfg, t: t, pid: os.Getpid(), wake: make(chan struct{}, 1),
+	s := &Server{l: l, lead: lead, cfg: cfg, t: t, pid: os.Getpid(), wake: make(chan struct{}, 1),
 		writerDone: make(chan struct{}), stopped: make(chan struct{}), closed: make(chan struct{})}
 	s.ctx, s.cancel = context.WithCancel(context.Background())
 	go s.writer()
@@ -136,17 +136,17 @@ func (l *Locker) ListenBus(lead *elect.Leadership, opts ...BusOption) (*BusServe
 }
 
 // Epoch is the term the server serves.
-func (s *BusServer) Epoch() uint64 { return s.t.info.Epoch }
+func (s *Server) Epoch() uint64 { return s.t.info.Epoch }
 
 // Publish queues data for every member, in the order of Publish calls,
 // and returns at once: a writer commits the queue to etcd one message per
 // round trip. seq is 0, since a message's place is etcd's to give (members
 // publish into the same channel): PublishWait returns it. Publish fails
-// with bus.ErrTooLarge above the limit, with an error matching
-// bus.ErrClosed once the server stops or the term ends, and with
-// ErrBusFull when the queue is full: that message is dropped, and the next
+// with lrbus.ErrTooLarge above the limit, with an error matching
+// lrbus.ErrClosed once the server stops or the term ends, and with
+// ErrFull when the queue is full: that message is dropped, and the next
 // one committed is delivered with Gap set.
-func (s *BusServer) Publish(data []byte) (seq uint64, err error) {
+func (s *Server) Publish(data []byte) (seq uint64, err error) {
 	_, err = s.enqueue(data, false)
 	return 0, err
 }
@@ -154,7 +154,7 @@ func (s *BusServer) Publish(data []byte) (seq uint64, err error) {
 // PublishWait is Publish that waits until etcd committed the message in
 // this term and returns its seq. If ctx ends first it returns ctx's cause,
 // and the message may still be published.
-func (s *BusServer) PublishWait(ctx context.Context, data []byte) (uint64, error) {
+func (s *Server) PublishWait(ctx context.Context, data []byte) (uint64, error) {
 	it, err := s.enqueue(data, true)
 	if err != nil {
 		return 0, err
@@ -167,9 +167,9 @@ func (s *BusServer) PublishWait(ctx context.Context, data []byte) (uint64, error
 	}
 }
 
-func (s *BusServer) enqueue(data []byte, wait bool) (*pubItem, error) {
+func (s *Server) enqueue(data []byte, wait bool) (*pubItem, error) {
 	if len(data) > s.cfg.maxMsg {
-		return nil, fmt.Errorf("%w: %d bytes, the limit is %d", bus.ErrTooLarge, len(data), s.cfg.maxMsg)
+		return nil, fmt.Errorf("%w: %d bytes, the limit is %d", lrbus.ErrTooLarge, len(data), s.cfg.maxMsg)
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -178,7 +178,7 @@ func (s *BusServer) enqueue(data []byte, wait bool) (*pubItem, error) {
 		return nil, s.stoppedErr()
 	case len(s.q) >= s.cfg.queue || s.qBytes+len(data) > s.cfg.queueBytes:
 		s.dropped = true
-		return nil, ErrBusFull
+		return nil, ErrFull
 	}
 	it := &pubItem{data: append([]byte(nil), data...), gap: s.dropped}
 	if wait {
@@ -194,11 +194,11 @@ func (s *BusServer) enqueue(data []byte, wait bool) (*pubItem, error) {
 	return it, nil
 }
 
-func (s *BusServer) stoppedErr() error {
+func (s *Server) stoppedErr() error {
 	if err := s.lead.Err(); err != nil {
-		return fmt.Errorf("%w: the term of epoch %d has ended: %w", bus.ErrClosed, s.t.info.Epoch, err)
+		return fmt.Errorf("%w: the term of epoch %d has ended: %w", lrbus.ErrClosed, s.t.info.Epoch, err)
 	}
-	return bus.ErrClosed
+	return lrbus.ErrClosed
 }
 
 // writer commits the queue in order, one guarded Put per message. A
@@ -206,7 +206,7 @@ func (s *BusServer) stoppedErr() error {
 // deadline) is not repeated, which could publish it twice: the next
 // message carries the gap flag instead. When the guard fails the term is
 // over and everything queued fails.
-func (s *BusServer) writer() {
+func (s *Server) writer() {
 	defer close(s.writerDone)
 	gap := false
 	for {
@@ -237,19 +237,19 @@ func (s *BusServer) writer() {
 			flags |= msgGap
 		}
 		ctx, cancel := context.WithTimeout(s.ctx, busRoundTrip)
-		resp, err := s.l.cli.Txn(ctx).If(s.t.guards()...).Then(
+		resp, err := s.l.Client().Txn(ctx).If(s.t.guards()...).Then(
 			clientv3.OpGet(s.t.busKey, clientv3.WithKeysOnly()),
 			clientv3.OpPut(s.t.busKey, encodeMsg(flags, s.pid, it.data), clientv3.WithIgnoreLease()),
 		).Commit()
 		cancel()
 		switch {
 		case err != nil && tooLarge(err):
-			s.fail(it, fmt.Errorf("%w: etcd refused %d bytes: %w", bus.ErrTooLarge, len(it.data), err))
+			s.fail(it, fmt.Errorf("%w: etcd refused %d bytes: %w", lrbus.ErrTooLarge, len(it.data), err))
 		case err != nil:
 			gap = true
-			s.fail(it, fmt.Errorf("%w: etcd: %w", bus.ErrLeaderChanged, err))
+			s.fail(it, fmt.Errorf("%w: etcd: %w", lrbus.ErrLeaderChanged, err))
 		case !resp.Succeeded:
-			s.fail(it, fmt.Errorf("%w: the term of epoch %d ended before the message was committed; it was not published", bus.ErrClosed, s.t.info.Epoch))
+			s.fail(it, fmt.Errorf("%w: the term of epoch %d ended before the message was committed; it was not published", lrbus.ErrClosed, s.t.info.Epoch))
 			s.cancel() // the term is over: fail the rest at once
 		default:
 			gap = false
@@ -262,26 +262,26 @@ func (s *BusServer) writer() {
 	}
 }
 
-func (s *BusServer) fail(it *pubItem, err error) {
+func (s *Server) fail(it *pubItem, err error) {
 	it.err = err
 	if it.done != nil {
 		close(it.done)
 	}
 }
 
-// Serve answers members' requests with the handler (WithBusHandler) until
+// Serve answers members' requests with the handler (WithHandler) until
 // ctx ends, Close is called, or the term ends. It then commits what
 // Publish queued (for at most two seconds, while the term lasts), ends
 // the handlers' contexts and waits for them, deletes the term's serve
 // key, channel and pending requests, and returns. It returns
 // context.Cause(ctx), the leadership's Err (or an error saying etcd ended
 // the term), or nil after Close.
-func (s *BusServer) Serve(ctx context.Context) error {
+func (s *Server) Serve(ctx context.Context) error {
 	s.mu.Lock()
 	if s.serving || s.stopping {
 		s.mu.Unlock()
 		if s.serving {
-			return errors.New("etcd: BusServer.Serve called twice")
+			return errors.New("etcd: Server.Serve called twice")
 		}
 		return s.stoppedErr()
 	}
@@ -314,7 +314,7 @@ func (s *BusServer) Serve(ctx context.Context) error {
 
 // Close stops serving as Serve's end does, and returns once the keys are
 // deleted. It is idempotent.
-func (s *BusServer) Close() error {
+func (s *Server) Close() error {
 	s.closeOnce.Do(func() { close(s.closed) })
 	s.stop()
 	return nil
@@ -324,7 +324,7 @@ func (s *BusServer) Close() error {
 // committed while the term lasts (busDrain at most), handlers are told
 // and waited for, and the keys are deleted in one txn guarded by the
 // serve key.
-func (s *BusServer) stop() {
+func (s *Server) stop() {
 	s.stopOnce.Do(func() {
 		s.unhook()
 		s.mu.Lock()
@@ -346,7 +346,7 @@ func (s *BusServer) stop() {
 		s.handlers.Wait()
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 		// Unreachable etcd: the keys go with the holder's lease.
-		_, _ = s.l.cli.Txn(ctx).If(clientv3.Compare(clientv3.CreateRevision(s.t.serveKey), "=", s.t.serveRev)).Then(
+		_, _ = s.l.Client().Txn(ctx).If(clientv3.Compare(clientv3.CreateRevision(s.t.serveKey), "=", s.t.serveRev)).Then(
 			clientv3.OpDelete(s.t.serveKey), clientv3.OpDelete(s.t.busKey), clientv3.OpDelete(s.t.reqDir, clientv3.WithPrefix()),
 		).Commit()
 		cancel()
@@ -358,7 +358,7 @@ func (s *BusServer) stop() {
 // serveRequests watches the term's request directory and runs the
 // handler for each new request; a request deleted meanwhile (its member
 // gave up or went) cancels its handler.
-func (s *BusServer) serveRequests() {
+func (s *Server) serveRequests() {
 	running := map[string]context.CancelFunc{}
 	done := map[string]bool{} // requests started, by key and creation revision
 	var mu sync.Mutex         // running's; handlers end with s.ctx
@@ -394,7 +394,7 @@ func (s *BusServer) serveRequests() {
 		if fails > 0 {
 			sleep(s.ctx, min(time.Duration(fails)*50*time.Millisecond, time.Second))
 			// History may be gone: read what is pending now.
-			resp, err := s.l.cli.Get(s.ctx, s.t.reqDir, clientv3.WithPrefix())
+			resp, err := s.l.Client().Get(s.ctx, s.t.reqDir, clientv3.WithPrefix())
 			if err != nil {
 				fails++
 				continue
@@ -405,7 +405,7 @@ func (s *BusServer) serveRequests() {
 			rev = resp.Header.Revision
 		}
 		wctx, cancel := context.WithCancel(clientv3.WithRequireLeader(s.ctx))
-		for wr := range s.l.cli.Watch(wctx, s.t.reqDir, clientv3.WithPrefix(), clientv3.WithRev(rev+1)) {
+		for wr := range s.l.Client().Watch(wctx, s.t.reqDir, clientv3.WithPrefix(), clientv3.WithRev(rev+1)) {
 			if wr.Err() != nil || wr.Canceled {
 				break
 			}
@@ -431,13 +431,13 @@ func copyKV(kv *mvccpb.KeyValue) *mvccpb.KeyValue {
 
 // handle runs the handler for one request and puts the reply into the
 // request's key, once (version 1 to 2) and only while the term lasts.
-func (s *BusServer) handle(ctx context.Context, kv *mvccpb.KeyValue) {
+func (s *Server) handle(ctx context.Context, kv *mvccpb.KeyValue) {
 	var reply []byte
 	pid, uid, data, ok := decodeReq(kv.Value)
 	if !ok {
 		reply = append([]byte{repErr}, "malformed request"...)
 	} else {
-		out, err := s.cfg.handler(ctx, bus.Request{PID: pid, UID: uid, Data: data})
+		out, err := s.cfg.handler(ctx, lrbus.Request{PID: pid, UID: uid, Data: data})
 		switch {
 		case ctx.Err() != nil && s.ctx.Err() != nil:
 			reply = []byte{repStopped}
@@ -458,12 +458,12 @@ func (s *BusServer) handle(ctx context.Context, kv *mvccpb.KeyValue) {
 	stop := context.AfterFunc(s.lead.Context(), cancel)
 	defer stop()
 	key := string(kv.Key)
-	_, err := s.l.cli.Txn(wctx).If(append(s.t.guards(),
+	_, err := s.l.Client().Txn(wctx).If(append(s.t.guards(),
 		clientv3.Compare(clientv3.CreateRevision(key), "=", kv.CreateRevision),
 		clientv3.Compare(clientv3.Version(key), "=", 1))...,
 	).Then(clientv3.OpPut(key, string(reply), clientv3.WithIgnoreLease())).Commit()
 	if err != nil && tooLarge(err) {
-		s.l.cli.Txn(wctx).If(clientv3.Compare(clientv3.CreateRevision(key), "=", kv.CreateRevision), clientv3.Compare(clientv3.Version(key), "=", 1)).
+		s.l.Client().Txn(wctx).If(clientv3.Compare(clientv3.CreateRevision(key), "=", kv.CreateRevision), clientv3.Compare(clientv3.Version(key), "=", 1)).
 			Then(clientv3.OpPut(key, string(repTooBig)+"etcd refused the reply's size", clientv3.WithIgnoreLease())).Commit()
 	}
 }

@@ -1,0 +1,107 @@
+package pg
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// A backend's first call of a function compiles it, and of each of its
+// statements plans it; pgx's first use of a statement on a connection
+// prepares it, one more round trip. On the paths where time counts (a
+// waiter's evaluate on its wake-up, a holder's leave, a watchdog's end of
+// a dead term) that first time is made ahead, in a transaction rolled
+// back, on rows made for the purpose under a name of their own: nothing
+// of it is seen by others, not the rows, not the notifications.
+
+func (l *Locker) endSessionSQL() string { return "SELECT " + l.q + ".end_session($1)" }
+func (l *Locker) leaveSQL() string      { return "SELECT " + l.q + ".leave($1, $2)" }
+func (l *Locker) evaluateSQL() string {
+	return "SELECT state, epoch, granted, blocker, blocker_live, wait_s FROM " + l.q + ".evaluate($1, $2)"
+}
+
+// warmName is a name no one else uses, for the rows of a warm-up.
+func (l *Locker) warmName() string {
+	return fmt.Sprintf("leaderrun warm-up %s %d %x", l.host, os.Getpid(), time.Now().UnixNano())
+}
+
+// warmRequest makes, in tx, a request of name in a new session whose
+// backend is this one, granted (epoch 1) or waiting, and returns its
+// ticket and session.
+func (l *Locker) warmRequest(ctx context.Context, tx pgx.Tx, name string, granted bool) (ticket, sid int64, err error) {
+	err = tx.QueryRow(ctx, `WITH s AS (INSERT INTO `+l.q+`.sessions (expires_at, ttl, host, pid, backend_pid)
+			VALUES (clock_timestamp() + interval '1 hour', '1 hour', $2, 0, pg_backend_pid()) RETURNING id)
+		INSERT INTO `+l.q+`.requests (name, session_id, exclusive, steal, chan, key, pid, host, uid, command, labels, since, epoch, granted)
+			SELECT $1, id, true, false, 'leaderrun_warm_up', '', 0, $2, 0, '{}', '{}', clock_timestamp(),
+				CASE WHEN $3 THEN 1 END, CASE WHEN $3 THEN clock_timestamp() END FROM s
+		RETURNING ticket, session_id`, name, l.host, granted).Scan(&ticket, &sid)
+	return ticket, sid, err
+}
+
+// warmEnd readies c's backend for end_session: in a transaction rolled
+// back, it ends a session made for the purpose, with a request granted of
+// a name of its own, so that the statement is prepared (pgx caches it)
+// and every function the end calls, with the plans of their statements,
+// compiled and cached. Nothing of it is seen by others: not the rows, not
+// the notifications. The end is then one round trip on a backend that has
+// done it before.
+func (l *Locker) warmEnd(ctx context.Context, c *pgx.Conn) error {
+	tx, err := c.Begin(ctx)
+	if err != nil {
+		return err
+	}
+	defer tx.Rollback(context.Background())
+	_, sid, err := l.warmRequest(ctx, tx, l.warmName(), true)
+	if err != nil {
+		return err
+	}
+	_, err = tx.Exec(ctx, l.endSessionSQL(), sid)
+	return err
+}
+
+// warmSession readies the session connection c for a waiter's evaluate
+// (the wait on a live holder, then the grant) and a holder's leave.
+func (l *Locker) warmSession(ctx context.Context, c *pgx.Conn) error {
+	tx, err := c.Begin(ctx)
+	if err != nil {
+		return err
+	}
+	defer tx.Rollback(context.Background())
+	name := l.warmName()
+	held, _, err := l.warmRequest(ctx, tx, name, true)
+	if err != nil {
+		return err
+	}
+	ticket, sid, err := l.warmRequest(ctx, tx, name, false)
+	if err != nil {
+		return err
+	}
+	var v verdict
+	scan := func() error {
+		return tx.QueryRow(ctx, l.evaluateSQL(), ticket, sid).Scan(&v.state, &v.epoch, &v.granted, &v.blocker, &v.blockerLive, &v.waitS)
+	}
+	if err := scan(); err != nil {
+		return err
+	}
+	if _, err := tx.Exec(ctx, "DELETE FROM "+l.q+".requests WHERE ticket = $1", held); err != nil {
+		return err
+	}
+	if err := scan(); err != nil {
+		return err
+	}
+	_, err = tx.Exec(ctx, l.leaveSQL(), ticket, sid)
+	return err
+}
+
+// warm readies the session's connection (warmSession), once; a failure
+// costs only the first calls' time.
+func (s *session) warm() {
+	s.warmed.Do(func() {
+		go s.do(func(ctx context.Context, c *pgx.Conn) error {
+			return s.l.warmSession(ctx, c)
+		})
+	})
+}
