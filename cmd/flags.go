@@ -109,11 +109,6 @@ func commandFlags() []cli.Flag {
 			Usage: "`DURATION` between SIGTERM and SIGKILL when stopping COMMAND's process group, and that COMMAND has after leaderrun is told to stop (a second signal: SIGKILL at once)",
 			Value: &durationValue{d: 5 * time.Second, set: true},
 		},
-		&cli.BoolFlag{
-			Name:  "prefork",
-			Usage: "while waiting in line, make COMMAND's process ahead (a sleeping copy of leaderrun, about 6 MB resident), so that COMMAND starts without a fork once granted; --prefork=false saves that process per waiter",
-			Value: true,
-		},
 		&cli.StringFlag{
 			Name:  "restart",
 			Usage: "`MODE`: never | on-failure | always; keep leading and restart COMMAND, with a capped exponential back-off",

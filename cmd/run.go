@@ -60,7 +60,6 @@ func (o *runOptions) run(ctx context.Context) error {
 	if err != nil {
 		dir = lk.Dir()
 	}
-	o.absDir = dir
 	if pid, ok := nestedIn(dir, o.name); ok {
 		return exitf(ExitUsage, "leaderrun: %s is already held by this command's own leaderrun (pid %d), so it would wait for itself for ever; run the inner command directly, or give it another --name", o.name, pid)
 	}
@@ -68,7 +67,7 @@ func (o *runOptions) run(ctx context.Context) error {
 	if o.req.Steal {
 		o.warnExternal(lk)
 	}
-	defer func() { o.spare.Close() }() // one made while waiting but not used
+	defer func() { o.prepared.Close() }() // made while waiting, not used
 	for {
 		lead, err := o.acquire(ctx, lk, sigs)
 		if err != nil {
@@ -103,9 +102,9 @@ func (o *runOptions) term(ctx context.Context, lk *opened, dir string, lead *ele
 	o.notify.leading(o.name, lead.Epoch())
 	// Deferred after lead.Release, so it runs before it: the marker goes
 	// only once COMMAND has been stopped.
-	spare := o.spare // COMMAND's process made while waiting (--prefork); the term takes it
-	o.spare = nil
-	tm := supervise.Begin(ctx, lead, dir, spare)
+	prepared := o.prepared // made while waiting; the term takes it
+	o.prepared = nil
+	tm := supervise.Begin(ctx, lead, dir, prepared)
 	defer tm.End()
 	if err := tm.Expire(lk.termToken(lead), lead, o.grace); err != nil {
 		if errors.Is(err, supervise.ErrNoWatchdog) {

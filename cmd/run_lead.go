@@ -31,15 +31,12 @@ func (o *runOptions) env(dir string, lead *elect.Leadership) []string {
 		}
 		env = append(env, kv)
 	}
-	env = append(env,
+	return append(env,
 		"LEADERRUN_NAME="+o.name,
+		"LEADERRUN_EPOCH="+strconv.FormatUint(lead.Epoch(), 10),
 		"LEADERRUN_DIR="+dir,
 		"LEADERRUN_PID="+strconv.Itoa(os.Getpid()),
 	)
-	if lead != nil { // nil: the environment known before the grant (--prefork)
-		env = append(env, "LEADERRUN_EPOCH="+strconv.FormatUint(lead.Epoch(), 10))
-	}
-	return env
 }
 
 // lead runs COMMAND for as long as the term lasts and the restart policy

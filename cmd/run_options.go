@@ -42,10 +42,8 @@ type runOptions struct {
 	restart        string
 	fanout         bool
 	verbose        bool
-	prefork        bool             // --prefork
-	spare          *supervise.Spare // COMMAND's process made while waiting (--prefork)
-	absDir         string           // the lock directory, absolute, for COMMAND's LEADERRUN_DIR
-	exits          bool             // the process exits once the action returns (App.exits)
+	prepared       *supervise.Prepared // the next term, prepared while waiting
+	exits          bool                // the process exits once the action returns (App.exits)
 	// exclusive: -x/-e was given; the mode is exclusive anyway unless
 	// -s, which contradicts it.
 	exclusive bool
@@ -105,7 +103,6 @@ func readRunFlags(c *cli.Command, argv []string) *runOptions {
 		restart:  c.String("restart"),
 		fanout:   c.Bool("fanout"),
 		verbose:  c.Bool("verbose"),
-		prefork:  c.Bool("prefork"),
 		req:      elect.Request{IfAvailable: c.Bool("nonblock"), Steal: c.Bool("steal"), Command: argv},
 	}
 	o.wait, o.waitSet = durationFlag(c, "wait")

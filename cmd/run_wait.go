@@ -93,32 +93,14 @@ func (o *runOptions) whileWaiting(ctx context.Context, lk *opened, wg *sync.Wait
 	})
 	if o.fanout {
 		wg.Go(func() { followLeader(fctx, lk.bus(), o.name) })
-	} else if o.prefork && o.spare == nil {
-		wg.Go(func() { o.makeSpare(fctx) })
+	}
+	if o.prepared == nil {
+		// The term's id and cgroup, made while waiting rather than
+		// after the grant (supervise.Prepare).
+		wg.Go(func() { o.prepared = supervise.Prepare() }) // read after acquire's wg.Wait
 	}
 	// Returns at once unless lk can end a dead holder's term (etcd).
 	wg.Go(func() { watchLocalHolder(fctx, lk, o.name) }) // localholder_linux.go
-}
-
-// spareAfter is how long a request waits before COMMAND's process is
-// made ahead (--prefork): a lock granted sooner costs no spare process.
-const spareAfter = time.Millisecond
-
-// makeSpare makes COMMAND's process ahead once the request has waited
-// spareAfter (--prefork), unless ctx ends first; the term's start then
-// costs an exec, not a fork (supervise.Spare). Where no spare can be made
-// (not Linux, COMMAND gets the terminal) COMMAND starts as usual.
-func (o *runOptions) makeSpare(ctx context.Context) {
-	t := time.NewTimer(spareAfter)
-	defer t.Stop()
-	select {
-	case <-t.C:
-	case <-ctx.Done():
-		return
-	}
-	if s, err := supervise.NewSpare(o.argv, o.env(o.absDir, nil), os.Stdout); err == nil {
-		o.spare = s // read after acquire's wg.Wait
-	}
 }
 
 // lostPlace reports whether a request failed without a place in line that

@@ -44,9 +44,6 @@ type Term struct {
 	f    *os.File
 	rec  termRecord
 	cg   *termCgroup
-	// spare, until Start uses it: COMMAND's process made while waiting
-	// (NewSpare), in cg; the term's id is the one it was made for.
-	spare *Spare
 
 	token string   // the backend's TermToken, for the watchdog (TermEnder)
 	claim *os.File // elect.Leadership.Claim: the watchdog keeps a copy
@@ -68,19 +65,19 @@ const watchdogDelay = 20 * time.Millisecond
 // once every leftover it found is gone, or after a bounded wait, also when
 // ctx is cancelled: a fence cut short would let the new COMMAND overlap
 // the old one.
-func beginTerm(ctx context.Context, dir, name string, exclusive bool, spare *Spare) *Term {
+func beginTerm(ctx context.Context, dir, name string, exclusive bool, p *Prepared) *Term {
 	if !fenceSupported {
-		spare.Close()
+		p.Close()
 		return nil
 	}
 	// Reopened by path with the checks elect made already (do not refuse
 	// what it took); beginTermIn is for the checked directory itself.
 	d, err := oslock.OpenDir(dir, oslock.DirOptions{GroupShared: true, AllowUnsafeFS: true})
 	if err != nil {
-		spare.Close()
+		p.Close()
 		return nil
 	}
-	return beginTermIn(ctx, d, name, exclusive, spare)
+	return beginTermIn(ctx, d, name, exclusive, p)
 }
 
 // Begin begins the term of lead: it fences off what earlier terms of
@@ -92,17 +89,15 @@ func beginTerm(ctx context.Context, dir, name string, exclusive bool, spare *Spa
 // cancelled: a fence cut short would let the new COMMAND overlap the old
 // one. It returns nil where there is no fence (not Linux), or when the
 // marker cannot be made.
-//
-// spare, if not nil, is COMMAND's process made while waiting (NewSpare):
-// the term takes it if it runs, and Start then uses it; otherwise Begin
-// closes it.
-func Begin(ctx context.Context, lead *elect.Leadership, dir string, spare *Spare) *Term {
+// p, if not nil, is the term prepared while waiting (Prepare): the term
+// takes its id and cgroup.
+func Begin(ctx context.Context, lead *elect.Leadership, dir string, p *Prepared) *Term {
 	exclusive := lead.Mode() == elect.Exclusive
 	var t *Term
 	if d, err := lead.OpenDir(); err == nil {
-		t = beginTermIn(ctx, d, lead.Name(), exclusive, spare)
+		t = beginTermIn(ctx, d, lead.Name(), exclusive, p)
 	} else {
-		t = beginTerm(ctx, dir, lead.Name(), exclusive, spare)
+		t = beginTerm(ctx, dir, lead.Name(), exclusive, p)
 	}
 	if t != nil {
 		t.claim = lead.Claim()
@@ -112,10 +107,10 @@ func Begin(ctx context.Context, lead *elect.Leadership, dir string, spare *Spare
 
 // beginTermIn is beginTerm in the lock directory d, which the term then
 // owns (and closes).
-func beginTermIn(ctx context.Context, d *oslock.Dir, name string, exclusive bool, spare *Spare) *Term {
+func beginTermIn(ctx context.Context, d *oslock.Dir, name string, exclusive bool, p *Prepared) *Term {
 	if !fenceSupported {
 		d.Close()
-		spare.Close()
+		p.Close()
 		return nil
 	}
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), fenceBudget)
@@ -123,21 +118,23 @@ func beginTermIn(ctx context.Context, d *oslock.Dir, name string, exclusive bool
 	var err error
 	fenceDir(ctx, d, name, exclusive)
 	t := &Term{d: d, name: name}
-	id := newTermID()
-	if spare != nil && spare.take() {
-		t.spare, id, t.cg = spare, spare.id, spare.cg
+	id, cg, ok := p.take()
+	if !ok {
+		id, cg = newTermID(), nil
 	}
 	t.rec = termRecord{id: id, wpid: os.Getpid(), wstart: selfStart(), pidns: selfPidNS}
 	t.file = elect.TermMarkerPrefix(name) + t.rec.id
 	if t.f, err = d.OpenFile(t.file, os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o600); err != nil {
 		d.Close()
-		t.closeSpare()
+		if cg != nil {
+			cg.remove(ctx)
+		}
 		return nil
 	}
-	if t.cg == nil {
-		t.cg = newTermCgroup(t.rec.id)
+	if !ok {
+		cg = newTermCgroup(t.rec.id)
 	}
-	if t.cg != nil {
+	if t.cg = cg; t.cg != nil {
 		t.rec.cgroup = t.cg.path
 	}
 	t.write()
@@ -149,16 +146,6 @@ func newTermID() string {
 	var id [termIDLen / 2]byte
 	rand.Read(id[:])
 	return hex.EncodeToString(id[:])
-}
-
-// closeSpare closes a spare the term took but did not use, removing its
-// cgroup if the term does not keep it.
-func (t *Term) closeSpare() {
-	if s := t.spare; s != nil {
-		t.spare = nil
-		s.taken = false
-		s.Close()
-	}
 }
 
 // fenceDir fences every term of name that is over but was not ended
@@ -245,12 +232,6 @@ func (t *Term) Environ(env []string) []string {
 func (t *Term) Start(argv, env []string, stdout io.Writer) (*Command, error) {
 	if t == nil {
 		return startChild(argv, env, stdout)
-	}
-	if s := t.spare; s != nil {
-		t.spare = nil // the term keeps the cgroup, used or not
-		if ch, err := t.startSpare(s, argv, env, stdout); err == nil {
-			return ch, nil
-		}
 	}
 	var ch *Command
 	var err error
@@ -366,10 +347,6 @@ func (t *Term) End() {
 		return
 	}
 	defer t.d.Close()
-	if t.spare != nil {
-		t.spare.close() // not used: it goes with the cgroup below
-		t.spare = nil
-	}
 	t.mu.Lock()
 	t.ended = true
 	if t.wdTimer != nil {

@@ -27,6 +27,7 @@ import (
 //	               group, setsid, forker), writes "<kind> <pid>" lines and
 //	               "ready" to T_PIDS, and sleeps until T_PIDS is removed
 //	sleeper        sleeps
+//	sweep          prepares a term and closes it
 //	forker         leaves the process group, then keeps starting sleepers
 //
 // Every one of them gives up after a minute, so that a leak outlives no
@@ -42,6 +43,9 @@ func init() {
 		os.Exit(helperLeftover(os.Args[3]))
 	case "sleeper":
 		time.Sleep(time.Minute)
+		os.Exit(0)
+	case "sweep": // a new process's first Prepare sweeps (TestPreparedLeftBehind)
+		Prepare().Close()
 		os.Exit(0)
 	case "forker":
 		for end := time.Now().Add(time.Minute); time.Now().Before(end); {

@@ -39,7 +39,7 @@ func (r *report) cliChain(ctx context.Context) error {
 	inversions := 0.0
 	for _, n := range []int{60, 500} {
 		res := map[string]float64{}
-		for _, tool := range []string{"leaderrun", "nofork", "flock1"} {
+		for _, tool := range []string{"leaderrun", "flock1"} {
 			total, inv, err := cliChainRun(ctx, tool, bin, r.tmp, n)
 			if err != nil {
 				t.row(strconv.Itoa(n), toolNames[tool], "failed: "+err.Error(), "", "", "", "")
@@ -47,7 +47,7 @@ func (r *report) cliChain(ctx context.Context) error {
 				continue
 			}
 			res[tool] = total
-			if tool != "flock1" {
+			if tool == "leaderrun" {
 				inversions += float64(inv)
 			}
 			t.row(strconv.Itoa(n), toolNames[tool], dur(total), dur(total/float64(n)), strconv.Itoa(inv), ratio(res["leaderrun"], total), loadNow())
@@ -60,7 +60,7 @@ func (r *report) cliChain(ctx context.Context) error {
 			worst500, ok500 = q, !math.IsNaN(q)
 		}
 	}
-	t.notef("N instances join one at a time behind a holder (each queued before the next starts), which then releases; total: the release → the last instance's exit. leaderrun: `leaderrun --name chain -- sh -c 'echo I >> order'` (and with --prefork=false); flock(1): `flock F sh -c 'echo I >> order'`.")
+	t.notef("N instances join one at a time behind a holder (each queued before the next starts), which then releases; total: the release → the last instance's exit. leaderrun: `leaderrun --name chain -- sh -c 'echo I >> order'`; flock(1): `flock F sh -c 'echo I >> order'`.")
 	r.add("Planned handoff chain (CLI)", t)
 	r.check("Chain N=60, CLI", "≤ 2× flock(1)", fmt.Sprintf("%.2f×", worst60), worst60 <= 2, ok60)
 	r.check("Chain N=500, CLI", "≤ 2× flock(1)", fmt.Sprintf("%.2f×", worst500), worst500 <= 2, ok500)
@@ -78,7 +78,7 @@ func cliChainRun(ctx context.Context, tool, bin, tmp string, n int) (total float
 	// The holder: the lock taken here, released below.
 	var release func()
 	var l *elect.Locker
-	if tool != "flock1" {
+	if tool == "leaderrun" {
 		if l, err = elect.Open(elect.Config{Dir: dir}); err != nil {
 			return 0, 0, err
 		}
@@ -111,8 +111,8 @@ func cliChainRun(ctx context.Context, tool, bin, tmp string, n int) (total float
 	for i := range n {
 		script := fmt.Sprintf("echo %d >> %s", i, order)
 		argv := []string{"flock", file, "sh", "-c", script}
-		if tool != "flock1" {
-			argv = cliArgv(tool, bin, "--dir", dir, "--name", "chain", "--", "sh", "-c", script)
+		if tool == "leaderrun" {
+			argv = []string{bin, "--dir", dir, "--name", "chain", "--", "sh", "-c", script}
 		}
 		c := exec.CommandContext(ctx, argv[0], argv[1:]...)
 		c.SysProcAttr = &unix.SysProcAttr{Setpgid: true}

@@ -17,22 +17,11 @@ import (
 
 var toolNames = map[string]string{
 	"leaderrun":     "leaderrun",
-	"nofork":        "leaderrun --prefork=false",
 	"leaderrun1000": "leaderrun, one process holding 1000 names",
 	"flock2":        "raw flock(2) blocked waiter",
 	"flock1":        "flock(1)",
 	"gofrs10":       "gofrs/flock TryLockContext 10ms",
 	"gofrs100":      "gofrs/flock TryLockContext 100ms",
-}
-
-// cliArgv is leaderrun's command line for a CLI part's tool: "leaderrun",
-// or "nofork" (without the spare process made while waiting).
-func cliArgv(tool, bin string, args ...string) []string {
-	argv := []string{bin}
-	if tool == "nofork" {
-		argv = append(argv, "--prefork=false")
-	}
-	return append(argv, args...)
 }
 
 func (r *report) electTest(ctx context.Context) (string, error) {
@@ -173,7 +162,7 @@ func (r *report) cliFailover(ctx context.Context) error {
 	}
 	t := newTable("Tool", "p50", "p99", "leaderrun ÷ tool (p50)")
 	res := map[string][]float64{}
-	for _, tool := range []string{"leaderrun", "nofork", "flock1"} {
+	for _, tool := range []string{"leaderrun", "flock1"} {
 		dir, err := os.MkdirTemp(r.tmp, "cli-")
 		if err != nil {
 			return err
@@ -187,11 +176,11 @@ func (r *report) cliFailover(ctx context.Context) error {
 		r.series = append(r.series, series{"Crash failover (CLI): kill → next command started", toolNames[tool], lat, tool == "leaderrun"})
 	}
 	ours := pct(res["leaderrun"], 50)
-	for _, tool := range []string{"leaderrun", "nofork", "flock1"} {
+	for _, tool := range []string{"leaderrun", "flock1"} {
 		s := res[tool]
 		t.row(toolNames[tool], dur(pct(s, 50)), dur(pct(s, 99)), ratio(ours, pct(s, 50)))
 	}
-	t.notef("`leaderrun --name x -- sh -c 'echo started; exec sleep 1000'`, leaderrun alone SIGKILLed (its command must not outlive it) → the queued next instance's command prints \"started\"; flock(1) runs the same command and is SIGKILLed with its process group (its command holds the lock too); --prefork=false forks COMMAND at the grant instead of exec'ing the process made while waiting. %d failovers per tool, the tools in turn.", r.cfg.cliN)
+	t.notef("`leaderrun --name x -- sh -c 'echo started; exec sleep 1000'`, leaderrun alone SIGKILLed (its command must not outlive it) → the queued next instance's command prints \"started\"; flock(1) runs the same command and is SIGKILLed with its process group (its command holds the lock too). %d failovers per tool.", r.cfg.cliN)
 	r.add("Crash failover (CLI)", t)
 	peer := pct(res["flock1"], 50)
 	r.check("Crash failover, CLI", "p50 ≤ 2× flock(1) (goal 1.5×)", ratio(ours, peer), ours <= 2*peer, !math.IsNaN(ours+peer))
