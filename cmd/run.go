@@ -67,6 +67,7 @@ func (o *runOptions) run(ctx context.Context) error {
 	if o.req.Steal {
 		o.warnExternal(lk)
 	}
+	defer func() { o.prepared.Close() }() // made while waiting, not used
 	for {
 		lead, err := o.acquire(ctx, lk, sigs)
 		if err != nil {
@@ -101,7 +102,9 @@ func (o *runOptions) term(ctx context.Context, lk *opened, dir string, lead *ele
 	o.notify.leading(o.name, lead.Epoch())
 	// Deferred after lead.Release, so it runs before it: the marker goes
 	// only once COMMAND has been stopped.
-	tm := supervise.Begin(ctx, lead, dir)
+	prepared := o.prepared // made while waiting; the term takes it
+	o.prepared = nil
+	tm := supervise.Begin(ctx, lead, dir, prepared)
 	defer tm.End()
 	if err := tm.Expire(lk.termToken(lead), lead, o.grace); err != nil {
 		if errors.Is(err, supervise.ErrNoWatchdog) {

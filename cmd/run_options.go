@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/leaderrun/leaderrun/elect"
+	"github.com/leaderrun/leaderrun/supervise"
 	"github.com/urfave/cli/v3"
 )
 
@@ -41,7 +42,8 @@ type runOptions struct {
 	restart        string
 	fanout         bool
 	verbose        bool
-	exits          bool // the process exits once the action returns (App.exits)
+	prepared       *supervise.Prepared // the next term, prepared while waiting
+	exits          bool                // the process exits once the action returns (App.exits)
 	// exclusive: -x/-e was given; the mode is exclusive anyway unless
 	// -s, which contradicts it.
 	exclusive bool

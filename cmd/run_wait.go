@@ -94,6 +94,11 @@ func (o *runOptions) whileWaiting(ctx context.Context, lk *opened, wg *sync.Wait
 	if o.fanout {
 		wg.Go(func() { followLeader(fctx, lk.bus(), o.name) })
 	}
+	if o.prepared == nil {
+		// The term's id and cgroup, made while waiting rather than
+		// after the grant (supervise.Prepare).
+		wg.Go(func() { o.prepared = supervise.Prepare() }) // read after acquire's wg.Wait
+	}
 	// Returns at once unless lk can end a dead holder's term (etcd).
 	wg.Go(func() { watchLocalHolder(fctx, lk, o.name) }) // localholder_linux.go
 }

@@ -7,6 +7,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -58,8 +59,52 @@ func newTermCgroup(id string) *termCgroup {
 		unix.Rmdir(path)
 		return nil
 	}
+	// Locked for as long as it is ours: sweepCgroups removes only a
+	// cgroup nobody holds.
+	if unix.Flock(int(dir.Fd()), unix.LOCK_EX|unix.LOCK_NB) != nil {
+		dir.Close()
+		unix.Rmdir(path)
+		return nil
+	}
 	return &termCgroup{path: path, dir: dir}
 }
+
+// sweepAge is how old a term's cgroup must be before sweepCgroups may
+// take it for left behind: one younger may not be locked yet.
+var sweepAge = 10 * time.Second
+
+// sweepCgroups removes, once per process, the term cgroups in this
+// process's own cgroup that a supervisor left behind: killed while it
+// waited with a term prepared (Prepare), it left its cgroup empty and
+// unlocked. A cgroup that still holds a process (a COMMAND of a term
+// that did not end) is left to the fence, which knows it by its marker.
+var sweepCgroups = sync.OnceFunc(func() {
+	own := ownCgroup()
+	if own == "" || noCgroup {
+		return
+	}
+	ents, err := os.ReadDir(own)
+	if err != nil {
+		return
+	}
+	for _, e := range ents {
+		if !e.IsDir() || !strings.HasPrefix(e.Name(), "leaderrun-") {
+			continue
+		}
+		path := filepath.Join(own, e.Name())
+		if fi, err := e.Info(); err != nil || time.Since(fi.ModTime()) < sweepAge {
+			continue
+		}
+		fd, err := unix.Open(path, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+		if err != nil {
+			continue
+		}
+		if unix.Flock(fd, unix.LOCK_EX|unix.LOCK_NB) == nil {
+			unix.Rmdir(path) // fails, harmlessly, if a process is in it
+		}
+		unix.Close(fd)
+	}
+})
 
 // ownCgroup returns the directory of this process's cgroup v2 if this
 // process may create cgroups in it and nobody else manages what is below

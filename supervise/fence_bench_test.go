@@ -79,7 +79,7 @@ func BenchmarkFence(b *testing.B) {
 			noCgroup = mode == "nocgroup"
 			dir := b.TempDir()
 			for b.Loop() {
-				beginTerm(context.Background(), dir, "x", true).End()
+				beginTerm(context.Background(), dir, "x", true, nil).End()
 			}
 		})
 	}

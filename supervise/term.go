@@ -65,17 +65,19 @@ const watchdogDelay = 20 * time.Millisecond
 // once every leftover it found is gone, or after a bounded wait, also when
 // ctx is cancelled: a fence cut short would let the new COMMAND overlap
 // the old one.
-func beginTerm(ctx context.Context, dir, name string, exclusive bool) *Term {
+func beginTerm(ctx context.Context, dir, name string, exclusive bool, p *Prepared) *Term {
 	if !fenceSupported {
+		p.Close()
 		return nil
 	}
 	// Reopened by path with the checks elect made already (do not refuse
 	// what it took); beginTermIn is for the checked directory itself.
 	d, err := oslock.OpenDir(dir, oslock.DirOptions{GroupShared: true, AllowUnsafeFS: true})
 	if err != nil {
+		p.Close()
 		return nil
 	}
-	return beginTermIn(ctx, d, name, exclusive)
+	return beginTermIn(ctx, d, name, exclusive, p)
 }
 
 // Begin begins the term of lead: it fences off what earlier terms of
@@ -87,13 +89,15 @@ func beginTerm(ctx context.Context, dir, name string, exclusive bool) *Term {
 // cancelled: a fence cut short would let the new COMMAND overlap the old
 // one. It returns nil where there is no fence (not Linux), or when the
 // marker cannot be made.
-func Begin(ctx context.Context, lead *elect.Leadership, dir string) *Term {
+// p, if not nil, is the term prepared while waiting (Prepare): the term
+// takes its id and cgroup.
+func Begin(ctx context.Context, lead *elect.Leadership, dir string, p *Prepared) *Term {
 	exclusive := lead.Mode() == elect.Exclusive
 	var t *Term
 	if d, err := lead.OpenDir(); err == nil {
-		t = beginTermIn(ctx, d, lead.Name(), exclusive)
+		t = beginTermIn(ctx, d, lead.Name(), exclusive, p)
 	} else {
-		t = beginTerm(ctx, dir, lead.Name(), exclusive)
+		t = beginTerm(ctx, dir, lead.Name(), exclusive, p)
 	}
 	if t != nil {
 		t.claim = lead.Claim()
@@ -103,9 +107,10 @@ func Begin(ctx context.Context, lead *elect.Leadership, dir string) *Term {
 
 // beginTermIn is beginTerm in the lock directory d, which the term then
 // owns (and closes).
-func beginTermIn(ctx context.Context, d *oslock.Dir, name string, exclusive bool) *Term {
+func beginTermIn(ctx context.Context, d *oslock.Dir, name string, exclusive bool, p *Prepared) *Term {
 	if !fenceSupported {
 		d.Close()
+		p.Close()
 		return nil
 	}
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), fenceBudget)
@@ -113,19 +118,34 @@ func beginTermIn(ctx context.Context, d *oslock.Dir, name string, exclusive bool
 	var err error
 	fenceDir(ctx, d, name, exclusive)
 	t := &Term{d: d, name: name}
-	var id [termIDLen / 2]byte
-	rand.Read(id[:])
-	t.rec = termRecord{id: hex.EncodeToString(id[:]), wpid: os.Getpid(), wstart: selfStart(), pidns: selfPidNS}
+	id, cg, ok := p.take()
+	if !ok {
+		id, cg = newTermID(), nil
+	}
+	t.rec = termRecord{id: id, wpid: os.Getpid(), wstart: selfStart(), pidns: selfPidNS}
 	t.file = elect.TermMarkerPrefix(name) + t.rec.id
 	if t.f, err = d.OpenFile(t.file, os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o600); err != nil {
 		d.Close()
+		if cg != nil {
+			cg.remove(ctx)
+		}
 		return nil
 	}
-	if t.cg = newTermCgroup(t.rec.id); t.cg != nil {
+	if !ok {
+		cg = newTermCgroup(t.rec.id)
+	}
+	if t.cg = cg; t.cg != nil {
 		t.rec.cgroup = t.cg.path
 	}
 	t.write()
 	return t
+}
+
+// newTermID is a term's random id, 32 hex digits.
+func newTermID() string {
+	var id [termIDLen / 2]byte
+	rand.Read(id[:])
+	return hex.EncodeToString(id[:])
 }
 
 // fenceDir fences every term of name that is over but was not ended
@@ -220,16 +240,31 @@ func (t *Term) Start(argv, env []string, stdout io.Writer) (*Command, error) {
 			// Not allowed to move a process there after all (a
 			// cgroup we may create but not populate, or no clone3):
 			// without it, for the rest of the term.
-			t.cg.remove(context.Background())
-			t.mu.Lock()
-			t.cg, t.rec.cgroup = nil, ""
-			t.mu.Unlock()
+			t.dropCgroup()
 		}
 	}
 	if ch == nil {
 		if ch, err = startChild(argv, env, stdout); err != nil {
 			return nil, err
 		}
+	}
+	t.record(ch)
+	return ch, nil
+}
+
+// dropCgroup gives up the term's cgroup, for the rest of the term.
+func (t *Term) dropCgroup() {
+	t.cg.remove(context.Background())
+	t.mu.Lock()
+	t.cg, t.rec.cgroup = nil, ""
+	t.mu.Unlock()
+}
+
+// record writes COMMAND's process into the marker and tells the watchdog,
+// or arms the timer that starts it.
+func (t *Term) record(ch *Command) {
+	if t == nil {
+		return
 	}
 	t.mu.Lock()
 	defer t.mu.Unlock()
@@ -243,7 +278,6 @@ func (t *Term) Start(argv, env []string, stdout io.Writer) (*Command, error) {
 	case t.wdTimer == nil:
 		t.wdTimer = time.AfterFunc(watchdogDelay, t.startWatchdog)
 	}
-	return ch, nil
 }
 
 func (t *Term) startWatchdog() {

@@ -27,6 +27,7 @@ import (
 //	               group, setsid, forker), writes "<kind> <pid>" lines and
 //	               "ready" to T_PIDS, and sleeps until T_PIDS is removed
 //	sleeper        sleeps
+//	sweep          prepares a term and closes it
 //	forker         leaves the process group, then keeps starting sleepers
 //
 // Every one of them gives up after a minute, so that a leak outlives no
@@ -42,6 +43,9 @@ func init() {
 		os.Exit(helperLeftover(os.Args[3]))
 	case "sleeper":
 		time.Sleep(time.Minute)
+		os.Exit(0)
+	case "sweep": // a new process's first Prepare sweeps (TestPreparedLeftBehind)
+		Prepare().Close()
 		os.Exit(0)
 	case "forker":
 		for end := time.Now().Add(time.Minute); time.Now().Before(end); {
@@ -94,7 +98,7 @@ func helperSupervisor(args []string) int {
 		return 1
 	}
 	defer lead.Release()
-	tm := Begin(context.Background(), lead, dir)
+	tm := Begin(context.Background(), lead, dir, nil)
 	defer tm.End()
 	env := append(os.Environ(), "LEADERRUN_DIR="+dir, "LEADERRUN_NAME="+name)
 	ch, err := tm.Start(args[1:], tm.Environ(env), os.Stdout)
@@ -262,7 +266,7 @@ func termLockDir(t *testing.T) string {
 // end of that term.
 func succeed(t *testing.T, dir, name string, exclusive bool) {
 	t.Helper()
-	tm := beginTerm(t.Context(), dir, name, exclusive)
+	tm := beginTerm(t.Context(), dir, name, exclusive, nil)
 	if tm == nil {
 		t.Fatal("beginTerm could not mark the term")
 	}
@@ -627,7 +631,7 @@ func TestTermStartOutsideCgroup(t *testing.T) {
 		t.Skip("no writable cgroup v2 with cgroup.kill here")
 	}
 	dir := termLockDir(t)
-	tm := beginTerm(t.Context(), dir, "job", true)
+	tm := beginTerm(t.Context(), dir, "job", true, nil)
 	if tm == nil || tm.cg == nil {
 		t.Fatal("no term, or no cgroup for it")
 	}
@@ -695,7 +699,7 @@ func TestFenceCgroupNotHere(t *testing.T) {
 // makes the watchdog exit.
 func TestTermWatchdogStarts(t *testing.T) {
 	dir := termLockDir(t)
-	tm := beginTerm(t.Context(), dir, "job", true)
+	tm := beginTerm(t.Context(), dir, "job", true, nil)
 	if tm == nil {
 		t.Fatal("no term")
 	}
