@@ -28,7 +28,7 @@ var (
 )
 
 // TestCLIChaos runs many leaderrun instances on one name whose COMMAND (the
-// test binary in the role of chaosCommand) checks that it is the only one
+// test binary in the COMMAND role of internal/chaos) checks that it is the only one
 // running and appends to a fenced log, while at random moments instances
 // join, a wrapper (leading or waiting) gets SIGKILL, which only Pdeathsig
 // and the orphan fence can answer, or SIGTERM, or a --steal instance
