@@ -1,6 +1,7 @@
 package chaos
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"os"
@@ -47,15 +48,11 @@ func exitCode(t *testing.T, c *exec.Cmd) int {
 // waitLine waits (bounded) until the log in res has a line of kind.
 func waitLine(t *testing.T, res, kind string) {
 	t.Helper()
-	tail := NewTail(res)
-	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(5 * time.Millisecond) {
-		found := false
-		tail.Read(func(l Line) { found = found || l.Kind == kind })
-		if found {
-			return
-		}
+	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+	defer cancel()
+	if err := NewTail(res).Wait(ctx, func(l Line) bool { return l.Kind == kind }); err != nil {
+		t.Fatal(err)
 	}
-	t.Fatalf("no %s line in the log within 10s", kind)
 }
 
 func check(t *testing.T, res string, ch Checks) ([]Term, []string) {

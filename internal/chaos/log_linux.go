@@ -3,11 +3,13 @@ package chaos
 import (
 	"bytes"
 	"cmp"
+	"context"
 	"fmt"
 	"os"
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/leaderrun/leaderrun/internal/proctest"
 )
@@ -186,6 +188,26 @@ func (t *Tail) Read(fn func(Line)) {
 			if r, ok := ParseLine(s); ok {
 				fn(r)
 			}
+		}
+	}
+}
+
+// Wait reads the log until a line for which match is true comes, or ctx
+// ends. It reads the file again every few milliseconds: a test's
+// readiness wait, not a lock path.
+func (t *Tail) Wait(ctx context.Context, match func(Line) bool) error {
+	tick := time.NewTicker(5 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		found := false
+		t.Read(func(l Line) { found = found || match(l) })
+		if found {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("waiting for a line in %s: %w", t.path, context.Cause(ctx))
+		case <-tick.C:
 		}
 	}
 }
