@@ -1,7 +1,6 @@
 package clichaos
 
 import (
-	"cmp"
 	"errors"
 	"flag"
 	"fmt"
@@ -210,36 +209,20 @@ type cliChaos struct {
 	leader        int // the wrapper whose COMMAND was seen starting last
 	leaderEpoch   uint64
 	termsSeen     []chaos.Term
-	events        []chaosEvent
+	events        chaos.Events
 }
 
-// chaosEvent is something the orchestrator did or saw, for the report of
-// a violation.
-type chaosEvent struct {
-	ns   int64
-	what string
-}
-
-func (c *cliChaos) event(format string, args ...any) {
-	c.events = append(c.events, chaosEvent{time.Now().UnixNano(), fmt.Sprintf(format, args...)})
-}
+func (c *cliChaos) event(format string, args ...any) { c.events.Add(format, args...) }
 
 // eventsBefore returns the events in the second and a half before ns.
 func (c *cliChaos) eventsBefore(ns int64) string {
-	events := slices.Clone(c.events)
+	var exits []chaos.Event
 	for _, w := range c.procs {
 		if w.done() {
-			events = append(events, chaosEvent{w.exitNs, fmt.Sprintf("wrapper %d exited: %v", w.pid, w.status)})
+			exits = append(exits, chaos.Event{Nanos: w.exitNs, What: fmt.Sprintf("wrapper %d exited: %v", w.pid, w.status)})
 		}
 	}
-	slices.SortFunc(events, func(a, b chaosEvent) int { return cmp.Compare(a.ns, b.ns) })
-	var s []string
-	for _, e := range events {
-		if e.ns <= ns && e.ns > ns-int64(1500*time.Millisecond) {
-			s = append(s, fmt.Sprintf("%+.3fs %s", float64(e.ns-ns)/1e9, e.what))
-		}
-	}
-	return strings.Join(s, "; ")
+	return c.events.Between(ns-int64(1500*time.Millisecond), ns, exits...)
 }
 
 type wrapper struct {

@@ -1,7 +1,6 @@
 package chaos
 
 import (
-	"cmp"
 	"context"
 	"errors"
 	"flag"
@@ -298,19 +297,12 @@ type chaos struct {
 	leader    int // the wrapper whose COMMAND was seen starting last
 	leaderEp  uint64
 	leading   bool // and that COMMAND has not been seen ending
-	events    []event
+	events    drv.Events
 	terms     []drv.Term
 	lastFault time.Time
 }
 
-type event struct {
-	ns   int64
-	what string
-}
-
-func (c *chaos) event(format string, args ...any) {
-	c.events = append(c.events, event{time.Now().UnixNano(), fmt.Sprintf(format, args...)})
-}
+func (c *chaos) event(format string, args ...any) { c.events.Add(format, args...) }
 
 // eventsBefore returns the events in the three seconds before ns.
 func (c *chaos) eventsBefore(ns int64) string { return c.eventsBetween(ns-int64(3*time.Second), ns) }
@@ -318,27 +310,20 @@ func (c *chaos) eventsBefore(ns int64) string { return c.eventsBetween(ns-int64(
 // eventsBetween returns the events in (from, to], with times relative to
 // to.
 func (c *chaos) eventsBetween(from, ns int64) string {
-	events := slices.Clone(c.events)
+	var exits []drv.Event
 	for _, w := range c.procs {
 		if w.done() {
-			events = append(events, event{w.exitNs, fmt.Sprintf("wrapper %d (%s) exited: %v", w.pid, w.host, w.status)})
+			exits = append(exits, drv.Event{Nanos: w.exitNs, What: fmt.Sprintf("wrapper %d (%s) exited: %v", w.pid, w.host, w.status)})
 		}
 	}
-	slices.SortFunc(events, func(a, b event) int { return cmp.Compare(a.ns, b.ns) })
-	var s []string
-	for _, e := range events {
-		if e.ns <= ns && e.ns > from {
-			s = append(s, fmt.Sprintf("%+.3fs %s", float64(e.ns-ns)/1e9, e.what))
-		}
-	}
-	return strings.Join(s, "; ")
+	return c.events.Between(from, ns, exits...)
 }
 
 // writeEvents writes every event, one a line, for -etcdchaos.keep.
 func (c *chaos) writeEvents(path string) {
 	var b strings.Builder
-	for _, e := range c.events {
-		fmt.Fprintf(&b, "%d %s\n", e.ns, e.what)
+	for _, e := range c.events.List() {
+		fmt.Fprintf(&b, "%d %s\n", e.Nanos, e.What)
 	}
 	for _, w := range c.procs {
 		if w.done() {

@@ -1,0 +1,15 @@
+package chaos
+
+import "testing"
+
+// TestEventsBetween checks the window (from, to], the merge of extra
+// events in time order and the relative times.
+func TestEventsBetween(t *testing.T) {
+	var e Events
+	e.list = []Event{{100, "too early"}, {2_000_000_000, "start"}, {2_500_000_000, "kill"}, {4_000_000_000, "too late"}}
+	got := e.Between(1_000_000_000, 3_000_000_000, Event{2_250_000_000, "exit"}, Event{3_000_000_000, "at the end"})
+	want := "-1.000s start; -0.750s exit; -0.500s kill; +0.000s at the end"
+	if got != want {
+		t.Errorf("Between = %q, want %q", got, want)
+	}
+}
