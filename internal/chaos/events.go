@@ -3,8 +3,11 @@ package chaos
 import (
 	"cmp"
 	"fmt"
+	"os/exec"
 	"slices"
 	"strings"
+	"sync"
+	"syscall"
 	"time"
 )
 
@@ -39,4 +42,28 @@ func (e *Events) Between(from, to int64, extra ...Event) string {
 		}
 	}
 	return strings.Join(s, "; ")
+}
+
+// Reap waits for cmd, started, in a goroutine counted by wg, and passes
+// its wait status, Wait's error and the time it was reaped (unix ns) to
+// exited.
+func Reap(wg *sync.WaitGroup, cmd *exec.Cmd, exited func(status syscall.WaitStatus, err error, ns int64)) {
+	wg.Go(func() {
+		err := cmd.Wait()
+		var status syscall.WaitStatus
+		if ps := cmd.ProcessState; ps != nil {
+			status, _ = ps.Sys().(syscall.WaitStatus)
+		}
+		exited(status, err, time.Now().UnixNano())
+	})
+}
+
+// Closed reports whether ch is closed (without blocking).
+func Closed(ch <-chan struct{}) bool {
+	select {
+	case <-ch:
+		return true
+	default:
+		return false
+	}
 }

@@ -305,27 +305,14 @@ func (c *cliChaos) spawn(steal bool) *wrapper {
 	if steal {
 		c.n.steals++
 	}
-	c.wg.Add(1)
-	go func() {
-		defer c.wg.Done()
-		w.waitErr = w.cmd.Wait()
-		if ps := w.cmd.ProcessState; ps != nil {
-			w.status, _ = ps.Sys().(syscall.WaitStatus)
-		}
-		w.exitNs = time.Now().UnixNano()
+	chaos.Reap(&c.wg, w.cmd, func(status syscall.WaitStatus, err error, ns int64) {
+		w.status, w.waitErr, w.exitNs = status, err, ns
 		close(w.exited)
-	}()
+	})
 	return w
 }
 
-func (w *wrapper) done() bool {
-	select {
-	case <-w.exited:
-		return true
-	default:
-		return false
-	}
-}
+func (w *wrapper) done() bool { return chaos.Closed(w.exited) }
 
 // live returns the wrappers that run and have not been signalled.
 func (c *cliChaos) live() []*wrapper {

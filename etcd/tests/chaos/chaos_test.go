@@ -238,14 +238,7 @@ type wrapper struct {
 	exitNs   int64
 }
 
-func (w *wrapper) done() bool {
-	select {
-	case <-w.exited:
-		return true
-	default:
-		return false
-	}
-}
+func (w *wrapper) done() bool { return drv.Closed(w.exited) }
 
 // fault is an etcd fault's window, or a partition's.
 type fault struct {
@@ -389,16 +382,10 @@ func (c *chaos) spawn(host string) *wrapper {
 	w.pid, w.startNs = w.cmd.Process.Pid, time.Now().UnixNano()
 	c.procs = append(c.procs, w)
 	c.event("start wrapper %d (#%d) on %s stubborn=%v", w.pid, w.i, host, w.stubborn)
-	c.wg.Add(1)
-	go func() {
-		defer c.wg.Done()
-		w.waitErr = w.cmd.Wait()
-		if ps := w.cmd.ProcessState; ps != nil {
-			w.status, _ = ps.Sys().(syscall.WaitStatus)
-		}
-		w.exitNs = time.Now().UnixNano()
+	drv.Reap(&c.wg, w.cmd, func(status syscall.WaitStatus, err error, ns int64) {
+		w.status, w.waitErr, w.exitNs = status, err, ns
 		close(w.exited)
-	}()
+	})
 	return w
 }
 
