@@ -8,5 +8,6 @@
 // checks of that log ([Check]: no two COMMANDs at once, no refused fenced
 // write, epochs growing, one wrapper per term). Each suite keeps its
 // backend plug: how it starts a wrapper, its faults, which exits it
-// expects, its figures.
+// expects, its figures. It builds where [proctest.FencedLog] does (the
+// flock(2) platforms); the running-lock diagnostics read /proc/locks.
 package chaos
