@@ -1,8 +1,6 @@
 package clichaos
 
 import (
-	"bytes"
-	"cmp"
 	"errors"
 	"flag"
 	"fmt"
@@ -11,13 +9,13 @@ import (
 	"os/exec"
 	"path/filepath"
 	"slices"
-	"strconv"
 	"strings"
 	"sync"
 	"syscall"
 	"testing"
 	"time"
 
+	"github.com/leaderrun/leaderrun/internal/chaos"
 	"github.com/leaderrun/leaderrun/internal/proctest"
 	"github.com/leaderrun/leaderrun/oslock"
 )
@@ -29,7 +27,7 @@ var (
 )
 
 // TestCLIChaos runs many leaderrun instances on one name whose COMMAND (the
-// test binary in the role of chaosCommand) checks that it is the only one
+// test binary in the COMMAND role of internal/chaos) checks that it is the only one
 // running and appends to a fenced log, while at random moments instances
 // join, a wrapper (leading or waiting) gets SIGKILL, which only Pdeathsig
 // and the orphan fence can answer, or SIGTERM, or a --steal instance
@@ -46,7 +44,7 @@ func TestCLIChaos(t *testing.T) {
 	if testing.Short() {
 		t.Skip("multi-process chaos; skipped with -short")
 	}
-	bin := leaderrunBin // see TestMain
+	bin := chaos.Bin // see TestMain
 	self, err := os.Executable()
 	if err != nil {
 		t.Fatal(err)
@@ -70,6 +68,7 @@ func TestCLIChaos(t *testing.T) {
 		self: self,
 		dir:  filepath.Join(tmp, "locks"),
 		res:  filepath.Join(tmp, "res"),
+		log:  chaos.NewTail(filepath.Join(tmp, "res")),
 		out:  filepath.Join(tmp, "out"),
 	}
 	for _, d := range []string{c.dir, c.res, c.out} {
@@ -127,8 +126,8 @@ func (c *cliChaos) stalls() (out []time.Duration, limit, starved int, worst stri
 	var longest time.Duration
 	terms := c.termsSeen
 	for i := 1; i < len(terms); i++ {
-		from, to := terms[i-1].end, terms[i].start
-		if c.stoppedWithin(terms[i-1].wrapper, from, to) || c.stoppedWithin(terms[i].wrapper, from, to) {
+		from, to := terms[i-1].End, terms[i].Start
+		if c.stoppedWithin(terms[i-1].Wrapper, from, to) || c.stoppedWithin(terms[i].Wrapper, from, to) {
 			// A stopped holder keeps the lock: not a dead term. The next
 			// term's wrapper stopped in the gap was granted and stopped
 			// before its COMMAND could start, or was passed and continued.
@@ -144,7 +143,7 @@ func (c *cliChaos) stalls() (out []time.Duration, limit, starved int, worst stri
 		// leaving out.
 		stopped := 0
 		for _, w := range c.procs {
-			if w.pid != terms[i-1].wrapper && w.stoppedWithin(from, to) {
+			if w.pid != terms[i-1].Wrapper && w.stoppedWithin(from, to) {
 				stopped++
 			}
 		}
@@ -156,7 +155,7 @@ func (c *cliChaos) stalls() (out []time.Duration, limit, starved int, worst stri
 		var who *wrapper
 		for _, w := range c.procs {
 			since, ok := w.runnableSince(to)
-			if w.pid == terms[i-1].wrapper || !ok {
+			if w.pid == terms[i-1].Wrapper || !ok {
 				continue
 			}
 			if d := time.Duration(to - max(from, since)); d > gap {
@@ -170,7 +169,7 @@ func (c *cliChaos) stalls() (out []time.Duration, limit, starved int, worst stri
 		if gap > longest {
 			longest = gap
 			worst = fmt.Sprintf("from epoch %d (wrapper %d) to epoch %d (wrapper %d), wrapper %d runnable for all of it; the test's actions before: %s",
-				terms[i-1].epoch, terms[i-1].wrapper, terms[i].epoch, terms[i].wrapper, who.pid, c.eventsBefore(to))
+				terms[i-1].Epoch, terms[i-1].Wrapper, terms[i].Epoch, terms[i].Wrapper, who.pid, c.eventsBefore(to))
 		}
 	}
 	return out, limit, starved, worst
@@ -206,41 +205,24 @@ type cliChaos struct {
 	pendingCont   []timedWrapper // stopped wrappers to continue
 	pendingKill   []timedWrapper // stealers to kill
 	starved       [][2]int64     // times the test\'s own sleep overran by over 100ms
-	tailOff       int64
-	tailRest      []byte
+	log           *chaos.Tail
 	leader        int // the wrapper whose COMMAND was seen starting last
 	leaderEpoch   uint64
-	termsSeen     []cliTerm
-	events        []chaosEvent
+	termsSeen     []chaos.Term
+	events        chaos.Events
 }
 
-// chaosEvent is something the orchestrator did or saw, for the report of
-// a violation.
-type chaosEvent struct {
-	ns   int64
-	what string
-}
-
-func (c *cliChaos) event(format string, args ...any) {
-	c.events = append(c.events, chaosEvent{time.Now().UnixNano(), fmt.Sprintf(format, args...)})
-}
+func (c *cliChaos) event(format string, args ...any) { c.events.Add(format, args...) }
 
 // eventsBefore returns the events in the second and a half before ns.
 func (c *cliChaos) eventsBefore(ns int64) string {
-	events := slices.Clone(c.events)
+	var exits []chaos.Event
 	for _, w := range c.procs {
 		if w.done() {
-			events = append(events, chaosEvent{w.exitNs, fmt.Sprintf("wrapper %d exited: %v", w.pid, w.status)})
+			exits = append(exits, chaos.Event{Nanos: w.exitNs, What: fmt.Sprintf("wrapper %d exited: %v", w.pid, w.status)})
 		}
 	}
-	slices.SortFunc(events, func(a, b chaosEvent) int { return cmp.Compare(a.ns, b.ns) })
-	var s []string
-	for _, e := range events {
-		if e.ns <= ns && e.ns > ns-int64(1500*time.Millisecond) {
-			s = append(s, fmt.Sprintf("%+.3fs %s", float64(e.ns-ns)/1e9, e.what))
-		}
-	}
-	return strings.Join(s, "; ")
+	return c.events.Between(ns-int64(1500*time.Millisecond), ns, exits...)
 }
 
 type wrapper struct {
@@ -283,36 +265,23 @@ func (c *cliChaos) spawn(steal bool) *wrapper {
 	t := c.t
 	w := &wrapper{i: len(c.procs), steal: steal, exited: make(chan struct{})}
 	args := []string{"--dir", c.dir, "--name", "chaos", "--grace", "150ms"}
-	var env []string
-	for _, kv := range os.Environ() {
-		if !strings.HasPrefix(kv, "LEADERRUN_") && !strings.HasPrefix(kv, "CLICHAOS_") {
-			env = append(env, kv)
-		}
-	}
-	env = append(env, cliChaosRole+"=command", "CLICHAOS_RES="+c.res, "CLICHAOS_DIR="+c.dir,
-		fmt.Sprintf("CLICHAOS_HOLD=%d", 5+c.rng.IntN(45)))
+	spec := chaos.Spec{Res: c.res, Dir: c.dir, Hold: time.Duration(5+c.rng.IntN(45)) * time.Millisecond}
 	switch r := c.rng.IntN(10); {
 	case r < 2:
-		env = append(env, "CLICHAOS_GRANDCHILD=group")
+		spec.Grandchild = "group"
 	case r < 4:
-		env = append(env, "CLICHAOS_GRANDCHILD=setsid")
+		spec.Grandchild = "setsid"
 	}
-	if c.rng.IntN(2) == 0 {
-		env = append(env, "CLICHAOS_STUBBORN=1")
-	}
-	var how []string
-	for _, kv := range env {
-		if strings.HasPrefix(kv, "CLICHAOS_") && !strings.HasPrefix(kv, "CLICHAOS_RES=") && !strings.HasPrefix(kv, "CLICHAOS_DIR=") {
-			how = append(how, strings.TrimPrefix(kv, "CLICHAOS_"))
-		}
-	}
+	spec.StubbornGrandchild = c.rng.IntN(2) == 0
+	how := []string{spec.String()}
 	if steal {
 		args = append(args, "--steal")
 	} else if c.rng.IntN(6) == 0 {
 		args = append(args, "--restart", "on-failure")
-		env = append(env, "CLICHAOS_FLAKY=1")
+		spec.Flaky = true
 		w.flaky = true
 	}
+	env := spec.Env()
 	// -test.run=^$: should the role ever not be recognised, COMMAND runs
 	// no test rather than all of them.
 	args = append(args, "--", c.self, "-test.run=^$")
@@ -336,27 +305,14 @@ func (c *cliChaos) spawn(steal bool) *wrapper {
 	if steal {
 		c.n.steals++
 	}
-	c.wg.Add(1)
-	go func() {
-		defer c.wg.Done()
-		w.waitErr = w.cmd.Wait()
-		if ps := w.cmd.ProcessState; ps != nil {
-			w.status, _ = ps.Sys().(syscall.WaitStatus)
-		}
-		w.exitNs = time.Now().UnixNano()
+	chaos.Reap(&c.wg, w.cmd, func(status syscall.WaitStatus, err error, ns int64) {
+		w.status, w.waitErr, w.exitNs = status, err, ns
 		close(w.exited)
-	}()
+	})
 	return w
 }
 
-func (w *wrapper) done() bool {
-	select {
-	case <-w.exited:
-		return true
-	default:
-		return false
-	}
-}
+func (w *wrapper) done() bool { return chaos.Closed(w.exited) }
 
 // live returns the wrappers that run and have not been signalled.
 func (c *cliChaos) live() []*wrapper {
@@ -564,31 +520,11 @@ func (c *cliChaos) signal(w *wrapper, sig syscall.Signal) {
 // know which wrapper leads: the one whose COMMAND started last, until it
 // exits.
 func (c *cliChaos) tail() {
-	f, err := os.Open(filepath.Join(c.res, "log"))
-	if err != nil {
-		return
-	}
-	defer f.Close()
-	buf := make([]byte, 64<<10)
-	for {
-		n, _ := f.ReadAt(buf, c.tailOff)
-		if n == 0 {
-			return
+	c.log.Read(func(r chaos.Line) {
+		if r.Epoch >= c.leaderEpoch && r.Kind == "S" {
+			c.leader, c.leaderEpoch = r.Wrapper, r.Epoch
 		}
-		c.tailOff += int64(n)
-		data := append(c.tailRest, buf[:n]...)
-		i := bytes.LastIndexByte(data, '\n')
-		c.tailRest = append([]byte(nil), data[i+1:]...)
-		for _, line := range strings.Split(string(data[:i+1]), "\n") {
-			r, ok := parseLogLine(line)
-			if !ok || r.epoch < c.leaderEpoch {
-				continue
-			}
-			if r.kind == "S" {
-				c.leader, c.leaderEpoch = r.wrapper, r.epoch
-			}
-		}
-	}
+	})
 }
 
 // drain lets every wrapper left lead once and exit, then runs one more
@@ -629,7 +565,7 @@ func (c *cliChaos) drain() {
 		}
 	}
 	if ps := proctest.WithEnv("LEADERRUN_DIR=" + c.dir); len(ps) > 0 {
-		t.Errorf("processes of earlier terms still run after a last instance led and exited: %s", proctest.Describe(ps, func(p proctest.Leftover) string { return p.Getenv(cliChaosRole) }))
+		t.Errorf("processes of earlier terms still run after a last instance led and exited: %s", proctest.Describe(ps, func(p proctest.Leftover) string { return p.Getenv(proctest.RoleEnv) }))
 	}
 }
 
@@ -658,9 +594,9 @@ func (c *cliChaos) unexpectedExit(w *wrapper) string {
 		return "" // stolen from
 	case code == 128+int(syscall.SIGTERM) && w.sig == syscall.SIGTERM:
 		return ""
-	case code == roleFlaky && w.flaky && w.sig == syscall.SIGTERM:
+	case code == chaos.ExitFlaky && w.flaky && w.sig == syscall.SIGTERM:
 		return "" // COMMAND failed on its own as the SIGTERM came: its status is the exit's
-	case code == roleViolation:
+	case code == chaos.ExitViolation:
 		return "COMMAND saw a violation (see the log check)"
 	default:
 		return fmt.Sprintf("exit status %d", code)
@@ -708,103 +644,15 @@ func (c *cliChaos) killAll() {
 // threads still runs.
 func gonePID(pid int) bool { return oslock.StateOf(pid) == oslock.ProcGone }
 
-// logLine is one line of the fenced log: KIND EPOCH WRAPPER PID UNIXNANO
-// [NOTE]. Kinds: S COMMAND started, T tick, E COMMAND ending, G a
-// grandchild's tick, R a write refused by the fence, V a violation seen by
-// COMMAND.
-type logLine struct {
-	kind         string
-	epoch        uint64
-	wrapper, pid int
-	ns           int64
-	note         string
-}
-
-func parseLogLine(s string) (logLine, bool) {
-	f := strings.SplitN(s, " ", 6)
-	if len(f) < 5 {
-		return logLine{}, false
-	}
-	var r logLine
-	var err1, err2, err3, err4 error
-	// proctest.FencedLog's "KIND EPOCH PID UNIXNANO", then our WRAPPER
-	// and NOTE.
-	r.kind = f[0]
-	r.epoch, err1 = strconv.ParseUint(f[1], 10, 64)
-	r.pid, err3 = strconv.Atoi(f[2])
-	r.ns, err4 = strconv.ParseInt(f[3], 10, 64)
-	r.wrapper, err2 = strconv.Atoi(f[4])
-	if len(f) == 6 {
-		r.note = f[5]
-	}
-	return r, errors.Join(err1, err2, err3, err4) == nil
-}
-
-// cliTerm is one leadership as the log shows it.
-type cliTerm struct {
-	epoch      uint64
-	wrapper    int
-	start, end int64 // first and last write
-	commands   int   // COMMAND starts: more than one after --restart
-	grandchild bool
-}
-
-// checkLog checks the fenced log and keeps the terms for the report.
+// checkLog checks the fenced log (chaos.Check, with --restart's
+// several COMMANDs a term) and keeps the terms for the report.
 func (c *cliChaos) checkLog() {
-	t := c.t
-	b, err := os.ReadFile(filepath.Join(c.res, "log"))
+	terms, err := chaos.Check(c.res, chaos.Checks{Restarts: true, Violation: c.t.Errorf, Before: c.eventsBefore})
 	if err != nil {
-		t.Fatal(err)
-	}
-	lines := strings.Split(strings.TrimSuffix(string(b), "\n"), "\n")
-	var terms []cliTerm
-	for i, s := range lines {
-		r, ok := parseLogLine(s)
-		if !ok {
-			t.Errorf("log line %d: cannot parse %q", i+1, s)
-			continue
-		}
-		context := func() string {
-			return strings.Join(lines[max(0, i-4):min(len(lines), i+3)], " | ")
-		}
-		switch r.kind {
-		case "V":
-			t.Errorf("log line %d: two COMMANDs at once: %s (around it: %s); the test's last actions: %s", i+1, r.note, context(), c.eventsBefore(r.ns))
-			continue
-		case "R":
-			t.Errorf("log line %d: write of a deposed term, pid %d of wrapper %d: %s (around it: %s); the test's last actions: %s", i+1, r.pid, r.wrapper, r.note, context(), c.eventsBefore(r.ns))
-			continue
-		}
-		n := len(terms)
-		switch {
-		case n > 0 && r.epoch == terms[n-1].epoch:
-			cur := &terms[n-1]
-			if r.wrapper != cur.wrapper {
-				t.Errorf("log line %d: epoch %d used by wrappers %d and %d", i+1, r.epoch, cur.wrapper, r.wrapper)
-			}
-			if r.ns < cur.end {
-				t.Errorf("log line %d: time goes backwards", i+1)
-			}
-			cur.end = r.ns
-			if r.kind == "S" {
-				cur.commands++
-			}
-			cur.grandchild = cur.grandchild || r.kind == "G"
-		case n > 0 && r.epoch < terms[n-1].epoch:
-			t.Errorf("log line %d: epoch %d (wrapper %d) after epoch %d (wrapper %d): epochs must increase (around it: %s)",
-				i+1, r.epoch, r.wrapper, terms[n-1].epoch, terms[n-1].wrapper, context())
-		default:
-			if r.kind != "S" {
-				t.Errorf("log line %d: epoch %d begins with %q, not a COMMAND's start", i+1, r.epoch, r.kind)
-			}
-			if n > 0 && r.ns < terms[n-1].end {
-				t.Errorf("log line %d: term %d starts before term %d's last write", i+1, r.epoch, terms[n-1].epoch)
-			}
-			terms = append(terms, cliTerm{epoch: r.epoch, wrapper: r.wrapper, start: r.ns, end: r.ns, commands: 1})
-		}
+		c.t.Fatal(err)
 	}
 	if len(terms) == 0 {
-		t.Fatal("no COMMAND ever ran")
+		c.t.Fatal("no COMMAND ever ran")
 	}
 	c.termsSeen = terms
 }
@@ -816,8 +664,8 @@ func (c *cliChaos) report() {
 	failover := map[syscall.Signal][]time.Duration{}
 	for _, k := range c.kills {
 		for _, tm := range terms {
-			if tm.start > k.at && tm.wrapper != k.pid {
-				failover[k.sig] = append(failover[k.sig], time.Duration(tm.start-k.at))
+			if tm.Start > k.at && tm.Wrapper != k.pid {
+				failover[k.sig] = append(failover[k.sig], time.Duration(tm.Start-k.at))
 				break
 			}
 		}
@@ -825,12 +673,12 @@ func (c *cliChaos) report() {
 	restarts, grandchildren := 0, 0
 	var maxGap time.Duration
 	for i, tm := range terms {
-		restarts += tm.commands - 1
-		if tm.grandchild {
+		restarts += tm.Commands - 1
+		if tm.Grandchild {
 			grandchildren++
 		}
 		if i > 0 {
-			maxGap = max(maxGap, time.Duration(tm.start-terms[i-1].end))
+			maxGap = max(maxGap, time.Duration(tm.Start-terms[i-1].End))
 		}
 	}
 	fig := fmt.Sprintf("clichaos figures: %d leaderrun instances (%d --steal), %d terms (%d COMMAND restarts, %d terms with a grandchild left behind), %d SIGKILL (%d of the leader), %d SIGTERM (%d of the leader), 0 overlapping COMMANDs, 0 refused fenced writes (checked above)",

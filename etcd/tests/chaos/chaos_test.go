@@ -1,8 +1,6 @@
 package chaos
 
 import (
-	"bytes"
-	"cmp"
 	"context"
 	"errors"
 	"flag"
@@ -12,7 +10,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"slices"
-	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -20,6 +17,7 @@ import (
 	"time"
 
 	"github.com/leaderrun/leaderrun/etcd/internal/etcdtest"
+	drv "github.com/leaderrun/leaderrun/internal/chaos"
 	"github.com/leaderrun/leaderrun/internal/proctest"
 	"github.com/leaderrun/leaderrun/oslock"
 )
@@ -58,7 +56,7 @@ var hosts = []string{"A", "B", "C"}
 // joined by a bridge (etcdtest.Net), so that a host can be cut off; where
 // namespaces cannot be made, everything runs on loopback and there are
 // no partitions. Their COMMAND (the test binary in the
-// role of chaosCommand) takes a "running" flock, then appends a tick
+// COMMAND role of internal/chaos) takes a "running" flock, then appends a tick
 // "KIND EPOCH PID UNIXNANO WRAPPER HOST" to a shared fenced log every 3 ms
 // while it runs. At random moments wrappers get SIGKILL (their watchdog
 // must kill COMMAND and revoke the lease) or SIGSTOP and, later, SIGCONT
@@ -175,6 +173,7 @@ func runChaos(t *testing.T, o chaosOptions) *chaos {
 		cl:        cl,
 		self:      self,
 		res:       filepath.Join(tmp, "res"),
+		log:       drv.NewTail(filepath.Join(tmp, "res")),
 		out:       filepath.Join(tmp, "out"),
 		dirs:      map[string]string{},
 		prefix:    fmt.Sprintf("/etcdchaos-%d/", seed),
@@ -239,14 +238,7 @@ type wrapper struct {
 	exitNs   int64
 }
 
-func (w *wrapper) done() bool {
-	select {
-	case <-w.exited:
-		return true
-	default:
-		return false
-	}
-}
+func (w *wrapper) done() bool { return drv.Closed(w.exited) }
 
 // fault is an etcd fault's window, or a partition's.
 type fault struct {
@@ -294,25 +286,16 @@ type chaos struct {
 	stopped   map[int]bool // members stopped or killed now, by index
 	signals   []signalled
 	n         struct{ kills, stops, leaderKills, leaderStops, memberKills, memberStops, longStops, quorumLosses, memberCuts int }
-	tailOff   int64
-	tailRest  []byte
+	log       *drv.Tail
 	leader    int // the wrapper whose COMMAND was seen starting last
 	leaderEp  uint64
 	leading   bool // and that COMMAND has not been seen ending
-	events    []event
-	terms     []term
-	cmdPIDs   []int
+	events    drv.Events
+	terms     []drv.Term
 	lastFault time.Time
 }
 
-type event struct {
-	ns   int64
-	what string
-}
-
-func (c *chaos) event(format string, args ...any) {
-	c.events = append(c.events, event{time.Now().UnixNano(), fmt.Sprintf(format, args...)})
-}
+func (c *chaos) event(format string, args ...any) { c.events.Add(format, args...) }
 
 // eventsBefore returns the events in the three seconds before ns.
 func (c *chaos) eventsBefore(ns int64) string { return c.eventsBetween(ns-int64(3*time.Second), ns) }
@@ -320,27 +303,20 @@ func (c *chaos) eventsBefore(ns int64) string { return c.eventsBetween(ns-int64(
 // eventsBetween returns the events in (from, to], with times relative to
 // to.
 func (c *chaos) eventsBetween(from, ns int64) string {
-	events := slices.Clone(c.events)
+	var exits []drv.Event
 	for _, w := range c.procs {
 		if w.done() {
-			events = append(events, event{w.exitNs, fmt.Sprintf("wrapper %d (%s) exited: %v", w.pid, w.host, w.status)})
+			exits = append(exits, drv.Event{Nanos: w.exitNs, What: fmt.Sprintf("wrapper %d (%s) exited: %v", w.pid, w.host, w.status)})
 		}
 	}
-	slices.SortFunc(events, func(a, b event) int { return cmp.Compare(a.ns, b.ns) })
-	var s []string
-	for _, e := range events {
-		if e.ns <= ns && e.ns > from {
-			s = append(s, fmt.Sprintf("%+.3fs %s", float64(e.ns-ns)/1e9, e.what))
-		}
-	}
-	return strings.Join(s, "; ")
+	return c.events.Between(from, ns, exits...)
 }
 
 // writeEvents writes every event, one a line, for -etcdchaos.keep.
 func (c *chaos) writeEvents(path string) {
 	var b strings.Builder
-	for _, e := range c.events {
-		fmt.Fprintf(&b, "%d %s\n", e.ns, e.what)
+	for _, e := range c.events.List() {
+		fmt.Fprintf(&b, "%d %s\n", e.Nanos, e.What)
 	}
 	for _, w := range c.procs {
 		if w.done() {
@@ -380,25 +356,18 @@ func (c *chaos) spawn(host string) *wrapper {
 	args := []string{"--dir", c.dirs[host], "--host", host, "--name", "chaos", "--ttl", ttl, "--grace", grace,
 		"--dial-timeout", "2s", "--etcd-endpoints", strings.Join(c.cl.Endpoints(), ","), "--etcd-prefix", prefix,
 		"--", c.self, "-test.run=^$"}
-	var env []string
-	for _, kv := range os.Environ() {
-		if !strings.HasPrefix(kv, "LEADERRUN_") && !strings.HasPrefix(kv, "ETCDCHAOS_") {
-			env = append(env, kv)
-		}
-	}
 	// Most COMMANDs are short; one in five outlasts a stopped wrapper's
 	// deadline, so that its watchdog has to stop it.
-	hold := 50 + c.rng.IntN(300)
+	spec := drv.Spec{Res: c.res, Host: host, Tick: 3 * time.Millisecond, Hold: time.Duration(50+c.rng.IntN(300)) * time.Millisecond}
 	if c.rng.IntN(5) == 0 {
-		hold = 1000 + c.rng.IntN(2000)
+		spec.Hold = time.Duration(1000+c.rng.IntN(2000)) * time.Millisecond
 	}
-	env = append(env, chaosRole+"=command", "ETCDCHAOS_RES="+c.res, "ETCDCHAOS_HOST="+host,
-		fmt.Sprintf("ETCDCHAOS_HOLD=%d", hold))
 	if c.rng.IntN(3) == 0 {
 		w.stubborn = true
-		env = append(env, "ETCDCHAOS_STUBBORN=1")
+		spec.Stubborn = true
 	}
-	w.cmd = c.command(host, leaderrunBin, args...)
+	env := spec.Env()
+	w.cmd = c.command(host, drv.Bin, args...)
 	w.cmd.Env = env
 	f, err := os.Create(filepath.Join(c.out, fmt.Sprintf("%05d-%s", w.i, host)))
 	if err != nil {
@@ -413,16 +382,10 @@ func (c *chaos) spawn(host string) *wrapper {
 	w.pid, w.startNs = w.cmd.Process.Pid, time.Now().UnixNano()
 	c.procs = append(c.procs, w)
 	c.event("start wrapper %d (#%d) on %s stubborn=%v", w.pid, w.i, host, w.stubborn)
-	c.wg.Add(1)
-	go func() {
-		defer c.wg.Done()
-		w.waitErr = w.cmd.Wait()
-		if ps := w.cmd.ProcessState; ps != nil {
-			w.status, _ = ps.Sys().(syscall.WaitStatus)
-		}
-		w.exitNs = time.Now().UnixNano()
+	drv.Reap(&c.wg, w.cmd, func(status syscall.WaitStatus, err error, ns int64) {
+		w.status, w.waitErr, w.exitNs = status, err, ns
 		close(w.exited)
-	}()
+	})
 	return w
 }
 
@@ -686,32 +649,15 @@ func (c *chaos) faultDuring(from, to int64) bool {
 // tail reads the log appended since the last call, to know which wrapper
 // leads: the one whose COMMAND was seen starting last.
 func (c *chaos) tail() {
-	f, err := os.Open(filepath.Join(c.res, "log"))
-	if err != nil {
-		return
-	}
-	defer f.Close()
-	buf := make([]byte, 64<<10)
-	for {
-		n, _ := f.ReadAt(buf, c.tailOff)
-		if n == 0 {
-			return
+	c.log.Read(func(r drv.Line) {
+		switch {
+		case r.Epoch < c.leaderEp:
+		case r.Kind == "S":
+			c.leader, c.leaderEp, c.leading = r.Wrapper, r.Epoch, true
+		case r.Kind == "E" && r.Epoch == c.leaderEp:
+			c.leading = false
 		}
-		c.tailOff += int64(n)
-		data := append(c.tailRest, buf[:n]...)
-		i := bytes.LastIndexByte(data, '\n')
-		c.tailRest = append([]byte(nil), data[i+1:]...)
-		for _, line := range strings.Split(string(data[:i+1]), "\n") {
-			r, ok := parseLine(line)
-			switch {
-			case !ok || r.epoch < c.leaderEp:
-			case r.kind == "S":
-				c.leader, c.leaderEp, c.leading = r.wrapper, r.epoch, true
-			case r.kind == "E" && r.epoch == c.leaderEp:
-				c.leading = false
-			}
-		}
-	}
+	})
 }
 
 // drain undoes every fault, lets every wrapper left lead once and exit,
@@ -746,7 +692,7 @@ func (c *chaos) drain() {
 						stuck = append(stuck, fmt.Sprintf("wrapper %d (#%d on %s, %v)", w.pid, w.i, w.host, w.fate))
 					}
 				}
-				out, _ := c.command("A", leaderrunBin, "--dir", c.dirs["A"], "--etcd-endpoints", strings.Join(c.cl.Endpoints(), ","), "--etcd-prefix", c.prefix, "status", "--json").CombinedOutput()
+				out, _ := c.command("A", drv.Bin, "--dir", c.dirs["A"], "--etcd-endpoints", strings.Join(c.cl.Endpoints(), ","), "--etcd-prefix", c.prefix, "status", "--json").CombinedOutput()
 				t.Errorf("stuck: %d wrappers did not exit within %v: %s; status: %s", len(stuck), d, strings.Join(stuck, ", "), out)
 				return false
 			}
@@ -778,7 +724,7 @@ func (c *chaos) drain() {
 	var left []proctest.Leftover
 	deadline := time.Now().Add(3 * time.Second)
 	for {
-		left = proctest.WithEnv("ETCDCHAOS_RES=" + c.res)
+		left = proctest.WithEnv(drv.Marker(c.res))
 		if len(left) == 0 || time.Now().After(deadline) {
 			break
 		}
@@ -809,7 +755,7 @@ func (c *chaos) unexpectedExit(w *wrapper) string {
 		return "" // its term passed its deadline, or its lease was lost
 	case code == 69 && etcdFault:
 		return "" // etcd could not be reached, or had no quorum
-	case code == roleViolation:
+	case code == drv.ExitViolation:
 		return "COMMAND saw a violation (see the log check)"
 	default:
 		return fmt.Sprintf("exit status %d (etcd fault during its life: %v)", code, etcdFault)
@@ -836,7 +782,7 @@ func (c *chaos) cleanup() {
 	case <-time.After(10 * time.Second):
 		c.t.Errorf("wrappers not reaped 10s after SIGKILL")
 	}
-	for _, p := range proctest.WithEnv("ETCDCHAOS_RES=" + c.res) {
+	for _, p := range proctest.WithEnv(drv.Marker(c.res)) {
 		if p.PID > 1 {
 			syscall.Kill(p.PID, syscall.SIGCONT)
 			syscall.Kill(p.PID, syscall.SIGKILL)
@@ -851,95 +797,14 @@ func (c *chaos) cleanup() {
 	}
 }
 
-// line is one line of the fenced log: KIND EPOCH PID UNIXNANO WRAPPER
-// HOST [NOTE]. Kinds: S COMMAND started, T tick, E COMMAND ending, R a
-// write refused by the fence, V a violation seen by COMMAND.
-type line struct {
-	kind         string
-	epoch        uint64
-	pid, wrapper int
-	ns           int64
-	host, note   string
-}
-
-func parseLine(s string) (line, bool) {
-	l, err := proctest.ParseLogLine(s)
-	if err != nil || len(l.Fields) < 2 {
-		return line{}, false
-	}
-	r := line{kind: l.Kind, epoch: l.Epoch, pid: l.PID, ns: l.Nanos, host: l.Fields[1]}
-	r.wrapper, err = strconv.Atoi(l.Fields[0])
-	r.note = strings.Join(l.Fields[2:], " ")
-	return r, err == nil
-}
-
-// term is one leadership as the log shows it.
-type term struct {
-	epoch      uint64
-	wrapper    int
-	host       string
-	start, end int64 // first and last write
-	lastKind   string
-}
-
-// checkLog checks the fenced log (see TestEtcdChaos) and keeps the terms
-// for the report.
+// checkLog checks the fenced log (drv.Check; see TestEtcdChaos) and
+// keeps the terms for the report; then that no COMMAND of any term still
+// runs.
 func (c *chaos) checkLog() {
 	t := c.t
-	b, err := os.ReadFile(filepath.Join(c.res, "log"))
+	terms, err := drv.Check(c.res, drv.Checks{Violation: c.violation, Before: c.eventsBefore})
 	if err != nil {
 		t.Fatal(err)
-	}
-	lines := strings.Split(strings.TrimSuffix(string(b), "\n"), "\n")
-	var parsed []line
-	var terms []term
-	for i, s := range lines {
-		r, ok := parseLine(s)
-		if !ok {
-			c.violation("log line %d: cannot parse %q", i+1, s)
-			continue
-		}
-		context := func() string { return strings.Join(lines[max(0, i-4):min(len(lines), i+3)], " | ") }
-		switch r.kind {
-		case "V":
-			c.violation("log line %d: two COMMANDs at once: %s (around it: %s); the test's last actions: %s", i+1, r.note, context(), c.eventsBefore(r.ns))
-			continue
-		case "R":
-			c.violation("log line %d: write of a deposed term, pid %d of wrapper %d on %s: %s (around it: %s); the test's last actions: %s", i+1, r.pid, r.wrapper, r.host, r.note, context(), c.eventsBefore(r.ns))
-			continue
-		}
-		parsed = append(parsed, r)
-		n := len(terms)
-		switch {
-		case n > 0 && r.epoch == terms[n-1].epoch:
-			cur := &terms[n-1]
-			if r.wrapper != cur.wrapper || r.host != cur.host {
-				c.violation("log line %d: epoch %d used by wrappers %d on %s and %d on %s", i+1, r.epoch, cur.wrapper, cur.host, r.wrapper, r.host)
-			}
-			if r.kind == "S" {
-				c.violation("log line %d: a second COMMAND start in term %d (no --restart here)", i+1, r.epoch)
-			}
-			cur.end, cur.lastKind = r.ns, r.kind
-		case n > 0 && r.epoch < terms[n-1].epoch:
-			c.violation("log line %d: epoch %d (wrapper %d on %s) after epoch %d (wrapper %d on %s): epochs must increase (around it: %s); the test's last actions: %s",
-				i+1, r.epoch, r.wrapper, r.host, terms[n-1].epoch, terms[n-1].wrapper, terms[n-1].host, context(), c.eventsBefore(r.ns))
-		default:
-			if r.kind != "S" {
-				c.violation("log line %d: epoch %d begins with %q, not a COMMAND's start", i+1, r.epoch, r.kind)
-			}
-			terms = append(terms, term{epoch: r.epoch, wrapper: r.wrapper, host: r.host, start: r.ns, end: r.ns, lastKind: r.kind})
-			c.cmdPIDs = append(c.cmdPIDs, r.pid)
-		}
-	}
-	// The same in time order (the guard makes it log order; this checks
-	// that, too): once an epoch has ticked, no lower one ticks later.
-	slices.SortStableFunc(parsed, func(a, b line) int { return cmp.Compare(a.ns, b.ns) })
-	var highest uint64
-	for _, r := range parsed {
-		if r.epoch < highest {
-			c.violation("at %d: a tick of epoch %d (wrapper %d on %s) after epoch %d ticked", r.ns, r.epoch, r.wrapper, r.host, highest)
-		}
-		highest = max(highest, r.epoch)
 	}
 	if len(terms) == 0 {
 		t.Fatal("no COMMAND ever ran")
@@ -949,12 +814,12 @@ func (c *chaos) checkLog() {
 	// be 32768, and other tests run): a COMMAND left running is one of
 	// these pids that still carries the run's marker in its environment.
 	marked := map[int]bool{}
-	for _, p := range proctest.WithEnv("ETCDCHAOS_RES=" + c.res) {
+	for _, p := range proctest.WithEnv(drv.Marker(c.res)) {
 		marked[p.PID] = true
 	}
-	for _, pid := range c.cmdPIDs {
-		if marked[pid] && oslock.StateOf(pid) != oslock.ProcGone {
-			c.violation("COMMAND pid %d still runs after every wrapper exited", pid)
+	for _, tm := range terms {
+		if marked[tm.PID] && oslock.StateOf(tm.PID) != oslock.ProcGone {
+			c.violation("COMMAND pid %d still runs after every wrapper exited", tm.PID)
 		}
 	}
 }
@@ -1049,11 +914,11 @@ func (c *chaos) sinceLastFault(begin, end int64) (time.Duration, string) {
 
 // stallFrom says where a stall began: the previous term's last write, or
 // the waiter's start.
-func (c *chaos) stallFrom(prev term, from int64, w *wrapper) string {
+func (c *chaos) stallFrom(prev drv.Term, from int64, w *wrapper) string {
 	if w.startNs > from {
 		return "its start"
 	}
-	return fmt.Sprintf("the last write of term %d (wrapper %d on %s, last %s)", prev.epoch, prev.wrapper, prev.host, prev.lastKind)
+	return fmt.Sprintf("the last write of term %d (wrapper %d on %s, last %s)", prev.Epoch, prev.Wrapper, prev.Host, prev.LastKind)
 }
 
 // pstats is stats with the 99th percentile.
@@ -1072,7 +937,7 @@ func (c *chaos) partsHeld() string {
 	var held int
 	for _, f := range c.parts {
 		for _, tm := range c.terms {
-			if tm.host == f.host && tm.start <= f.start && tm.end >= f.start {
+			if tm.Host == f.host && tm.Start <= f.start && tm.End >= f.start {
 				held++
 				break
 			}
@@ -1090,35 +955,35 @@ func (c *chaos) report() {
 		if !s.leader {
 			continue
 		}
-		var next *term
-		var own *term
+		var next *drv.Term
+		var own *drv.Term
 		for i := range terms {
-			if terms[i].epoch == s.epoch {
+			if terms[i].Epoch == s.epoch {
 				own = &terms[i]
 			}
-			if terms[i].start > s.at && terms[i].wrapper != s.pid {
+			if terms[i].Start > s.at && terms[i].Wrapper != s.pid {
 				next = &terms[i]
 				break
 			}
 		}
 		switch s.sig {
 		case syscall.SIGKILL:
-			if next == nil || own == nil || own.end < s.at-int64(10*time.Millisecond) {
+			if next == nil || own == nil || own.End < s.at-int64(10*time.Millisecond) {
 				continue // its COMMAND had ended before the kill
 			}
-			d := time.Duration(next.start - s.at)
-			if c.faultDuring(s.at, next.start) || c.cutDuring("", s.at, next.start) || c.waiterFaultBefore(s) {
+			d := time.Duration(next.Start - s.at)
+			if c.faultDuring(s.at, next.Start) || c.cutDuring("", s.at, next.Start) || c.waiterFaultBefore(s) {
 				killFailFault = append(killFailFault, d)
 			} else {
 				killFail = append(killFail, d)
 			}
 		case syscall.SIGSTOP:
-			if own == nil || own.end < s.at || own.lastKind == "E" {
+			if own == nil || own.End < s.at || own.LastKind == "E" {
 				continue // COMMAND ended by itself (before the deadline, or continued in time)
 			}
-			stopRanOn = append(stopRanOn, time.Duration(own.end-s.at))
-			if next != nil && !c.faultDuring(s.at, next.start) && !c.cutDuring("", s.at, next.start) {
-				stopFail = append(stopFail, time.Duration(next.start-s.at))
+			stopRanOn = append(stopRanOn, time.Duration(own.End-s.at))
+			if next != nil && !c.faultDuring(s.at, next.Start) && !c.cutDuring("", s.at, next.Start) {
+				stopFail = append(stopFail, time.Duration(next.Start-s.at))
 			}
 		}
 	}
@@ -1133,23 +998,23 @@ func (c *chaos) report() {
 	var worstWhat string
 	perHost := map[string]int{}
 	for i, tm := range terms {
-		perHost[tm.host]++
+		perHost[tm.Host]++
 		if i == 0 {
 			continue
 		}
-		from := terms[i-1].end
-		maxGap = max(maxGap, time.Duration(tm.start-from))
+		from := terms[i-1].End
+		maxGap = max(maxGap, time.Duration(tm.Start-from))
 		// A stall: a wrapper that was never signalled waited while the
 		// lock was free or held by a term that had ended (its COMMAND
 		// gone, its holder dead or stopped).
 		var stall time.Duration
 		var stalled *wrapper
 		for _, w := range c.procs {
-			if w.fate != fateNone || w.startNs >= tm.start || (w.exitNs != 0 && w.exitNs < tm.start) {
+			if w.fate != fateNone || w.startNs >= tm.Start || (w.exitNs != 0 && w.exitNs < tm.Start) {
 				continue
 			}
-			d := time.Duration(tm.start - max(from, w.startNs))
-			if c.cutDuring(w.host, max(from, w.startNs), tm.start) {
+			d := time.Duration(tm.Start - max(from, w.startNs))
+			if c.cutDuring(w.host, max(from, w.startNs), tm.Start) {
 				cutWait = max(cutWait, d)
 				continue
 			}
@@ -1160,30 +1025,30 @@ func (c *chaos) report() {
 		if stall > worst {
 			worst = stall
 			worstWhat = fmt.Sprintf("wrapper %d (#%d on %s) waited %v from %s until term %d of wrapper %d on %s started (%.3fs into the run); the test's last actions: %s",
-				stalled.pid, stalled.i, stalled.host, stall.Round(time.Millisecond), c.stallFrom(terms[i-1], from, stalled), tm.epoch, tm.wrapper, tm.host,
-				float64(tm.start-c.procs[0].startNs)/1e9, c.eventsBetween(tm.start-int64(stall)-int64(time.Second), tm.start))
+				stalled.pid, stalled.i, stalled.host, stall.Round(time.Millisecond), c.stallFrom(terms[i-1], from, stalled), tm.Epoch, tm.Wrapper, tm.Host,
+				float64(tm.Start-c.procs[0].startNs)/1e9, c.eventsBetween(tm.Start-int64(stall)-int64(time.Second), tm.Start))
 		}
-		begin := tm.start - int64(stall)
+		begin := tm.Start - int64(stall)
 		switch {
 		case stall == 0:
-		case c.faultDuring(from, tm.start):
+		case c.faultDuring(from, tm.Start):
 			stallFault = append(stallFault, stall)
-		case c.cutDuring("", from, tm.start):
+		case c.cutDuring("", from, tm.Start):
 			stallCut = append(stallCut, stall)
 		default:
 			stallQuiet = append(stallQuiet, stall)
 		}
-		if d, what := c.sinceLastFault(begin, tm.start); stall > 0 && d > sinceFault {
+		if d, what := c.sinceLastFault(begin, tm.Start); stall > 0 && d > sinceFault {
 			sinceFault, sinceWhat = d, what
 		}
-		if over := c.overBound(begin, tm.start); stall > 0 && over != "" {
+		if over := c.overBound(begin, tm.Start); stall > 0 && over != "" {
 			t.Errorf("a stall over the documented bound, %s: wrapper %d (#%d on %s) waited from %s until term %d of wrapper %d on %s started (%.3fs into the run); the test's actions then: %s",
-				over, stalled.pid, stalled.i, stalled.host, c.stallFrom(terms[i-1], from, stalled), tm.epoch, tm.wrapper, tm.host,
-				float64(tm.start-c.procs[0].startNs)/1e9, c.eventsBetween(begin-int64(time.Second), tm.start))
+				over, stalled.pid, stalled.i, stalled.host, c.stallFrom(terms[i-1], from, stalled), tm.Epoch, tm.Wrapper, tm.Host,
+				float64(tm.Start-c.procs[0].startNs)/1e9, c.eventsBetween(begin-int64(time.Second), tm.Start))
 		}
 	}
 	t.Logf("etcdchaos figures: %d wrappers on 3 hosts, %d terms (A %d, B %d, C %d), epochs %d to %d, %d wrapper SIGKILLs (%d of the leader), %d wrapper SIGSTOPs (%d of the leader), etcd faults: %d member SIGKILL+restart, %d member SIGSTOP+CONT (%d of them the raft leader's, past the TTL), %d quorum losses, %d partitions of a member; %d partitions of a host (%s); 0 overlapping COMMANDs, 0 refused fenced writes (checked above)",
-		len(c.procs), len(terms), perHost["A"], perHost["B"], perHost["C"], terms[0].epoch, terms[len(terms)-1].epoch, c.n.kills, c.n.leaderKills, c.n.stops, c.n.leaderStops, c.n.memberKills, c.n.memberStops+c.n.longStops, c.n.longStops, c.n.quorumLosses, c.n.memberCuts, len(c.parts), c.partsHeld())
+		len(c.procs), len(terms), perHost["A"], perHost["B"], perHost["C"], terms[0].Epoch, terms[len(terms)-1].Epoch, c.n.kills, c.n.leaderKills, c.n.stops, c.n.leaderStops, c.n.memberKills, c.n.memberStops+c.n.longStops, c.n.longStops, c.n.quorumLosses, c.n.memberCuts, len(c.parts), c.partsHeld())
 	t.Logf("etcdchaos figures: stalls (per gap between terms, the longest wait of a wrapper never signalled while the name was free or held by an ended term): with no fault within a lease %s; with a partition %s; with an etcd fault %s; a cut host's own waiters (not stalls: they cannot be granted while cut) waited up to %v",
 		pstats(stallQuiet), pstats(stallCut), pstats(stallFault), cutWait.Round(time.Millisecond))
 	if worst > 0 {

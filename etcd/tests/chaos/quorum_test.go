@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/leaderrun/leaderrun/etcd/internal/etcdtest"
+	drv "github.com/leaderrun/leaderrun/internal/chaos"
 	"github.com/leaderrun/leaderrun/internal/proctest"
 )
 
@@ -52,7 +53,7 @@ func TestQuorumLossHolder(t *testing.T) {
 	logHas := func(kind, host string) bool {
 		b, _ := os.ReadFile(filepath.Join(res, "log"))
 		for _, s := range strings.Split(string(b), "\n") {
-			if r, ok := parseLine(s); ok && r.kind == kind && r.host == host {
+			if r, ok := drv.ParseLine(s); ok && r.Kind == kind && r.Host == host {
 				return true
 			}
 		}
@@ -99,17 +100,17 @@ func TestQuorumLossHolder(t *testing.T) {
 	log, _ := os.ReadFile(filepath.Join(res, "log"))
 	var lastA, startB int64
 	for _, s := range strings.Split(string(log), "\n") {
-		r, ok := parseLine(s)
+		r, ok := drv.ParseLine(s)
 		if !ok {
 			continue
 		}
 		switch {
-		case r.kind == "V" || r.kind == "R":
+		case r.Kind == "V" || r.Kind == "R":
 			t.Errorf("overlap: %s", s)
-		case r.host == "A":
-			lastA = r.ns
-		case r.host == "B" && r.kind == "S" && startB == 0:
-			startB = r.ns
+		case r.Host == "A":
+			lastA = r.Nanos
+		case r.Host == "B" && r.Kind == "S" && startB == 0:
+			startB = r.Nanos
 		}
 	}
 	if startB == 0 {
@@ -140,18 +141,8 @@ func starter(t *testing.T, cl *etcdtest.Cluster, tmp, res, self string) func(hos
 		args := []string{"--dir", filepath.Join(tmp, "host"+host), "--host", host, "--name", "chaos", "--ttl", "6s", "--grace", "2s",
 			"--dial-timeout", "2s", "--etcd-endpoints", strings.Join(cl.Endpoints(), ","), "--etcd-prefix", "/quorum/",
 			"--", self, "-test.run=^$"}
-		cmd := exec.Command(leaderrunBin, args...)
-		var env []string
-		for _, kv := range os.Environ() {
-			if !strings.HasPrefix(kv, "LEADERRUN_") && !strings.HasPrefix(kv, "ETCDCHAOS_") {
-				env = append(env, kv)
-			}
-		}
-		cmd.Env = append(env, chaosRole+"=command", "ETCDCHAOS_RES="+res, "ETCDCHAOS_HOST="+host,
-			fmt.Sprintf("ETCDCHAOS_HOLD=%d", hold.Milliseconds()))
-		if stubborn {
-			cmd.Env = append(cmd.Env, "ETCDCHAOS_STUBBORN=1")
-		}
+		cmd := exec.Command(drv.Bin, args...)
+		cmd.Env = drv.Spec{Res: res, Host: host, Tick: 3 * time.Millisecond, Hold: hold, Stubborn: stubborn}.Env()
 		p := &qproc{done: make(chan struct{})}
 		cmd.Stdout, cmd.Stderr = &p.out, &p.out
 		if err := cmd.Start(); err != nil {
@@ -164,7 +155,7 @@ func starter(t *testing.T, cl *etcdtest.Cluster, tmp, res, self string) func(hos
 				cmd.Process.Kill()
 			}
 			<-p.done
-			for _, l := range proctest.WithEnv("ETCDCHAOS_RES=" + res) {
+			for _, l := range proctest.WithEnv(drv.Marker(res)) {
 				if l.PID > 1 {
 					syscall.Kill(l.PID, syscall.SIGKILL)
 				}
@@ -205,7 +196,7 @@ func TestQuorumLossWaiters(t *testing.T) {
 	proctest.Eventually(t, "A's COMMAND starts", func() bool {
 		b, _ := os.ReadFile(filepath.Join(res, "log"))
 		for _, s := range strings.Split(string(b), "\n") {
-			if r, ok := parseLine(s); ok && r.kind == "S" {
+			if r, ok := drv.ParseLine(s); ok && r.Kind == "S" {
 				return true
 			}
 		}
@@ -255,12 +246,12 @@ func TestQuorumLossWaiters(t *testing.T) {
 	log, _ := os.ReadFile(filepath.Join(res, "log"))
 	started := 0
 	for _, s := range strings.Split(string(log), "\n") {
-		r, ok := parseLine(s)
+		r, ok := drv.ParseLine(s)
 		switch {
 		case !ok:
-		case r.kind == "V" || r.kind == "R":
+		case r.Kind == "V" || r.Kind == "R":
 			t.Errorf("overlap: %s", s)
-		case r.kind == "S":
+		case r.Kind == "S":
 			started++
 		}
 	}

@@ -19,6 +19,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	drv "github.com/leaderrun/leaderrun/internal/chaos"
 	"github.com/leaderrun/leaderrun/internal/proctest"
 	"github.com/leaderrun/leaderrun/pg/internal/pgtest"
 )
@@ -32,17 +33,6 @@ func duration() time.Duration {
 	return 15 * time.Second
 }
 
-// command is each COMMAND: it takes a flock of its own on $RUN/running
-// with flock(1), non-blocking, held by its shell and the sleep it starts
-// until both are gone, and writes V when another COMMAND still held it;
-// it logs its start and end with its epoch.
-const command = `exec 9>"$RUN/running"
-if ! flock -n 9; then echo "V $LEADERRUN_EPOCH $$" >> "$RUN/log"; fi
-echo "S $LEADERRUN_EPOCH $$ $(date +%s%N)" >> "$RUN/log"
-sleep 0.2
-echo "E $LEADERRUN_EPOCH $$ $(date +%s%N)" >> "$RUN/log"
-`
-
 // TestPgChaos runs two leaderrun-pg wrappers on each of three simulated
 // hosts (a lock directory and a --host name each) for one name, each
 // started again when it exits, while faults are drawn every 100-500ms:
@@ -50,11 +40,13 @@ echo "E $LEADERRUN_EPOCH $$ $(date +%s%N)" >> "$RUN/log"
 // session), SIGSTOP of a wrapper for 0.5-5s (its watchdog must stop
 // COMMAND by the term's deadline), pg_terminate_backend of a random
 // leaderrun session, and, rarely, an immediate restart of the server or a
-// SIGSTOP of the whole server for 1-4s (past the 3s TTL). Afterwards it
-// checks: no V line (two COMMANDs at once: 0 overlaps), epochs strictly
-// growing from one COMMAND's start to the next, a COMMAND runs within
-// 20s once the faults stop (no stall), and no process of the run is left.
-// Exits are reported by code.
+// SIGSTOP of the whole server for 1-4s (past the 3s TTL). COMMAND is the
+// test binary in the COMMAND role of internal/chaos: it ticks in a fenced
+// log for 200ms. Afterwards it checks what chaos.Check checks (no V line:
+// two COMMANDs at once, 0 overlaps; no write of a deposed term refused by
+// the fence; epochs strictly growing from term to term; one wrapper a
+// term), that a COMMAND runs within 20s once the faults stop (no stall),
+// and that no process of the run is left. Exits are reported by code.
 func TestPgChaos(t *testing.T) {
 	if overlaps := runChaos(t, duration(), false); overlaps != 0 {
 		t.Errorf("%d overlaps", overlaps)
@@ -78,19 +70,13 @@ func runChaos(t *testing.T, d time.Duration, split bool) int {
 	if testing.Short() {
 		t.Skip("multi-process chaos over PostgreSQL; skipped with -short")
 	}
-	if _, err := exec.LookPath("flock"); err != nil {
-		t.Skip("flock(1) not installed (util-linux)")
-	}
 	srv := pgtest.StartT(t)
 	run := t.TempDir()
-	bin := filepath.Join(run, "leaderrun-pg")
-	if out, err := exec.Command("go", "build", "-o", bin, "../../cmd/leaderrun-pg").CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
-	}
-	if err := os.WriteFile(filepath.Join(run, "cmd.sh"), []byte(command), 0o644); err != nil {
+	bin := drv.Bin // see TestMain
+	self, err := os.Executable()
+	if err != nil {
 		t.Fatal(err)
 	}
-	marker := fmt.Sprintf("LR_PG_CHAOS=%d-%d", os.Getpid(), time.Now().UnixNano())
 	seed := uint64(time.Now().UnixNano())
 	t.Logf("seed %d, faults for %v", seed, d)
 	rng := rand.New(rand.NewPCG(seed, 1))
@@ -119,8 +105,8 @@ func runChaos(t *testing.T, d time.Duration, split bool) int {
 					schema += strings.ToLower(w.host)
 				}
 				c := exec.Command(bin, "--pg-url", srv.URL(), "--pg-schema", schema, "--ttl", "3s", "--grace", "500ms",
-					"--dir", filepath.Join(run, w.host), "--host", w.host, "--name", "chaos", "--", "sh", filepath.Join(run, "cmd.sh"))
-				c.Env = append(os.Environ(), "RUN="+run, marker)
+					"--dir", filepath.Join(run, w.host), "--host", w.host, "--name", "chaos", "--", self, "-test.run=^$")
+				c.Env = drv.Spec{Res: run, Host: w.host, Hold: 200 * time.Millisecond, Tick: 5 * time.Millisecond}.Env()
 				c.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 				var stderr strings.Builder
 				c.Stderr = &stderr
@@ -142,6 +128,10 @@ func runChaos(t *testing.T, d time.Duration, split bool) int {
 				exitsMu.Unlock()
 				switch code {
 				case "0", "69", "80", "143", "signal killed":
+				case strconv.Itoa(drv.ExitViolation):
+					if !split {
+						t.Logf("host %s: exit %s: COMMAND saw a violation (see the log check)", w.host, code)
+					}
 				default:
 					// Not a fault's expected end: say why.
 					t.Logf("host %s: exit %s: %s", w.host, code, lastLine(stderr.String()))
@@ -235,7 +225,7 @@ func runChaos(t *testing.T, d time.Duration, split bool) int {
 	// Nothing of the run is left: no COMMAND, no watchdog.
 	gone := time.Now().Add(10 * time.Second)
 	for {
-		left := proctest.WithEnv(marker)
+		left := proctest.WithEnv(drv.Marker(run))
 		if len(left) == 0 {
 			break
 		}
@@ -255,26 +245,22 @@ func runChaos(t *testing.T, d time.Duration, split bool) int {
 		t.Fatal(err)
 	}
 	var overlaps, commands int
-	var last uint64
 	lines := strings.Split(strings.TrimSpace(string(b)), "\n")
 	for _, ln := range lines {
-		f := strings.Fields(ln)
-		if len(f) < 2 {
-			continue
-		}
-		e, _ := strconv.ParseUint(f[1], 10, 64)
-		switch f[0] {
-		case "V":
+		switch f := strings.Fields(ln); {
+		case len(f) == 0:
+		case f[0] == "V":
 			overlaps++
-			if !split {
-				t.Errorf("two COMMANDs at once: %s", ln)
-			}
-		case "S":
+		case f[0] == "S":
 			commands++
-			if e <= last && !split {
-				t.Errorf("epoch %d started after epoch %d", e, last)
-			}
-			last = e
+		}
+	}
+	if !split {
+		// Every check of the shared driver: no V (two COMMANDs at once),
+		// no R (a deposed term's write refused by the fence), epochs
+		// growing, one wrapper a term.
+		if _, err := drv.Check(run, drv.Checks{Violation: t.Errorf}); err != nil {
+			t.Fatal(err)
 		}
 	}
 	var codes []string
