@@ -26,7 +26,7 @@ func testCtx(t *testing.T, d time.Duration) context.Context {
 // newLead is a leadership made by hand, as a backend makes one, on the
 // checked directory dir (its handle lives as long as the test binary).
 func newLead(dir string, epoch uint64) (*elect.Leadership, func(error)) {
-	return elect.NewLeadership(elect.Term{Name: testName, Dir: dir, LockDir: lockDir(dir), Mode: elect.Exclusive, Epoch: epoch, Since: time.Now()})
+	return elect.NewLeadershipIn(elect.Term{Name: testName, Dir: dir, Mode: elect.Exclusive, Epoch: epoch, Since: time.Now()}, lockDir(dir))
 }
 
 func lockDir(dir string) *oslock.Dir {
@@ -368,7 +368,7 @@ func TestServeEndsWithLeadership(t *testing.T) {
 	if _, err := Listen(lead); err == nil {
 		t.Fatal("Listen with an ended leadership succeeded")
 	}
-	shared, _ := elect.NewLeadership(elect.Term{Name: testName, Dir: dir, LockDir: lockDir(dir), Mode: elect.Shared, Epoch: 2})
+	shared, _ := elect.NewLeadershipIn(elect.Term{Name: testName, Dir: dir, Mode: elect.Shared, Epoch: 2}, lockDir(dir))
 	if _, err := Listen(shared); !errors.Is(err, ErrNotExclusive) {
 		t.Fatalf("Listen with a shared leadership: %v", err)
 	}

@@ -404,7 +404,7 @@ func (a *acquirer) grant(ctx context.Context) (*Leadership, error) {
 		}
 	}
 	h := &holding{q: a.q, tk: a.tk, lockF: a.lockF, l: a.l, dir: a.dir, name: a.name, claim: a.makeClaim()}
-	lead, end := NewLeadership(Term{Name: a.name, Dir: a.l.path, LockDir: a.dir, Claim: h.claim.File(), Mode: a.req.Mode, Epoch: st.epoch, Since: now, Release: h.release})
+	lead, end := newLeadership(Term{Name: a.name, Dir: a.l.path, Mode: a.req.Mode, Epoch: st.epoch, Since: now, Release: h.release}, a.dir, h.claim.File())
 	h.lead = lead
 	if err := a.l.track(lead); err != nil {
 		return nil, err

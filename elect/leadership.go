@@ -36,15 +36,8 @@ type Leadership struct {
 
 // Term describes a new Leadership to [NewLeadership].
 type Term struct {
-	Name string
-	Dir  string // where the lock lives, for a backend that has one
-	// LockDir is the checked lock directory itself, for the flock
-	// backend: the bus serves its socket there (see Leadership.OpenDir).
-	// Other backends leave it nil.
-	LockDir *oslock.Dir
-	// Claim is the flock backend's claim on the name outside the lock
-	// directory (see Leadership.Claim); nil elsewhere.
-	Claim *os.File
+	Name  string
+	Dir   string // where the lock lives, for a backend that has one
 	Mode  Mode
 	Epoch uint64
 	Since time.Time
@@ -61,9 +54,23 @@ type Term struct {
 // function that ends its context with a cause (such as ErrStolen) without
 // releasing the lock; the holder still calls Release.
 func NewLeadership(t Term) (*Leadership, func(cause error)) {
+	return newLeadership(t, nil, nil)
+}
+
+// NewLeadershipIn is NewLeadership for a term held in the lock directory
+// dir, already checked (oslock.OpenDir), as the flock backend's are: the
+// bus serves its socket there (Leadership.OpenDir). It is for tests and
+// tools that make a leadership by hand; the Leadership owns dir.
+func NewLeadershipIn(t Term, dir *oslock.Dir) (*Leadership, func(cause error)) {
+	return newLeadership(t, dir, nil)
+}
+
+// newLeadership is NewLeadership with the flock backend's own parts: the
+// checked lock directory and the claim on the name outside it (Claim).
+func newLeadership(t Term, lockDir *oslock.Dir, claim *os.File) (*Leadership, func(cause error)) {
 	ctx, cancel := context.WithCancelCause(context.Background())
 	l := &Leadership{
-		name: t.Name, dir: t.Dir, lockDir: t.LockDir, claim: t.Claim, mode: t.Mode, epoch: t.Epoch, since: t.Since,
+		name: t.Name, dir: t.Dir, lockDir: lockDir, claim: claim, mode: t.Mode, epoch: t.Epoch, since: t.Since,
 		ctx: ctx, cancel: cancel, release: t.Release, expiry: t.Deadline,
 	}
 	return l, cancel
