@@ -229,24 +229,8 @@ func (a *acquirer) checkStall(b entry, bw behind, w *waitSet, last time.Duration
 func (a *acquirer) waitLock(ctx context.Context, queue []entry) error {
 	w := newWaitSet(ctx)
 	defer w.close()
-	owners := map[int]bool{}
-	var granted []entry
-	for _, e := range queue {
-		if e.name == a.tk.e.name {
-			continue
-		}
-		r, err := readRecord(a.q, e.name)
-		if err != nil || r.Epoch == 0 {
-			continue
-		}
-		if f, err := a.q.OpenBeacon(e.name+beaconSuffix, false); err == nil {
-			defer f.Close()
-			w.hangup(f)
-			owners[r.PID] = true
-			a.pids[e.name] = r.PID
-			granted = append(granted, e)
-		}
-	}
+	granted, owners, closeBeacons := a.watchGranted(w, queue)
+	defer closeBeacons()
 	holders := a.lockHolders(owners)
 	for _, pid := range holders {
 		w.gone(pid)
@@ -259,14 +243,7 @@ func (a *acquirer) waitLock(ctx context.Context, queue []entry) error {
 		a.tk.rec.Polling = false // something to sleep on again
 		a.tk.write()
 	}
-	timer := time.Duration(0)
-	if !a.killAt.IsZero() && !a.killed && len(a.deposed) > 0 {
-		timer = max(time.Until(a.killAt), time.Nanosecond)
-	}
-	watchStopped := a.req.StealStopped > 0 && len(granted) > 0 && (timer == 0 || a.req.StealStopped/4 < timer)
-	if watchStopped {
-		timer = a.req.StealStopped / 4
-	}
+	timer, watchStopped := a.holderTimer(len(granted) > 0)
 	fired, err := w.wait(timer)
 	switch {
 	case err != nil || fired || timer == 0:
@@ -276,6 +253,50 @@ func (a *acquirer) waitLock(ctx context.Context, queue []entry) error {
 	}
 	a.killed = true
 	return a.killHolders()
+}
+
+// watchGranted adds to w the beacons of the granted tickets in queue (but
+// ours): their holders' hang-ups wake the wait. It returns those tickets,
+// their owners' pids, and what closes the beacons.
+func (a *acquirer) watchGranted(w *waitSet, queue []entry) (granted []entry, owners map[int]bool, closeAll func()) {
+	owners = map[int]bool{}
+	var beacons []*os.File
+	for _, e := range queue {
+		if e.name == a.tk.e.name {
+			continue
+		}
+		r, err := readRecord(a.q, e.name)
+		if err != nil || r.Epoch == 0 {
+			continue
+		}
+		if f, err := a.q.OpenBeacon(e.name+beaconSuffix, false); err == nil {
+			beacons = append(beacons, f)
+			w.hangup(f)
+			owners[r.PID] = true
+			a.pids[e.name] = r.PID
+			granted = append(granted, e)
+		}
+	}
+	return granted, owners, func() {
+		for _, f := range beacons {
+			f.Close()
+		}
+	}
+}
+
+// holderTimer is how long waitLock may sleep on events alone (0: no
+// limit): until KillAfter's SIGKILL of deposed holders is due, or a
+// quarter of StealStopped while there are granted holders to check on
+// (watchStopped).
+func (a *acquirer) holderTimer(anyGranted bool) (timer time.Duration, watchStopped bool) {
+	if !a.killAt.IsZero() && !a.killed && len(a.deposed) > 0 {
+		timer = max(time.Until(a.killAt), time.Nanosecond)
+	}
+	watchStopped = a.req.StealStopped > 0 && anyGranted && (timer == 0 || a.req.StealStopped/4 < timer)
+	if watchStopped {
+		timer = a.req.StealStopped / 4
+	}
+	return timer, watchStopped
 }
 
 // stealStopped is Request.StealStopped: it deposes and kills the holders

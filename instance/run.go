@@ -247,20 +247,60 @@ func (r *runner) attempt(ctx context.Context) (Result, error) {
 	}
 }
 
-// forward hands the invocation to the primary d.c is connected to.
+// forward hands the invocation to the primary c is connected to.
 func (r *runner) forward(ctx context.Context, c *bus.Client, start, deadline time.Time) (Result, error) {
-	pid := 0
-	if ld, ok := c.Leader(); ok {
-		pid = ld.PID
+	pid := leaderPID(c, 0)
+	first, granted, err := r.submitWatching(ctx, c, deadline)
+	if granted != nil {
+		r.taken = true
+		switch {
+		case granted.err != nil && err != nil:
+			return Result{}, granted.err
+		case granted.err == nil && err != nil:
+			c.Close()
+			return r.lead(ctx, granted.l)
+		case granted.err == nil:
+			granted.l.Release() // accepted: the invocation is that primary's
+		}
 	}
+	pid = leaderPID(c, pid) // the one that took it, if the first one went
+	if err != nil {
+		return r.notAccepted(ctx, c, err, pid, start)
+	}
+	// Accepted: from here on the invocation is the primary's, and this
+	// launch never runs it, nor becomes the primary.
+	r.stopAcquire()
+	if r.o.OnForward != nil {
+		r.o.OnForward(pid)
+	}
+	if r.o.Stdin != nil {
+		sctx, stop := context.WithCancel(ctx)
+		defer stop()
+		go r.sendStdin(sctx, c)
+	}
+	return r.follow(ctx, c, first, pid)
+}
+
+// leaderPID is the pid of the primary c is connected to, or pid between
+// primaries.
+func leaderPID(c *bus.Client, pid int) int {
+	if ld, ok := c.Leader(); ok {
+		return ld.PID
+	}
+	return pid
+}
+
+// submitWatching submits the invocation to c's primary. This launch's own
+// request for the lock may be granted while it submits (the primary it
+// dialed has ended, and the client waits for the next one, which is this
+// launch): the submit is then cut short, and the grant returned, for the
+// caller to take the lock unless the submit was accepted all the same.
+func (r *runner) submitWatching(ctx context.Context, c *bus.Client, deadline time.Time) (first []byte, granted *acquired, err error) {
 	cwd, _ := os.Getwd()
 	sub := wireRequest{Op: opSubmit, ID: r.o.ID, Args: r.o.Args, Cwd: []byte(cwd), Env: environ(r.o.Env), Deadline: deadline.UnixNano(), Stdin: r.o.Stdin != nil}.encode()
 	sctx, cancel := context.WithDeadline(ctx, deadline.Add(grace))
-	// This launch's own request for the lock may be granted while it
-	// submits: the primary it dialed has ended, and the client waits for
-	// the next one, which is this launch. Take the lock then, unless
-	// the submit was accepted all the same.
-	granted := make(chan acquired, 1)
+	defer cancel()
+	got := make(chan acquired, 1)
 	stopWatch := make(chan struct{})
 	watched := make(chan struct{})
 	if r.taken {
@@ -270,35 +310,26 @@ func (r *runner) forward(ctx context.Context, c *bus.Client, start, deadline tim
 			defer close(watched)
 			select {
 			case a := <-r.got:
-				granted <- a
+				got <- a
 				cancel()
 			case <-stopWatch:
 			}
 		}()
 	}
-	first, err := submit(sctx, c, r.o.ID, sub)
+	first, err = submit(sctx, c, r.o.ID, sub)
 	close(stopWatch)
 	<-watched
-	cancel()
 	select {
-	case a := <-granted:
-		r.taken = true
-		switch {
-		case a.err != nil && err != nil:
-			return Result{}, a.err
-		case a.err == nil && err != nil:
-			c.Close()
-			return r.lead(ctx, a.l)
-		case a.err == nil:
-			a.l.Release() // accepted: the invocation is that primary's
-		}
+	case a := <-got:
+		return first, &a, err
 	default:
+		return first, nil, err
 	}
-	if ld, ok := c.Leader(); ok {
-		pid = ld.PID // the one that took it, if the first one went
-	}
+}
+
+// notAccepted is the outcome of a submit that failed with err.
+func (r *runner) notAccepted(ctx context.Context, c *bus.Client, err error, pid int, start time.Time) (Result, error) {
 	switch {
-	case err == nil:
 	case ctx.Err() != nil:
 		return Result{}, ctx.Err()
 	case errors.Is(err, bus.ErrLeaderChanged), errors.Is(err, bus.ErrNoLeader), errors.Is(err, bus.ErrLeaderGone), errors.Is(err, bus.ErrClosed),
@@ -314,21 +345,16 @@ func (r *runner) forward(ctx context.Context, c *bus.Client, start, deadline tim
 	default:
 		return Result{}, err
 	}
-	// Accepted: from here on the invocation is the primary's, and this
-	// launch never runs it, nor becomes the primary.
-	r.stopAcquire()
-	if r.o.OnForward != nil {
-		r.o.OnForward(pid)
-	}
-	if r.o.Stdin != nil {
-		sctx, stop := context.WithCancel(ctx)
-		defer stop()
-		go r.sendStdin(sctx, c)
-	}
+}
+
+// follow relays the accepted invocation's output, from the reply first
+// on, until the primary says it is done, and returns its exit status.
+func (r *runner) follow(ctx context.Context, c *bus.Client, first []byte, pid int) (Result, error) {
 	var outOff, errOff int64
 	for b := first; ; b = nil {
 		if b == nil {
 			w := wireRequest{Op: opWait, ID: r.o.ID, Out: outOff, Err: errOff}.encode()
+			var err error
 			if b, err = c.Request(ctx, w); err != nil {
 				if ctx.Err() != nil {
 					return Result{}, ctx.Err()
