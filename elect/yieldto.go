@@ -79,15 +79,7 @@ func (e *Elector) YieldTo(ctx context.Context, choose func(Pending) bool) (bool,
 	if !ok {
 		return false, ctx.Err()
 	}
-	var id string
-	pid := 0
-	for _, p := range snap.Pending {
-		hid, ok := handoffID(p.Labels)
-		if ok && p.State != "stopped" && (choose == nil || choose(p)) {
-			id, pid = hid, p.PID
-			break
-		}
-	}
+	id, pid := chooseHandoff(snap, choose)
 	if id == "" || e.Leadership() != lead {
 		return false, nil
 	}
@@ -99,36 +91,71 @@ func (e *Elector) YieldTo(ctx context.Context, choose func(Pending) bool) (bool,
 	if err := writeHandoff(q, lead.Epoch(), id); err != nil {
 		return false, err
 	}
-	withdraw := func() {
-		if cur, ok := readHandoff(q); ok && cur.id == id && cur.epoch == lead.Epoch() {
-			q.Remove(handoffFile)
+	h := handover{q: q, lead: lead, id: id, pid: pid}
+	return h.await(ctx, updates)
+}
+
+// chooseHandoff is the first waiting request, in the order of the line,
+// that accepts hand-overs, runs, and that choose approves: its hand-over
+// id and pid; "" when there is none.
+func chooseHandoff(snap Snapshot, choose func(Pending) bool) (id string, pid int) {
+	for _, p := range snap.Pending {
+		hid, ok := handoffID(p.Labels)
+		if ok && p.State != "stopped" && (choose == nil || choose(p)) {
+			return hid, p.PID
 		}
 	}
+	return "", 0
+}
+
+// A handover is a hand-over under way: the chosen waiter (id, pid) is
+// named in q's hand-over file for lead's epoch.
+type handover struct {
+	q    *oslock.Dir
+	lead *Leadership
+	id   string
+	pid  int
+}
+
+// await waits until the term ends (the hand-over done: true), or ctx
+// ends or the chosen one is gone for good (withdrawn: false).
+func (h handover) await(ctx context.Context, updates <-chan Snapshot) (bool, error) {
 	for {
 		select {
-		case <-lead.Context().Done():
+		case <-h.lead.Context().Done():
 			return true, nil
 		case <-ctx.Done():
-			withdraw()
+			h.withdraw()
 			return false, ctx.Err()
 		case snap, ok := <-updates:
 			if !ok {
-				withdraw()
+				h.withdraw()
 				return false, ctx.Err()
 			}
-			// Between its two requests it is in neither; only a chosen
-			// one that is gone for good withdraws the hand-over.
-			if !slices.ContainsFunc(snap.Pending, func(p Pending) bool { hid, _ := handoffID(p.Labels); return hid == id }) &&
-				oslock.StateOf(pid) == oslock.ProcGone {
+			if h.chosenGone(snap) {
 				select {
-				case <-lead.Context().Done():
+				case <-h.lead.Context().Done():
 					return true, nil
 				default:
 				}
-				withdraw()
+				h.withdraw()
 				return false, nil
 			}
 		}
+	}
+}
+
+// chosenGone reports whether the chosen waiter is gone for good: in no
+// request (between its two it is in neither) and its process gone.
+func (h handover) chosenGone(snap Snapshot) bool {
+	inLine := slices.ContainsFunc(snap.Pending, func(p Pending) bool { hid, _ := handoffID(p.Labels); return hid == h.id })
+	return !inLine && oslock.StateOf(h.pid) == oslock.ProcGone
+}
+
+// withdraw removes the hand-over file if it still names this hand-over.
+func (h handover) withdraw() {
+	if cur, ok := readHandoff(h.q); ok && cur.id == h.id && cur.epoch == h.lead.Epoch() {
+		h.q.Remove(handoffFile)
 	}
 }
 
