@@ -155,30 +155,10 @@ func (p *Primary) part(ctx context.Context, r wireRequest) ([]byte, error) {
 var errNotTaken = errors.New("instance: the primary did not take the invocation in time")
 
 func (p *Primary) submit(ctx context.Context, r wireRequest, req bus.Request) (wireReply, error) {
-	p.mu.Lock()
-	if _, ok := p.finished[r.ID]; ok {
-		p.mu.Unlock()
-		return wireReply{Accepted: true}, nil
+	st, known, rep, done, err := p.register(ctx, r.ID)
+	if done {
+		return rep, err
 	}
-	st, known := p.invs[r.ID]
-	if !known && p.closed {
-		// The application has returned: nobody will take it. Hold the
-		// caller until the server closes (it then tries the next
-		// primary, or becomes it) rather than have it call again at once.
-		p.mu.Unlock()
-		<-ctx.Done()
-		return wireReply{}, errStopping
-	}
-	if !known {
-		st = newInvState(r.ID)
-		p.invs[r.ID] = st
-		// Counted under the lock that close takes first, so that close
-		// waits for every delivery that may have reached the
-		// application before it decides who still needs an answer.
-		p.sending.Add(1)
-	}
-	p.mu.Unlock()
-
 	var deadline <-chan time.Time
 	if r.Deadline > 0 {
 		t := time.NewTimer(time.Until(time.Unix(0, r.Deadline)))
@@ -196,6 +176,60 @@ func (p *Primary) submit(ctx context.Context, r wireRequest, req bus.Request) (w
 			return wireReply{}, errNotTaken
 		}
 	}
+	if err := p.deliver(ctx, newInvocation(r, req, st), deadline); err != nil {
+		p.mu.Lock()
+		delete(p.invs, r.ID)
+		p.mu.Unlock()
+		if errors.Is(err, errStopping) {
+			// Hold the caller until the server closes, as register does.
+			<-ctx.Done()
+		}
+		return wireReply{}, err
+	}
+	// Let the application run first, once: one that answers at once then
+	// costs its caller one round trip, not two. Nothing waits for it: the
+	// first phase is not delayed.
+	runtime.Gosched()
+	rep, _ = st.chunk(0, 0)
+	rep.Accepted = true
+	if rep.Done {
+		context.AfterFunc(ctx, func() { p.retire(st) })
+	}
+	return rep, nil
+}
+
+// register finds or records the invocation id: known says a submit of it
+// came before (a retry). done says the submit is over already, with rep
+// and err: finished, or the application has returned.
+func (p *Primary) register(ctx context.Context, id string) (st *invState, known bool, rep wireReply, done bool, err error) {
+	p.mu.Lock()
+	if _, ok := p.finished[id]; ok {
+		p.mu.Unlock()
+		return nil, false, wireReply{Accepted: true}, true, nil
+	}
+	st, known = p.invs[id]
+	if !known && p.closed {
+		// The application has returned: nobody will take it. Hold the
+		// caller until the server closes (it then tries the next
+		// primary, or becomes it) rather than have it call again at once.
+		p.mu.Unlock()
+		<-ctx.Done()
+		return nil, false, wireReply{}, true, errStopping
+	}
+	if !known {
+		st = newInvState(id)
+		p.invs[id] = st
+		// Counted under the lock that close takes first, so that close
+		// waits for every delivery that may have reached the
+		// application before it decides who still needs an answer.
+		p.sending.Add(1)
+	}
+	p.mu.Unlock()
+	return st, known, wireReply{}, false, nil
+}
+
+// newInvocation is the application's view of the submitted r.
+func newInvocation(r wireRequest, req bus.Request, st *invState) *Invocation {
 	inv := &Invocation{ID: r.ID, Cwd: string(r.Cwd), PID: req.PID, UID: req.UID, st: st, Deadline: time.Unix(0, r.Deadline),
 		Stdout: stream{s: st}, Stderr: stream{s: st, err: true}}
 	inv.Args = make([][]byte, len(r.Args))
@@ -209,29 +243,7 @@ func (p *Primary) submit(ctx context.Context, r wireRequest, req bus.Request) (w
 		pr, pw := io.Pipe()
 		inv.Stdin, st.stdinW = pr, pw
 	}
-	err := p.deliver(ctx, inv, deadline)
-	if err == nil {
-		// Let the application run first, once: one that answers at once
-		// then costs its caller one round trip, not two. Nothing waits
-		// for it: the first phase is not delayed.
-		runtime.Gosched()
-		rep, _ := st.chunk(0, 0)
-		rep.Accepted = true
-		if rep.Done {
-			context.AfterFunc(ctx, func() { p.retire(st) })
-		}
-		return rep, nil
-	}
-	{
-		p.mu.Lock()
-		delete(p.invs, r.ID)
-		p.mu.Unlock()
-		if errors.Is(err, errStopping) {
-			// Hold the caller until the server closes, as above.
-			<-ctx.Done()
-		}
-		return wireReply{}, err
-	}
+	return inv
 }
 
 var errStopping = errors.New("instance: the primary is ending")
