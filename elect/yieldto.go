@@ -234,30 +234,9 @@ func (e *Elector) acquireOrHandoff(ctx context.Context, lk *Locker) (*Leadership
 		return nil, err
 	}
 	defer q.Close()
-	named := make(chan struct{})
 	wctx, stopWatch := context.WithCancel(ctx)
-	watched := make(chan struct{})
 	// Armed before the request is queued: no leader can name it sooner.
-	w, werr := oslock.WatchChild(filepath.Join(lk.Dir(), e.Name+queueSuffix), handoffFile)
-	if werr != nil {
-		close(watched) // no inotify: queue as any request does
-	} else {
-		go func() {
-			defer close(watched)
-			defer w.Stop()
-			for {
-				if h, ok := readHandoff(q); ok && h.id == id && lk.holdsEpoch(wctx, e.Name, h.epoch) {
-					close(named)
-					return
-				}
-				select {
-				case <-w.C:
-				case <-wctx.Done():
-					return
-				}
-			}
-		}()
-	}
+	named, watched := lk.watchNamed(wctx, q, e.Name, id)
 	type acquired struct {
 		l   *Leadership
 		err error
@@ -288,6 +267,35 @@ func (e *Elector) acquireOrHandoff(ctx context.Context, lk *Locker) (*Leadership
 		q.Remove(handoffFile)
 	}
 	return l, err
+}
+
+// watchNamed watches q's hand-over file until it names id in a term
+// that holds name (named closes) or ctx ends; watched closes once the
+// watch is over. Without inotify, nothing is ever named: the request
+// queues as any does.
+func (l *Locker) watchNamed(ctx context.Context, q *oslock.Dir, name, id string) (named, watched chan struct{}) {
+	named, watched = make(chan struct{}), make(chan struct{})
+	w, err := oslock.WatchChild(filepath.Join(l.Dir(), name+queueSuffix), handoffFile)
+	if err != nil {
+		close(watched)
+		return named, watched
+	}
+	go func() {
+		defer close(watched)
+		defer w.Stop()
+		for {
+			if h, ok := readHandoff(q); ok && h.id == id && l.holdsEpoch(ctx, name, h.epoch) {
+				close(named)
+				return
+			}
+			select {
+			case <-w.C:
+			case <-ctx.Done():
+				return
+			}
+		}
+	}()
+	return named, watched
 }
 
 // holdsEpoch reports whether name is held in the term epoch.
