@@ -46,53 +46,69 @@ func probe(ctx context.Context, endpoint string, tc *tls.Config) error {
 	var d net.Dialer
 	conn, err := d.DialContext(ctx, "tcp", host)
 	if err != nil {
-		switch {
-		case errors.Is(err, syscall.ECONNREFUSED):
-			return &doorError{endpoint, fmt.Sprintf("connection refused: nothing listens on %s", host)}
-		case errors.Is(err, syscall.EHOSTUNREACH), errors.Is(err, syscall.ENETUNREACH):
-			return &doorError{endpoint, fmt.Sprintf("no route to %s", host)}
-		}
-		var dns *net.DNSError
-		if errors.As(err, &dns) && dns.IsNotFound {
-			return &doorError{endpoint, fmt.Sprintf("no such host %s", u.Hostname())}
-		}
-		return nil
+		return dialFailure(endpoint, host, u.Hostname(), err)
 	}
 	defer conn.Close()
 	if dl, ok := ctx.Deadline(); ok {
 		conn.SetDeadline(dl)
 	}
 	if u.Scheme == "https" || tc != nil {
-		c := tc.Clone()
-		if c == nil {
-			c = &tls.Config{}
-		}
-		if c.ServerName == "" {
-			c.ServerName = u.Hostname()
-		}
-		tconn := tls.Client(conn, c)
-		if err := tconn.HandshakeContext(ctx); err != nil {
-			return tlsFailure(endpoint, err)
-		}
-		// A server that requires a client certificate refuses one that
-		// is missing or wrong only after the handshake (TLS 1.3).
-		fmt.Fprintf(tconn, "GET /version HTTP/1.1\r\nHost: %s\r\nConnection: close\r\n\r\n", u.Host)
-		if _, err := bufio.NewReader(tconn).ReadString('\n'); err != nil {
-			if f := tlsFailure(endpoint, err); f != nil {
-				return f
-			}
-		}
-		return nil
+		return probeTLS(ctx, endpoint, u, conn, tc)
 	}
-	// Plain HTTP: etcd serves /version on its client port. A TLS port
-	// answers a plain request with a 400 saying so, or not at all: then a
-	// TLS handshake tells.
+	return probePlain(ctx, endpoint, u, host, conn)
+}
+
+// dialFailure is the door error of a failed dial, or nil when it is not
+// certain.
+func dialFailure(endpoint, host, hostname string, err error) error {
+	switch {
+	case errors.Is(err, syscall.ECONNREFUSED):
+		return &doorError{endpoint, fmt.Sprintf("connection refused: nothing listens on %s", host)}
+	case errors.Is(err, syscall.EHOSTUNREACH), errors.Is(err, syscall.ENETUNREACH):
+		return &doorError{endpoint, fmt.Sprintf("no route to %s", host)}
+	}
+	var dns *net.DNSError
+	if errors.As(err, &dns) && dns.IsNotFound {
+		return &doorError{endpoint, fmt.Sprintf("no such host %s", hostname)}
+	}
+	return nil
+}
+
+// probeTLS shakes hands over conn and asks for /version, which a server
+// that requires a client certificate refuses only after the handshake
+// (TLS 1.3).
+func probeTLS(ctx context.Context, endpoint string, u *url.URL, conn net.Conn, tc *tls.Config) error {
+	c := tc.Clone()
+	if c == nil {
+		c = &tls.Config{}
+	}
+	if c.ServerName == "" {
+		c.ServerName = u.Hostname()
+	}
+	tconn := tls.Client(conn, c)
+	if err := tconn.HandshakeContext(ctx); err != nil {
+		return tlsFailure(endpoint, err)
+	}
+	fmt.Fprintf(tconn, "GET /version HTTP/1.1\r\nHost: %s\r\nConnection: close\r\n\r\n", u.Host)
+	if _, err := bufio.NewReader(tconn).ReadString('\n'); err != nil {
+		if f := tlsFailure(endpoint, err); f != nil {
+			return f
+		}
+	}
+	return nil
+}
+
+// probePlain asks for /version in plain HTTP, which etcd serves on its
+// client port. A TLS port answers a plain request with a 400 saying so,
+// or not at all: then a TLS handshake tells.
+func probePlain(ctx context.Context, endpoint string, u *url.URL, host string, conn net.Conn) error {
+	speaksTLSErr := &doorError{endpoint, "the server speaks TLS: give https://" + u.Host + " and --cacert FILE (and --cert, --key if it asks for a client certificate)"}
 	conn.SetReadDeadline(time.Now().Add(plainWait))
 	fmt.Fprintf(conn, "GET /version HTTP/1.1\r\nHost: %s\r\nConnection: close\r\n\r\n", u.Host)
 	r := bufio.NewReader(conn)
 	status, err := r.ReadString('\n')
 	if err != nil && speaksTLS(ctx, host) { // no answer, or the connection closed on us
-		return &doorError{endpoint, "the server speaks TLS: give https://" + u.Host + " and --cacert FILE (and --cert, --key if it asks for a client certificate)"}
+		return speaksTLSErr
 	}
 	if err != nil {
 		return nil
@@ -101,7 +117,7 @@ func probe(ctx context.Context, endpoint string, tc *tls.Config) error {
 		body := make([]byte, 512)
 		n, _ := r.Read(body)
 		if strings.Contains(string(body[:n]), "HTTPS") {
-			return &doorError{endpoint, "the server speaks TLS: give https://" + u.Host + " and --cacert FILE (and --cert, --key if it asks for a client certificate)"}
+			return speaksTLSErr
 		}
 	}
 	if len(status) > 0 && status[0] == 0x15 { // a TLS alert record
