@@ -3,6 +3,7 @@ package cmd
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"time"
@@ -151,7 +152,15 @@ type eventJSON struct {
 func dialSubscriber(ctx context.Context, c *cli.Command, b busPort, name string) (BusClient, error) {
 	told := false
 	for {
-		cl, err := b.DialBus(ctx, name, BusOptions{WaitForLeader: true})
+		// A leader stopped before it served its bus (it serves once
+		// COMMAND has run a few ms) has no socket to wait for: ask once
+		// without waiting, so that it is told as a stopped one is.
+		cl, err := b.DialBus(ctx, name, BusOptions{})
+		if errors.Is(err, bus.ErrNoLeader) {
+			if _, stopped := stoppedLeader(ctx, c, name); !stopped {
+				cl, err = b.DialBus(ctx, name, BusOptions{WaitForLeader: true})
+			}
+		}
 		if err == nil {
 			return cl, nil
 		}
