@@ -21,7 +21,7 @@ import (
 // The deadline tests run leaderrun over renewingBackend: the flock lock,
 // with terms that end unless renewed every lease/3, as etcd's do, and a
 // TermEnder that records, in the file its token names, that the watchdog
-// ended the term. Roles, with T_HELPER set:
+// ended the term. Roles, with proctest.RoleEnv=helper:
 //
 //	lrlease ARGS...   leaderrun over renewingBackend
 //	termrecorder      COMMAND: writes "ready" to T_PIDS, then "term" at
@@ -35,7 +35,7 @@ func init() {
 	if code, ok := New(renewingOptions()...).runLateRole(); ok {
 		os.Exit(code)
 	}
-	if os.Getenv("T_HELPER") == "" || len(os.Args) < 3 {
+	if os.Getenv(proctest.RoleEnv) != "helper" || len(os.Args) < 3 {
 		return
 	}
 	switch os.Args[2] {
@@ -179,7 +179,7 @@ func startLeaseRun(t *testing.T) *leaseRun {
 	tmp := t.TempDir()
 	r := &leaseRun{pids: filepath.Join(tmp, "pids"), ended: filepath.Join(tmp, "ended"), dir: termLockDir(t)}
 	c := helperCmd("lrlease", "--dir", r.dir, "--name", "job", "--grace", "300ms", "--", os.Args[0], "-test.run=^$", "termrecorder")
-	c.Env = append(c.Env, "T_HELPER=1", "T_PIDS="+r.pids, "T_ENDED="+r.ended)
+	c.Env = append(c.Env, proctest.RoleEnv+"=helper", "T_PIDS="+r.pids, "T_ENDED="+r.ended)
 	if err := c.Start(); err != nil {
 		t.Fatal(err)
 	}
@@ -284,7 +284,7 @@ func TestTermLostBeforeCommand(t *testing.T) {
 	tmp := t.TempDir()
 	ran := filepath.Join(tmp, "ran")
 	c := helperCmd("lrlease", "--dir", termLockDir(t), "--name", "lost", "--grace", "300ms", "--", "sh", "-c", "echo ran >> "+ran)
-	c.Env = append(c.Env, "T_HELPER=1", "T_LOSE_FIRST=1", "T_ENDED="+filepath.Join(tmp, "ended"))
+	c.Env = append(c.Env, proctest.RoleEnv+"=helper", "T_LOSE_FIRST=1", "T_ENDED="+filepath.Join(tmp, "ended"))
 	out, err := c.CombinedOutput()
 	if err != nil {
 		t.Fatalf("leaderrun: %v: %s", err, out)

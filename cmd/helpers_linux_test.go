@@ -13,7 +13,7 @@ import (
 // (deadline_linux_test.go, tty_linux_test.go); the fence's own tests,
 // with their helper roles, are package supervise's.
 
-// helperCmd re-executes the test binary in role (with T_HELPER set by the
+// helperCmd re-executes the test binary in role (with proctest.RoleEnv=helper set by the
 // caller), with ARGS after it.
 func helperCmd(role string, args ...string) *exec.Cmd {
 	c := exec.Command(os.Args[0], append([]string{"-test.run=^$", role}, args...)...)

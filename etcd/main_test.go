@@ -10,13 +10,15 @@ import (
 	"time"
 
 	"github.com/leaderrun/leaderrun/etcd/internal/etcdtest"
+
+	"github.com/leaderrun/leaderrun/internal/proctest"
 )
 
 // TestMain runs a role when the test binary is re-executed as a contender
 // (see role_test.go), and otherwise the tests, with one shared
 // single-member etcd started on first use.
 func TestMain(m *testing.M) {
-	if r := os.Getenv("LEADERRUN_ETCD_ROLE"); r != "" {
+	if r := os.Getenv(proctest.RoleEnv); r != "" {
 		os.Exit(runRole(r))
 	}
 	code := m.Run()

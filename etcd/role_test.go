@@ -13,6 +13,8 @@ import (
 	"time"
 
 	"github.com/leaderrun/leaderrun/elect"
+
+	"github.com/leaderrun/leaderrun/internal/proctest"
 )
 
 // runRole is the test binary re-executed as a contender on another
@@ -65,7 +67,7 @@ type line struct {
 func spawnHolder(t *testing.T, endpoints []string, prefix, name string, ttl time.Duration) *proc {
 	t.Helper()
 	cmd := exec.Command(os.Args[0], "-test.run=^$")
-	cmd.Env = append(os.Environ(), "LEADERRUN_ETCD_ROLE=holder", "LR_EP="+strings.Join(endpoints, ","), "LR_PREFIX="+prefix, "LR_NAME="+name, "LR_TTL="+ttl.String())
+	cmd.Env = append(os.Environ(), proctest.RoleEnv+"=holder", "LR_EP="+strings.Join(endpoints, ","), "LR_PREFIX="+prefix, "LR_NAME="+name, "LR_TTL="+ttl.String())
 	cmd.Stderr = os.Stderr
 	stdin, err := cmd.StdinPipe()
 	if err != nil {

@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"github.com/leaderrun/leaderrun/elect"
+
+	"github.com/leaderrun/leaderrun/internal/proctest"
 )
 
 // A term begun with what was prepared while waiting has its id and its
@@ -73,7 +75,7 @@ func TestPreparedLeftBehind(t *testing.T) {
 		}
 	}
 	c := helperCmd("sweep")
-	c.Env = append(c.Env, "T_HELPER=1")
+	c.Env = append(c.Env, proctest.RoleEnv+"=helper")
 	if out, err := c.CombinedOutput(); err != nil {
 		t.Fatalf("sweep: %v\n%s", err, out)
 	}

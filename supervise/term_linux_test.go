@@ -20,7 +20,7 @@ import (
 )
 
 // Helper processes of the term tests, re-executions of the test binary
-// with T_HELPER set and the role in os.Args[2]:
+// with proctest.RoleEnv=helper and the role in os.Args[2]:
 //
 //	lr ARGS...     a supervisor as leaderrun is one (helperSupervisor)
 //	leftover KIDS  COMMAND: starts the kids named in KIDS (a comma list of
@@ -33,7 +33,7 @@ import (
 // Every one of them gives up after a minute, so that a leak outlives no
 // test by much.
 func init() {
-	if os.Getenv("T_HELPER") == "" || len(os.Args) < 3 {
+	if os.Getenv(proctest.RoleEnv) != "helper" || len(os.Args) < 3 {
 		return
 	}
 	switch os.Args[2] {
@@ -173,7 +173,7 @@ func startWrapper(t *testing.T, dir, name, kids string, env []string, flags ...s
 	args := append([]string{"--dir", dir, "--name", name, "--grace", "100ms"}, flags...)
 	args = append(args, "--", os.Args[0], "-test.run=^$", "leftover", kids)
 	c := helperCmd("lr", args...)
-	c.Env = append(c.Env, "T_HELPER=1", "T_PIDS="+pids)
+	c.Env = append(c.Env, proctest.RoleEnv+"=helper", "T_PIDS="+pids)
 	c.Env = append(c.Env, env...)
 	if err := c.Start(); err != nil {
 		t.Fatal(err)
@@ -400,7 +400,7 @@ func TestFenceOtherDirectory(t *testing.T) {
 		}
 		w := startWrapper(t, filepath.Join(link, "locks"), "job", "group", env)
 		other := helperCmd("sleeper")
-		other.Env = append(other.Env, "T_HELPER=1", "LEADERRUN_DIR="+dir, "LEADERRUN_NAME=job",
+		other.Env = append(other.Env, proctest.RoleEnv+"=helper", "LEADERRUN_DIR="+dir, "LEADERRUN_NAME=job",
 			"LEADERRUN_PID="+strconv.Itoa(w.cmd.Process.Pid), termEnv+"="+strings.Repeat("cd", termIDLen/2))
 		if err := other.Start(); err != nil {
 			t.Fatal(err)
@@ -446,7 +446,7 @@ func TestFenceDyingWrapper(t *testing.T) {
 			}
 			start := func(env ...string) *exec.Cmd {
 				c := helperCmd("sleeper")
-				c.Env = append(c.Env, append(env, "T_HELPER=1")...)
+				c.Env = append(c.Env, append(env, proctest.RoleEnv+"=helper")...)
 				c.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 				if err := c.Start(); err != nil {
 					t.Fatal(err)
@@ -483,7 +483,7 @@ func TestFenceDyingWrapper(t *testing.T) {
 // here: nothing is sent to them.
 func TestFenceForeignPidNamespace(t *testing.T) {
 	c := helperCmd("sleeper")
-	c.Env = append(c.Env, "T_HELPER=1")
+	c.Env = append(c.Env, proctest.RoleEnv+"=helper")
 	c.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	if err := c.Start(); err != nil {
 		t.Fatal(err)
@@ -674,7 +674,7 @@ func TestTermStartOutsideCgroup(t *testing.T) {
 func TestFenceCgroupNotHere(t *testing.T) {
 	id := strings.Repeat("7c", termIDLen/2)
 	c := helperCmd("sleeper")
-	c.Env = append(c.Env, "T_HELPER=1", termEnv+"="+id)
+	c.Env = append(c.Env, proctest.RoleEnv+"=helper", termEnv+"="+id)
 	c.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
 	if err := c.Start(); err != nil {
 		t.Fatal(err)
@@ -703,7 +703,7 @@ func TestTermWatchdogStarts(t *testing.T) {
 	if tm == nil {
 		t.Fatal("no term")
 	}
-	ch, err := tm.Start([]string{os.Args[0], "-test.run=^$", "sleeper"}, append(os.Environ(), "T_HELPER=1"), io.Discard)
+	ch, err := tm.Start([]string{os.Args[0], "-test.run=^$", "sleeper"}, append(os.Environ(), proctest.RoleEnv+"=helper"), io.Discard)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -19,6 +19,8 @@ import (
 
 	"github.com/leaderrun/leaderrun/etcd"
 	"github.com/leaderrun/leaderrun/etcd/internal/etcdtest"
+
+	"github.com/leaderrun/leaderrun/internal/proctest"
 )
 
 // BenchmarkCLIFailover measures, over one etcd member on loopback, the time
@@ -72,7 +74,7 @@ func BenchmarkCLIFailover(b *testing.B) {
 		},
 		"election": func(host, dir, name, cmdline string) *exec.Cmd {
 			c := exec.Command(self)
-			c.Env = append(os.Environ(), "LEADERRUN_BENCH_ROLE=election", "LEADERRUN_BENCH_TTL="+strconv.Itoa(ttl), "LEADERRUN_BENCH_ENDPOINTS="+ep,
+			c.Env = append(os.Environ(), proctest.RoleEnv+"=election", "LEADERRUN_BENCH_TTL="+strconv.Itoa(ttl), "LEADERRUN_BENCH_ENDPOINTS="+ep,
 				"LEADERRUN_BENCH_PREFIX=/bench/ctl/"+name, "LEADERRUN_BENCH_COMMAND="+cmdline)
 			return c
 		},

@@ -14,12 +14,14 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.etcd.io/etcd/client/v3/concurrency"
 	"go.uber.org/zap"
+
+	"github.com/leaderrun/leaderrun/internal/proctest"
 )
 
 // TestMain runs the election role when BenchmarkCLIFailover re-executes
 // the test binary as its concurrency.Election peer, else the tests.
 func TestMain(m *testing.M) {
-	if os.Getenv("LEADERRUN_BENCH_ROLE") == "election" {
+	if os.Getenv(proctest.RoleEnv) == "election" {
 		os.Exit(electionRole())
 	}
 	os.Exit(m.Run())
