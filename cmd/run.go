@@ -119,10 +119,13 @@ func (o *runOptions) term(ctx context.Context, lk *opened, dir string, lead *ele
 	// otherwise once COMMAND has run busDelay, so that a COMMAND over
 	// sooner (leaderrun -- true) never makes a socket nobody dials.
 	// Members wait for the socket (subscribe), and so does a publish that
-	// finds the name led by a leaderrun that does not serve yet.
+	// finds the name led by a leaderrun that does not serve yet. Over a
+	// backend whose waiters on this host end a dead holder's term (etcd,
+	// PostgreSQL), they learn of the holder from its bus: it is served
+	// at once there too.
 	var srv BusServer
 	var stopServing func()
-	if o.fanout {
+	if _, _, endsHolders := lk.holderEnder(); o.fanout || endsHolders {
 		srv, stopServing = o.serveBus(lk.bus(), lead)
 	} else {
 		stopServing = o.serveBusLater(lk.bus(), lead, busDelay)
