@@ -22,6 +22,7 @@ func TestStaleGrantNotTaken(t *testing.T) {
 	cli := c.Client(t)
 	ctx := testCtx(t)
 	pfx := testPrefix(t)
+	holdings := captureHoldings(t)
 	a := open(t, c, pfx, Config{})
 	b := open(t, c, pfx, Config{})
 	d := open(t, c, pfx, Config{})
@@ -33,7 +34,7 @@ func TestStaleGrantNotTaken(t *testing.T) {
 	queuedN(t, a, "job", 1)
 	wd := async(ctx, d, "job", elect.Request{})
 	queuedN(t, a, "job", 2)
-	time.Sleep(100 * time.Millisecond) // the holder's monitor has seen them join: it hands over to b
+	monitorKnows(t, holdings()[0], 2) // the holder's monitor has seen them join: it hands over to b
 	var once sync.Once
 	testHookConfirm = func(ac *acquirer) {
 		if ac.l != b {

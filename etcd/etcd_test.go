@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"runtime"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -58,6 +59,57 @@ func queuedN(t *testing.T, l *Locker, name string, n int) elect.Snapshot {
 			t.Fatalf("%s: want %d pending, have %+v (%v)", name, n, s.Pending, err)
 		}
 		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// monitorKnows waits (bounded) until the holding's monitor knows n
+// requests that joined after its own, instead of sleeping for it.
+func monitorKnows(t *testing.T, h *holding, n int) {
+	t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		h.mu.Lock()
+		known := len(h.after)
+		h.mu.Unlock()
+		if known >= n {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the holder's monitor knows %d requests after its own, want %d", known, n)
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
+// monitorForgot waits (bounded) until the holding's monitor has seen the
+// request key go.
+func monitorForgot(t *testing.T, h *holding, key string) {
+	t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		h.mu.Lock()
+		_, known := h.after[key]
+		h.mu.Unlock()
+		if !known {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the holder's monitor still knows %s, which went", key)
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
+// captureHoldings collects every holding made while the test runs.
+func captureHoldings(t *testing.T) func() []*holding {
+	var mu sync.Mutex
+	var holdings []*holding
+	testHookHold = func(h *holding) { mu.Lock(); holdings = append(holdings, h); mu.Unlock() }
+	t.Cleanup(func() { testHookHold = nil })
+	return func() []*holding {
+		mu.Lock()
+		defer mu.Unlock()
+		return slices.Clone(holdings)
 	}
 }
 
@@ -386,6 +438,7 @@ func TestReleaseHandsOver(t *testing.T) {
 	cli := c.Client(t)
 	ctx := testCtx(t)
 	pfx := testPrefix(t)
+	holdings := captureHoldings(t)
 	a := open(t, c, pfx, Config{})
 	b := open(t, c, pfx, Config{})
 	h, err := a.Acquire(ctx, "job", elect.Request{})
@@ -394,7 +447,7 @@ func TestReleaseHandsOver(t *testing.T) {
 	}
 	w := async(ctx, b, "job", elect.Request{})
 	queuedN(t, a, "job", 1)
-	time.Sleep(100 * time.Millisecond) // the holder's monitor has seen the waiter join
+	monitorKnows(t, holdings()[0], 1) // the holder's monitor has seen the waiter join
 	before, err := cli.Get(ctx, "/nothing")
 	if err != nil {
 		t.Fatal(err)
@@ -446,6 +499,10 @@ func TestStaleHandOverGrantsNobody(t *testing.T) {
 	gone := keys.Kvs[0]
 	w2 := async(ctx, b, "job", elect.Request{})
 	queuedN(t, a, "job", 2)
+	mu.Lock()
+	first := holdings[0]
+	mu.Unlock()
+	monitorKnows(t, first, 2) // both, so that it can see the first go
 	cancel()
 	if r := answer(t, w1, 10*time.Second, "cancelled waiter"); !errors.Is(r.err, context.Canceled) {
 		t.Fatalf("cancelled waiter: %v", r.err)
@@ -453,7 +510,7 @@ func TestStaleHandOverGrantsNobody(t *testing.T) {
 	mu.Lock()
 	hold := holdings[0]
 	mu.Unlock()
-	time.Sleep(100 * time.Millisecond)
+	monitorForgot(t, hold, string(gone.Key))
 	hold.mu.Lock()
 	hold.after[string(gone.Key)] = gone // as if the monitor had not seen it go
 	hold.mu.Unlock()
