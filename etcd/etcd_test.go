@@ -548,8 +548,12 @@ func TestCloseLeavesNoGoroutines(t *testing.T) {
 	}
 	w := async(ctx, l, "a", elect.Request{})
 	queuedN(t, l, "a", 1)
-	time.Sleep(800 * time.Millisecond) // a renewal or two
-	_ = h
+	_, renewed, _ := h.Deadline() // closed at the first renewal
+	select {
+	case <-renewed:
+	case <-time.After(10 * time.Second):
+		t.Fatal("no renewal within 10s")
+	}
 	if err := l.Close(); err != nil {
 		t.Fatal(err)
 	}
