@@ -42,6 +42,12 @@ func dialBus(ctx context.Context, dir, name string, opts ...bus.DialOption) (*bu
 // Ctrl-Z, a debugger): it holds the lock and its socket accepts
 // connections, but it cannot answer.
 func stoppedLeader(ctx context.Context, c *cli.Command, name string) (elect.Holder, bool) {
+	return heldBy(ctx, c, name, func(h elect.Holder) bool { return h.State == "stopped" })
+}
+
+// heldBy returns the first holder of name that ok approves, asking the
+// backend once (within a second).
+func heldBy(ctx context.Context, c *cli.Command, name string, ok func(elect.Holder) bool) (elect.Holder, bool) {
 	lk, err := openLocker(c)
 	if err != nil {
 		return elect.Holder{}, false
@@ -54,7 +60,7 @@ func stoppedLeader(ctx context.Context, c *cli.Command, name string) (elect.Hold
 		return elect.Holder{}, false
 	}
 	for _, h := range snap.Held {
-		if h.State == "stopped" {
+		if ok(h) {
 			return h, true
 		}
 	}

@@ -86,23 +86,10 @@ func dialPublisher(ctx context.Context, c *cli.Command, b busPort, name string) 
 // ledByLeaderrun reports whether a running leaderrun holds name in
 // exclusive mode, which serves the bus or is about to.
 func ledByLeaderrun(ctx context.Context, c *cli.Command, name string) bool {
-	lk, err := openLocker(c)
-	if err != nil {
-		return false
-	}
-	defer lk.Close()
-	qctx, cancel := context.WithTimeout(ctx, time.Second)
-	defer cancel()
-	snap, err := lk.Query(qctx, name)
-	if err != nil {
-		return false
-	}
-	for _, h := range snap.Held {
-		if !h.External && h.State != "stopped" && h.Mode == elect.Exclusive {
-			return true
-		}
-	}
-	return false
+	_, ok := heldBy(ctx, c, name, func(h elect.Holder) bool {
+		return !h.External && h.State != "stopped" && h.Mode == elect.Exclusive
+	})
+	return ok
 }
 
 // publishFailed is the exit for a publish that failed with err: the

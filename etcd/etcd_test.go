@@ -3,6 +3,7 @@ package etcd
 import (
 	"context"
 	"errors"
+	"fmt"
 	"runtime"
 	"slices"
 	"strings"
@@ -10,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"go.etcd.io/etcd/api/v3/mvccpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.etcd.io/etcd/client/v3/concurrency"
 
@@ -66,35 +68,31 @@ func queuedN(t *testing.T, l *Locker, name string, n int) elect.Snapshot {
 // requests that joined after its own, instead of sleeping for it.
 func monitorKnows(t *testing.T, h *holding, n int) {
 	t.Helper()
-	deadline := time.Now().Add(20 * time.Second)
-	for {
-		h.mu.Lock()
-		known := len(h.after)
-		h.mu.Unlock()
-		if known >= n {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the holder's monitor knows %d requests after its own, want %d", known, n)
-		}
-		time.Sleep(time.Millisecond)
-	}
+	waitMonitor(t, h, fmt.Sprintf("the holder's monitor to know %d requests after its own", n),
+		func(after map[string]*mvccpb.KeyValue) bool { return len(after) >= n })
 }
 
 // monitorForgot waits (bounded) until the holding's monitor has seen the
 // request key go.
 func monitorForgot(t *testing.T, h *holding, key string) {
 	t.Helper()
+	waitMonitor(t, h, "the holder's monitor to see "+key+" go",
+		func(after map[string]*mvccpb.KeyValue) bool { _, known := after[key]; return !known })
+}
+
+// waitMonitor waits (bounded) until ok holds of what h's monitor knows.
+func waitMonitor(t *testing.T, h *holding, what string, ok func(after map[string]*mvccpb.KeyValue) bool) {
+	t.Helper()
 	deadline := time.Now().Add(20 * time.Second)
 	for {
 		h.mu.Lock()
-		_, known := h.after[key]
+		done := ok(h.after)
 		h.mu.Unlock()
-		if !known {
+		if done {
 			return
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("the holder's monitor still knows %s, which went", key)
+			t.Fatalf("timed out waiting for %s", what)
 		}
 		time.Sleep(time.Millisecond)
 	}

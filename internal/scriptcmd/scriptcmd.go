@@ -31,8 +31,8 @@ type Runner func(ts *testscript.TestScript, args ...string) ([]byte, error)
 // Cmd is a testscript command.
 type Cmd = func(ts *testscript.TestScript, neg bool, args []string)
 
-// Commands returns waitfile, waitleader, waitqueue, sleep, sigpid,
-// contatend, gone and stopwatch; run serves the two that ask leaderrun,
+// Commands returns waitfile, waitleader, waitqueue, waitsocket, sleep,
+// sigpid, contatend, gone and stopwatch; run serves the two that ask leaderrun,
 // and timeout bounds every wait that gives no -t.
 func Commands(run Runner, timeout time.Duration) map[string]Cmd {
 	c := cmds{run: run, timeout: timeout}
@@ -40,6 +40,7 @@ func Commands(run Runner, timeout time.Duration) map[string]Cmd {
 		"waitfile":   c.waitfile,
 		"waitleader": c.waitleader,
 		"waitqueue":  c.waitqueue,
+		"waitsocket": c.waitsocket,
 		"sleep":      sleep,
 		"sigpid":     sigpid,
 		"contatend":  contatend,
@@ -115,6 +116,30 @@ func (c cmds) waitqueue(ts *testscript.TestScript, neg bool, args []string) {
 		out, err := c.run(ts, "status", args[0], "--json")
 		var snap struct{ Pending []json.RawMessage }
 		return err == nil && json.Unmarshal(out, &snap) == nil && len(snap.Pending) == n
+	})
+}
+
+// waitsocket [-t DURATION] FILE: wait until the process whose pid is in
+// FILE holds a socket (publish, subscribe or a later single instance has
+// connected to its leader: they hold no other). Without /proc it does not
+// wait.
+func (c cmds) waitsocket(ts *testscript.TestScript, neg bool, args []string) {
+	d, args := c.timeoutArg(ts, args)
+	if neg || len(args) != 1 {
+		ts.Fatalf("usage: waitsocket [-t DURATION] FILE")
+	}
+	if runtime.GOOS != "linux" {
+		return
+	}
+	fds := "/proc/" + strconv.Itoa(pidIn(ts, args[0])) + "/fd/"
+	poll(ts, d, "a socket in "+fds, func() bool {
+		ents, _ := os.ReadDir(fds)
+		for _, e := range ents {
+			if l, err := os.Readlink(fds + e.Name()); err == nil && strings.HasPrefix(l, "socket:") {
+				return true
+			}
+		}
+		return false
 	})
 }
 
@@ -205,15 +230,7 @@ func gone(ts *testscript.TestScript, neg bool, args []string) {
 		ts.Fatalf("gone reads /proc/PID/stat: give the script [!linux] skip")
 	}
 	pid := pidIn(ts, args[0])
-	dead := func() bool {
-		b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
-		if err != nil {
-			return true
-		}
-		s := string(b)
-		i := strings.LastIndexByte(s, ')')
-		return s[i+2] == 'Z' || s[i+2] == 'X'
-	}
+	dead := func() bool { return oslock.StateOf(pid) == oslock.ProcGone }
 	if neg {
 		if dead() {
 			ts.Fatalf("process %d: gone=true, want false", pid)
