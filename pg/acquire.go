@@ -29,7 +29,7 @@ func (l *Locker) Acquire(ctx context.Context, name string, req elect.Request) (*
 	if err := elect.ValidateName(name); err != nil {
 		return nil, err
 	}
-	if err := validate(req); err != nil {
+	if err := req.Validate(); err != nil {
 		return nil, err
 	}
 	if req.Command == nil {
@@ -69,42 +69,6 @@ func unavailable(err error) error {
 		return fmt.Errorf("%w: %w", elect.ErrUnavailable, err)
 	}
 	return err
-}
-
-// validate is elect's check of a Request. StealStopped is accepted and
-// has nothing to do here: a stopped holder cannot renew its lease, so its
-// term ends within the TTL anyway.
-func validate(r elect.Request) error {
-	switch {
-	case r.Mode != elect.Exclusive && r.Mode != elect.Shared:
-		return fmt.Errorf("%w: unknown mode %d", elect.ErrInvalidRequest, r.Mode)
-	case r.Steal && r.IfAvailable:
-		return fmt.Errorf("%w: steal cannot be combined with if-available (try-only)", elect.ErrInvalidRequest)
-	case r.Steal && r.Mode == elect.Shared:
-		return fmt.Errorf("%w: steal cannot be combined with shared mode", elect.ErrInvalidRequest)
-	case r.StealStopped < 0:
-		return fmt.Errorf("%w: negative StealStopped", elect.ErrInvalidRequest)
-	case r.StealStopped > 0 && r.IfAvailable:
-		return fmt.Errorf("%w: StealStopped cannot be combined with if-available (try-only)", elect.ErrInvalidRequest)
-	case r.KillAfter < 0:
-		return fmt.Errorf("%w: negative KillAfter", elect.ErrInvalidRequest)
-	case r.KillAfter > 0 && !r.Steal:
-		return fmt.Errorf("%w: KillAfter needs Steal", elect.ErrInvalidRequest)
-	}
-	return validateLabels(r.Labels)
-}
-
-// validateLabels is elect's bound on a Request's labels.
-func validateLabels(labels []string) error {
-	if len(labels) > 16 {
-		return fmt.Errorf("%w: %d labels, at most 16", elect.ErrInvalidRequest, len(labels))
-	}
-	for _, lb := range labels {
-		if len(lb) > 64 {
-			return fmt.Errorf("%w: label of %d bytes, at most 64", elect.ErrInvalidRequest, len(lb))
-		}
-	}
-	return nil
 }
 
 // verdict is what enqueue or evaluate said of a request.
