@@ -22,21 +22,27 @@ func liveSession(t *testing.T, l *Locker) *session {
 	return l.sess
 }
 
+// heldAndWaited opens two Lockers (TTL 20s) in a schema of its own: h
+// holds name (lh), w waits for it, its grant to come on g.
+func heldAndWaited(t *testing.T, name string) (h, w *Locker, lh *elect.Leadership, g <-chan grant) {
+	t.Helper()
+	srv := sharedServer(t)
+	schema := testSchema(t)
+	h, w = open(t, srv, schema, Config{TTL: 20 * time.Second}), open(t, srv, schema, Config{TTL: 20 * time.Second})
+	lh, err := h.Acquire(t.Context(), name, elect.Request{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	g = acquireAsync(t.Context(), w, name, elect.Request{})
+	waitQueued(t, h, name, 1)
+	return h, w, lh, g
+}
+
 // TestHandoffInRelease: a release grants the waiter behind it in the
 // releasing transaction, and the waiter holds on the notification alone:
 // it is granted while its session's connection can run no statement.
 func TestHandoffInRelease(t *testing.T) {
-	srv := sharedServer(t)
-	schema := testSchema(t)
-	const ttl = 20 * time.Second
-	h, w := open(t, srv, schema, Config{TTL: ttl}), open(t, srv, schema, Config{TTL: ttl})
-	ctx := t.Context()
-	lh, err := h.Acquire(ctx, "hr", elect.Request{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	g := acquireAsync(ctx, w, "hr", elect.Request{})
-	waitQueued(t, h, "hr", 1)
+	h, w, lh, g := heldAndWaited(t, "hr")
 	s := liveSession(t, w)
 	s.cmu.Lock() // no statement of w's session from here
 	lh.Release()
@@ -66,24 +72,14 @@ func TestHandoffInRelease(t *testing.T) {
 // and the waiter holds on the grant told with the notification without
 // waiting for its evaluate.
 func TestHandoffDuringEvaluate(t *testing.T) {
-	srv := sharedServer(t)
-	schema := testSchema(t)
-	const ttl = 20 * time.Second
-	h, w := open(t, srv, schema, Config{TTL: ttl}), open(t, srv, schema, Config{TTL: ttl})
-	ctx := t.Context()
-	lh, err := h.Acquire(ctx, "hd", elect.Request{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	h, w, lh, g := heldAndWaited(t, "hd")
 	sid, err := h.Session(lh)
 	if err != nil {
 		t.Fatal(err)
 	}
-	g := acquireAsync(ctx, w, "hd", elect.Request{})
-	waitQueued(t, h, "hd", 1)
 	s := liveSession(t, w)
 	s.cmu.Lock()
-	terminate(t, srv, backendPID(t, h))
+	terminate(t, sharedServer(t), backendPID(t, h))
 	// w's watch of h's connection fires: w evaluates, and its evaluate
 	// waits for the connection held here.
 	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(time.Millisecond) {
@@ -98,7 +94,7 @@ func TestHandoffDuringEvaluate(t *testing.T) {
 			t.Fatal("w's watch of the holder's connection did not fire within 10s")
 		}
 	}
-	if err := w.EndSession(ctx, sid); err != nil {
+	if err := w.EndSession(t.Context(), sid); err != nil {
 		s.cmu.Unlock()
 		t.Fatal(err)
 	}
@@ -141,7 +137,7 @@ func TestHandoffNotToGone(t *testing.T) {
 	s.cmu.Lock()
 	pid := int(s.conn.PgConn().PID())
 	terminate(t, srv, pid)
-	waitBackendGone(t, h, pid)
+	waitNoBackend(t, h, "pid = $1", pid)
 	lh.Release()
 	r := recvGrant(t, gw)
 	s.cmu.Unlock()
@@ -154,49 +150,17 @@ func TestHandoffNotToGone(t *testing.T) {
 	r.lead.Release()
 }
 
-// waitBackendGone waits until server backend pid has exited.
-func waitBackendGone(t *testing.T, l *Locker, pid int) {
-	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		var n int
-		err := l.withAdmin(context.Background(), func(c *pgx.Conn) error {
-			return c.QueryRow(context.Background(), "SELECT count(*) FROM pg_stat_activity WHERE pid = $1", pid).Scan(&n)
-		})
-		if err != nil {
-			t.Fatal(err)
-		}
-		if n == 0 {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("backend %d still there after 10s", pid)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
-}
-
 // TestHandoffCommitsSynchronously: an end of a session that hands the name
 // on commits synchronously whatever its connection says (a watchdog's
 // end asks for synchronous_commit=off): the grant must survive a crash.
 func TestHandoffCommitsSynchronously(t *testing.T) {
-	srv := sharedServer(t)
-	schema := testSchema(t)
-	h, w := open(t, srv, schema, Config{TTL: 20 * time.Second}), open(t, srv, schema, Config{TTL: 20 * time.Second})
-	ctx := t.Context()
-	lh, err := h.Acquire(ctx, "hs", elect.Request{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	h, _, lh, _ := heldAndWaited(t, "hs")
 	defer lh.Release()
 	sid, err := h.Session(lh)
 	if err != nil {
 		t.Fatal(err)
 	}
-	wctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	acquireAsync(wctx, w, "hs", elect.Request{})
-	waitQueued(t, h, "hs", 1)
+	ctx := t.Context()
 	c, err := h.connect(ctx, "test", map[string]string{"synchronous_commit": "off"})
 	if err != nil {
 		t.Fatal(err)

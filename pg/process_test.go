@@ -41,7 +41,9 @@ func TestDeadWaiterPassed(t *testing.T) {
 	// in the instant before a release, before the server sees its session's
 	// connection close, may be handed the name in the release, and then
 	// passes at its lease's expiry, as a waiter on a dead host does.)
-	waitProcessGone(t, a, b.PID())
+	// The session connection, which leaderrun names with its pid; its
+	// connection that sleeps on the holder's lock stays until it wakes.
+	waitNoBackend(t, a, "application_name LIKE $1", fmt.Sprintf("leaderrun session %% pid %d", b.PID()))
 	released := time.Now()
 	la.Release()
 	select {
@@ -56,16 +58,15 @@ func TestDeadWaiterPassed(t *testing.T) {
 	}
 }
 
-// waitProcessGone waits until the server has seen the session connection
-// of process pid close (leaderrun names the pid in application_name). Its
-// connection that sleeps on another session's lock stays until it wakes.
-func waitProcessGone(t *testing.T, l *Locker, pid int) {
+// waitNoBackend waits until the server has no backend where cond holds
+// of pg_stat_activity's row ($1 is arg).
+func waitNoBackend(t *testing.T, l *Locker, cond string, arg any) {
 	t.Helper()
 	deadline := time.Now().Add(10 * time.Second)
 	for {
 		var n int
 		err := l.withAdmin(context.Background(), func(c *pgx.Conn) error {
-			return c.QueryRow(context.Background(), "SELECT count(*) FROM pg_stat_activity WHERE application_name LIKE $1", fmt.Sprintf("leaderrun session %% pid %d", pid)).Scan(&n)
+			return c.QueryRow(context.Background(), "SELECT count(*) FROM pg_stat_activity WHERE "+cond, arg).Scan(&n)
 		})
 		if err != nil {
 			t.Fatal(err)
@@ -74,7 +75,7 @@ func waitProcessGone(t *testing.T, l *Locker, pid int) {
 			return
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("the server still has the session connection of process %d after 10s", pid)
+			t.Fatalf("the server still has %d backends where %s ($1 = %v) after 10s", n, cond, arg)
 		}
 		time.Sleep(5 * time.Millisecond)
 	}
