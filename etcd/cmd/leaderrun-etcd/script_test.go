@@ -6,7 +6,6 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -25,18 +24,12 @@ import (
 // (backendtest.Main); otherwise it runs the tests, with one 3-member etcd
 // cluster for all scripts, started on first use.
 func TestMain(m *testing.M) {
-	backendtest.Main(m, "etcd", etcdcmd.Options(), func() {
-		if cluster != nil {
-			cluster.Close()
-		}
-	})
+	backendtest.Main(m, "etcd", etcdcmd.Options(), shared.Close)
 }
 
 var (
-	clusterOnce sync.Once
-	cluster     *etcdtest.Cluster
-	clusterErr  error
-	scriptSeq   atomic.Int64
+	shared    backendtest.Shared[*etcdtest.Cluster]
+	scriptSeq atomic.Int64
 )
 
 // sharedCluster is the package's 3-member etcd: skipped without an etcd
@@ -44,11 +37,7 @@ var (
 func sharedCluster(t *testing.T) *etcdtest.Cluster {
 	t.Helper()
 	etcdtest.Require(t)
-	clusterOnce.Do(func() { cluster, clusterErr = etcdtest.Start(etcdtest.Options{Members: 3}) })
-	if clusterErr != nil {
-		t.Fatal(clusterErr)
-	}
-	return cluster
+	return shared.Get(t, func() (*etcdtest.Cluster, error) { return etcdtest.Start(etcdtest.Options{Members: 3}) })
 }
 
 // TestScripts runs testdata/scripts/*.txtar against a 3-member etcd on

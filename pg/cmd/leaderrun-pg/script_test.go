@@ -20,18 +20,13 @@ import (
 // (backendtest.Main); otherwise it runs the tests, with one PostgreSQL
 // server for all scripts, started on first use.
 func TestMain(m *testing.M) {
-	backendtest.Main(m, "pg", pgcmd.Options(), func() {
-		if server != nil {
-			server.Close()
-		}
-	})
+	backendtest.Main(m, "pg", pgcmd.Options(), shared.Close)
 }
 
 var (
-	serverOnce sync.Once
-	server     *pgtest.Server
-	serverErr  error
-	scriptSeq  atomic.Int64
+	shared    backendtest.Shared[*pgtest.Server]
+	server    *pgtest.Server // once shared is started, for pgserver
+	scriptSeq atomic.Int64
 )
 
 // sharedServer is the package's PostgreSQL: skipped without one, a
@@ -39,10 +34,7 @@ var (
 func sharedServer(t *testing.T) *pgtest.Server {
 	t.Helper()
 	pgtest.Require(t)
-	serverOnce.Do(func() { server, serverErr = pgtest.Start() })
-	if serverErr != nil {
-		t.Fatal(serverErr)
-	}
+	server = shared.Get(t, pgtest.Start)
 	return server
 }
 
