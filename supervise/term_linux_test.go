@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/leaderrun/leaderrun/elect"
+	"github.com/leaderrun/leaderrun/internal/layout"
 	"github.com/leaderrun/leaderrun/internal/proctest"
 	"github.com/leaderrun/leaderrun/oslock"
 )
@@ -464,7 +465,7 @@ func TestFenceDyingWrapper(t *testing.T) {
 			if !waitStarted(r) {
 				t.Fatal("no start time in /proc for a process just started")
 			}
-			if err := os.WriteFile(filepath.Join(dir, elect.TermMarkerPrefix("job")+id), []byte(r.String()), 0o600); err != nil {
+			if err := os.WriteFile(filepath.Join(dir, layout.TermMarkerPrefix("job")+id), []byte(r.String()), 0o600); err != nil {
 				t.Fatal(err)
 			}
 			succeed(t, dir, "job", exclusive)

@@ -15,6 +15,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/leaderrun/leaderrun/elect"
+	"github.com/leaderrun/leaderrun/internal/layout"
 	"github.com/leaderrun/leaderrun/oslock"
 )
 
@@ -258,7 +259,7 @@ func runWatchdog(te TermEnd) int {
 	// since can hold.
 	d, err := oslock.OpenDir(os.Getenv(watchdogDir), oslock.DirOptions{GroupShared: true, AllowUnsafeFS: true})
 	if err == nil {
-		d.Remove(elect.TermMarkerPrefix(os.Getenv(watchdogName)) + w.r.id)
+		d.Remove(layout.TermMarkerPrefix(os.Getenv(watchdogName)) + w.r.id)
 		d.Close()
 	}
 	// The term is over and its marker gone: the claim goes now, not at
