@@ -14,4 +14,5 @@ const (
 	stealMarker  = layout.StealMarker
 	handoffFile  = layout.HandoffFile
 	tmpPrefix    = layout.TmpPrefix
+	sparePrefix  = layout.SparePrefix
 )
