@@ -205,6 +205,18 @@ func describeHolder(h elect.Holder) string {
 	return s + ")"
 }
 
+// heldBySelf reports whether this process holds in snap: its request was
+// granted while Acquire had not returned yet. Only a holder on this host
+// (a backend that names no hosts) can be told by its pid.
+func heldBySelf(snap elect.Snapshot) bool {
+	for _, h := range snap.Held {
+		if h.PID == os.Getpid() && h.Host == "" && !h.External {
+			return true
+		}
+	}
+	return false
+}
+
 // reportQueue prints, for -v, where this instance stands in line and who
 // leads, whenever that changes, and tells systemd (STATUS=, sdnotify.go).
 // With -v it polls twice a second: it is only a report for a person
@@ -223,8 +235,8 @@ func (o *runOptions) reportQueue(ctx context.Context, lk *opened, done <-chan st
 		case <-t.C:
 		}
 		snap, err := lk.Query(ctx, o.name)
-		if err != nil {
-			return
+		if err != nil || heldBySelf(snap) {
+			return // granted meanwhile: leading is told next
 		}
 		msg := fmt.Sprintf("waiting for %s", o.name)
 		pos, holder, host := 0, 0, ""
