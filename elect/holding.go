@@ -115,6 +115,10 @@ func (h *holding) armPath(end func(error)) {
 	})
 }
 
+// testBeforeWatch, set by tests, runs between watchPath's first look at
+// the path and its watch.
+var testBeforeWatch func(lockPath string)
+
 // watchPath ends the term with ErrLockLost as soon as the lock file at the
 // Locker's path is no longer the one we hold (removed, replaced, its
 // directory moved or removed, or a filesystem mounted over it or
@@ -144,6 +148,9 @@ func (h *holding) watchPath(end func(error)) {
 		end(ErrLockLost) // before the watch was armed
 		return
 	}
+	if testBeforeWatch != nil {
+		testBeforeWatch(lockPath)
+	}
 	for _, p := range []string{lockPath, h.l.path} {
 		w, err := oslock.WatchPath(p)
 		if err != nil {
@@ -152,6 +159,11 @@ func (h *holding) watchPath(end func(error)) {
 		h.watches = append(h.watches, w)
 	}
 	if len(h.watches) == 0 {
+		// The path's watch fails once the file is gone: removed
+		// between the first look and the watch, it is lost now.
+		if lost() {
+			end(ErrLockLost)
+		}
 		return
 	}
 	fs, _ := oslock.AboveWatches(h.tk.beacon, h.tk.f, h.lockF)
