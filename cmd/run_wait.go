@@ -62,11 +62,7 @@ func (o *runOptions) acquire(ctx context.Context, lk *opened, sigs <-chan os.Sig
 	if lostPlace(err) && errors.Is(actx.Err(), context.DeadlineExceeded) {
 		err = actx.Err() // -w ran out while queueing again
 	}
-	if err == nil && lead != nil {
-		close(granted)
-	}
-	close(done)
-	wg.Wait()
+	endWaiting(&wg, done, granted, err == nil && lead != nil)
 	if stuck {
 		o.logf("%v while waiting for %s; giving up (the request did not end: its system call is stuck)", got, o.name)
 		return nil, silentExit(ExitSignalBase + supervise.SignalNumber(got))
@@ -79,6 +75,16 @@ func (o *runOptions) acquire(ctx context.Context, lk *opened, sigs <-chan os.Sig
 		return nil, silentExit(ExitSignalBase + supervise.SignalNumber(got))
 	}
 	return o.acquired(lk, lead, err)
+}
+
+// endWaiting closes granted if the lock was, then done, and waits for
+// what ran while waiting (whileWaiting).
+func endWaiting(wg *sync.WaitGroup, done, granted chan struct{}, ok bool) {
+	if ok {
+		close(granted)
+	}
+	close(done)
+	wg.Wait()
 }
 
 // whileWaiting starts, on wg until done is closed, what runs while this
