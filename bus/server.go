@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/leaderrun/leaderrun/elect"
+	"github.com/leaderrun/leaderrun/internal/layout"
 	"github.com/leaderrun/leaderrun/oslock"
 )
 
@@ -99,7 +100,7 @@ type Server struct {
 	stopOnce sync.Once
 }
 
-func sockName(name string) string { return elect.SocketFile(name) }
+func sockName(name string) string { return layout.SocketFile(name) }
 
 // Listen starts serving the bus of lead's name: it creates the socket
 // <dir>/<name>.sock (mode 0600) and announces lead to every member that
@@ -147,7 +148,7 @@ func Listen(lead *elect.Leadership, opts ...ServerOption) (*Server, error) {
 // atomically rather than removed first.
 func (s *Server) listen() error {
 	name := sockName(s.lead.Name())
-	tmp := elect.SocketTempFile(s.lead.Name())
+	tmp := layout.SocketTempFile(s.lead.Name())
 	if err := s.dir.Remove(tmp); err != nil && !errors.Is(err, fs.ErrNotExist) {
 		return err
 	}

@@ -49,6 +49,12 @@ type Request struct {
 	Labels []string
 }
 
+// Validate reports, as an error matching ErrInvalidRequest, what makes r
+// a request no backend takes: an unknown mode, a steal that is shared or
+// try-only, a negative or unpaired KillAfter or StealStopped, or labels
+// over their bounds. Every backend checks a Request with it.
+func (r Request) Validate() error { return r.validate() }
+
 func (r Request) validate() error {
 	switch {
 	case r.Mode != Exclusive && r.Mode != Shared:

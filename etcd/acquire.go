@@ -31,7 +31,7 @@ func (l *Locker) Acquire(ctx context.Context, name string, req elect.Request) (*
 	if err := elect.ValidateName(name); err != nil {
 		return nil, err
 	}
-	if err := validate(req); err != nil {
+	if err := req.Validate(); err != nil {
 		return nil, err
 	}
 	if req.Command == nil {
@@ -112,29 +112,6 @@ func (l *Locker) acquire(ctx context.Context, s *session, name string, req elect
 		return nil, gone, err
 	}
 	return lead, gone, nil
-}
-
-// validate is elect's check of a Request. StealStopped is accepted and has
-// nothing to do here: a stopped holder cannot renew its lease, so its term
-// ends within the TTL anyway.
-func validate(r elect.Request) error {
-	switch {
-	case r.Mode != elect.Exclusive && r.Mode != elect.Shared:
-		return fmt.Errorf("%w: unknown mode %d", elect.ErrInvalidRequest, r.Mode)
-	case r.Steal && r.IfAvailable:
-		return fmt.Errorf("%w: steal cannot be combined with if-available (try-only)", elect.ErrInvalidRequest)
-	case r.Steal && r.Mode == elect.Shared:
-		return fmt.Errorf("%w: steal cannot be combined with shared mode", elect.ErrInvalidRequest)
-	case r.StealStopped < 0:
-		return fmt.Errorf("%w: negative StealStopped", elect.ErrInvalidRequest)
-	case r.StealStopped > 0 && r.IfAvailable:
-		return fmt.Errorf("%w: StealStopped cannot be combined with if-available (try-only)", elect.ErrInvalidRequest)
-	case r.KillAfter < 0:
-		return fmt.Errorf("%w: negative KillAfter", elect.ErrInvalidRequest)
-	case r.KillAfter > 0 && !r.Steal:
-		return fmt.Errorf("%w: KillAfter needs Steal", elect.ErrInvalidRequest)
-	}
-	return nil
 }
 
 // acquirer is one request on its way to the lock.

@@ -4,13 +4,13 @@ import (
 	"fmt"
 	"os"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/leaderrun/leaderrun/etcd/internal/etcdtest"
 
+	"github.com/leaderrun/leaderrun/internal/backendtest"
 	"github.com/leaderrun/leaderrun/internal/proctest"
 )
 
@@ -22,28 +22,20 @@ func TestMain(m *testing.M) {
 		os.Exit(runRole(r))
 	}
 	code := m.Run()
-	if shared != nil {
-		shared.Close()
-	}
+	shared.Close()
 	os.Exit(code)
 }
 
 var (
-	sharedOnce sync.Once
-	shared     *etcdtest.Cluster
-	sharedErr  error
-	prefixes   atomic.Int64
+	shared   backendtest.Shared[*etcdtest.Cluster]
+	prefixes atomic.Int64
 )
 
 // sharedCluster is one etcd member for the tests that do not harm it.
 func sharedCluster(t testing.TB) *etcdtest.Cluster {
 	t.Helper()
 	etcdtest.Require(t)
-	sharedOnce.Do(func() { shared, sharedErr = etcdtest.Start(etcdtest.Options{Members: 1}) })
-	if sharedErr != nil {
-		t.Fatal(sharedErr)
-	}
-	return shared
+	return shared.Get(t, func() (*etcdtest.Cluster, error) { return etcdtest.Start(etcdtest.Options{Members: 1}) })
 }
 
 // testPrefix is a key prefix no other test uses.

@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -27,7 +29,7 @@ func (l *Locker) Acquire(ctx context.Context, name string, req elect.Request) (*
 	if err := elect.ValidateName(name); err != nil {
 		return nil, err
 	}
-	if err := validate(req); err != nil {
+	if err := req.Validate(); err != nil {
 		return nil, err
 	}
 	if req.Command == nil {
@@ -67,42 +69,6 @@ func unavailable(err error) error {
 		return fmt.Errorf("%w: %w", elect.ErrUnavailable, err)
 	}
 	return err
-}
-
-// validate is elect's check of a Request. StealStopped is accepted and
-// has nothing to do here: a stopped holder cannot renew its lease, so its
-// term ends within the TTL anyway.
-func validate(r elect.Request) error {
-	switch {
-	case r.Mode != elect.Exclusive && r.Mode != elect.Shared:
-		return fmt.Errorf("%w: unknown mode %d", elect.ErrInvalidRequest, r.Mode)
-	case r.Steal && r.IfAvailable:
-		return fmt.Errorf("%w: steal cannot be combined with if-available (try-only)", elect.ErrInvalidRequest)
-	case r.Steal && r.Mode == elect.Shared:
-		return fmt.Errorf("%w: steal cannot be combined with shared mode", elect.ErrInvalidRequest)
-	case r.StealStopped < 0:
-		return fmt.Errorf("%w: negative StealStopped", elect.ErrInvalidRequest)
-	case r.StealStopped > 0 && r.IfAvailable:
-		return fmt.Errorf("%w: StealStopped cannot be combined with if-available (try-only)", elect.ErrInvalidRequest)
-	case r.KillAfter < 0:
-		return fmt.Errorf("%w: negative KillAfter", elect.ErrInvalidRequest)
-	case r.KillAfter > 0 && !r.Steal:
-		return fmt.Errorf("%w: KillAfter needs Steal", elect.ErrInvalidRequest)
-	}
-	return validateLabels(r.Labels)
-}
-
-// validateLabels is elect's bound on a Request's labels.
-func validateLabels(labels []string) error {
-	if len(labels) > 16 {
-		return fmt.Errorf("%w: %d labels, at most 16", elect.ErrInvalidRequest, len(labels))
-	}
-	for _, lb := range labels {
-		if len(lb) > 64 {
-			return fmt.Errorf("%w: label of %d bytes, at most 64", elect.ErrInvalidRequest, len(lb))
-		}
-	}
-	return nil
 }
 
 // verdict is what enqueue or evaluate said of a request.
@@ -175,13 +141,78 @@ func (a *acquirer) run(ctx context.Context) (*elect.Leadership, error) {
 		case "lost":
 			return nil, fmt.Errorf("%w: request %d of %s was removed while it waited (its session ended, or someone removed it)", elect.ErrSessionLost, a.ticket, a.name)
 		}
-		if err := a.wait(ctx, v); err != nil {
+		msg, err := a.wait(ctx, v)
+		if err != nil {
 			return nil, err
 		}
-		if v, err = a.evaluate(); err != nil {
+		if g, ok := a.handed(msg); ok {
+			v = g
+			continue
+		}
+		if v, err = a.reevaluate(); err != nil {
 			return nil, err
 		}
 	}
+}
+
+// reevaluate is evaluate, except that a grant told with a notification
+// while it runs is taken at once: the end of a holder's connection wakes
+// its successor (watchBlocker) a moment before the holder's watchdog ends
+// the term and hands the name on, and the grant need not wait for the
+// round trip. The evaluate left behind ends on its own; it changes
+// nothing of a granted request. Any other notification meanwhile means
+// that the verdict may be stale, and the request evaluates again.
+func (a *acquirer) reevaluate() (verdict, error) {
+	for {
+		type result struct {
+			v   verdict
+			err error
+		}
+		res := make(chan result, 1)
+		ticket := a.ticket
+		go func() {
+			v, err := a.evaluate(ticket)
+			res <- result{v, err}
+		}()
+		stale := false
+	wait:
+		for {
+			select {
+			case r := <-res:
+				if r.err != nil || r.v.state != "wait" || !stale {
+					return r.v, r.err
+				}
+				break wait
+			case msg := <-a.msgs:
+				if g, ok := a.handed(msg); ok {
+					return g, nil
+				}
+				stale = true
+			}
+		}
+	}
+}
+
+// handed reads a grant told with the notification (hand): "granted EPOCH
+// MICROSECONDS", committed by the transaction that let go. It is taken
+// only while the session's deadline has not passed: the server granted it
+// while the session's lease lived, and the deadline comes margin before
+// that lease can expire, so the term is as safe as one granted by
+// evaluate. Anything else (a process stopped past its deadline since, a
+// word it does not know) is asked of the server again.
+func (a *acquirer) handed(msg string) (verdict, bool) {
+	rest, ok := strings.CutPrefix(msg, "granted ")
+	if !ok || !a.s.alive() {
+		return verdict{}, false
+	}
+	es, us, _ := strings.Cut(rest, " ")
+	epoch, err1 := strconv.ParseInt(es, 10, 64)
+	micros, err2 := strconv.ParseInt(us, 10, 64)
+	if err1 != nil || err2 != nil || epoch <= 0 {
+		return verdict{}, false
+	}
+	granted := time.UnixMicro(micros)
+	return verdict{state: "granted", epoch: &epoch, granted: &granted}, true
 }
 
 // enqueue makes the request and returns the server's first verdict of
@@ -222,10 +253,10 @@ func (a *acquirer) enqueue() (verdict, error) {
 }
 
 // evaluate asks the server again whether the request can be granted.
-func (a *acquirer) evaluate() (verdict, error) {
+func (a *acquirer) evaluate(ticket int64) (verdict, error) {
 	var v verdict
 	err := a.s.do(func(c context.Context, conn *pgx.Conn) error {
-		return conn.QueryRow(c, a.l.evaluateSQL(), a.ticket, a.s.id).
+		return conn.QueryRow(c, a.l.evaluateSQL(), ticket, a.s.id).
 			Scan(&v.state, &v.epoch, &v.granted, &v.blocker, &v.blockerLive, &v.waitS)
 	})
 	if err != nil {
@@ -238,10 +269,11 @@ func (a *acquirer) evaluate() (verdict, error) {
 }
 
 // wait sleeps until something may have changed for a waiting request: a
-// notification addressed to it, the end of its blocker's connection, the
-// expiry of its blocker's lease once that connection is gone, or a
-// steal's KillAfter. It polls nothing: each of these is one wake-up.
-func (a *acquirer) wait(ctx context.Context, v verdict) error {
+// notification addressed to it (returned: a grant told with it is taken
+// as is), the end of its blocker's connection, the expiry of its
+// blocker's lease once that connection is gone, or a steal's KillAfter.
+// It polls nothing: each of these is one wake-up.
+func (a *acquirer) wait(ctx context.Context, v verdict) (string, error) {
 	blocker := int64(0)
 	if v.blocker != nil {
 		blocker = *v.blocker
@@ -253,7 +285,7 @@ func (a *acquirer) wait(ctx context.Context, v verdict) error {
 		d := time.Until(a.killAt)
 		if d <= 0 {
 			a.kill(blocker)
-			return nil
+			return "", nil
 		}
 		t := time.NewTimer(d)
 		defer t.Stop()
@@ -261,14 +293,15 @@ func (a *acquirer) wait(ctx context.Context, v verdict) error {
 	}
 	select {
 	case <-ctx.Done():
-		return context.Cause(ctx)
-	case <-a.msgs:
+		return "", context.Cause(ctx)
+	case msg := <-a.msgs:
+		return msg, nil
 	case <-gone:
 	case <-timer:
 	case <-kill:
 		a.kill(blocker)
 	}
-	return nil
+	return "", nil
 }
 
 // watchBlocker returns what tells of the end of the blocking session: a

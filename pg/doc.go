@@ -32,12 +32,17 @@
 // name's row of the epochs table, so grants of a name are serialized by
 // the server; a grant draws the epoch in the same transaction. A waiter
 // LISTENs on its Locker's channel and sleeps until a NOTIFY addressed to
-// it (whoever removes a request notifies only the requests that may move
-// now: a bounded number, whatever the length of the queue), until the
-// connection of the request it waits behind ends (it sleeps on that
-// session's advisory lock, on a connection of its own), or, once that
-// connection is gone, until that request's lease expires by the server's
-// clock (one timer). Nothing polls.
+// it, until the connection of the request it waits behind ends (it sleeps
+// on that session's advisory lock, on a connection of its own), or, once
+// that connection is gone, until that request's lease expires by the
+// server's clock (one timer). Nothing polls. Whoever removes a request (a
+// release, a watchdog's or a steal's end of a session) moves on only the
+// requests that may move now, a bounded number whatever the length of the
+// queue: in the same transaction it grants each one that nothing blocks
+// any more and whose session's lease and connection live, and tells it
+// the grant (epoch and time) with the notification, so its owner holds
+// without another round trip; any other it tells to look again
+// (evaluate).
 //
 // # Bus
 //
@@ -65,11 +70,18 @@
 //     before the server can see the lease expired, whatever the network
 //     does, and also when the server ends the session's connection or
 //     restarts: that frees the advisory lock but not the lease.
-//   - A waiting request of a session whose connection is gone can never
-//     be granted (no other connection may act for a session), so the
-//     requests behind it pass it at once. A granted one keeps the name
-//     until its lease expires or its session is ended (EndSession, by
-//     leaderrun's watchdog once COMMAND is gone).
+//   - A waiting request of a session whose connection is gone is never
+//     granted (its own connection grants it, or a transaction that sees
+//     that connection's advisory lock still held), so the requests behind
+//     it pass it at once. A granted one keeps the name until its lease
+//     expires or its session is ended (EndSession, by leaderrun's
+//     watchdog once COMMAND is gone). A waiting process that dies in the
+//     instant before the name is let go, before the server has seen its
+//     connection close, may be handed the name, which then passes when
+//     its lease expires, within a TTL, as for a waiter whose host died.
+//   - A grant told with a notification is taken only while the session's
+//     own deadline has not passed, the same rule as any other term: the
+//     server made it while the lease lived.
 //   - First come, first served by ticket, except that a steal goes ahead
 //     of everyone; a shared request waits for a queued exclusive one ahead
 //     of it (writers do not starve); consecutive shared requests are
@@ -79,8 +91,9 @@
 //     microseconds) to the name's row in the grant transaction, the flock
 //     backend's scale.
 //   - Renewals and grants are committed with synchronous_commit=on
-//     whatever the server's default, so a crash of the server does not
-//     lose a renewal its holder was told of.
+//     whatever the server's default (a grant made by a watchdog's end of
+//     a session too), so a crash of the server does not lose a renewal
+//     or a grant its holder was told of.
 //   - A cancelled or timed-out request removes its row; if the server
 //     cannot be reached to do so, the Locker gives up its session, whose
 //     waiting rows everyone then passes.
@@ -117,8 +130,11 @@
 // carry a session: its advisory lock, its LISTEN and its connection's
 // life are what the design rests on. Connect to the server, or to a
 // session-mode pool. The server enforces it: only the backend that opened
-// a session may grant, release or renew for it (ErrPooler otherwise), so
-// a pooler that moves a session's statements is refused, not obeyed.
+// a session may queue, evaluate, release or renew for it (ErrPooler
+// otherwise), so a pooler that moves a session's statements is refused,
+// not obeyed. (A grant handed on by the transaction that lets a name go
+// is not the session's own statement; it is made only while the
+// session's connection holds its advisory lock.)
 //
 // After a holder's host dies or is cut off, the name passes when its
 // lease expires, TTL after the last renewal: the server ends the idle

@@ -4,11 +4,11 @@ import (
 	"fmt"
 	"os"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/leaderrun/leaderrun/internal/backendtest"
 	"github.com/leaderrun/leaderrun/internal/proctest"
 	"github.com/leaderrun/leaderrun/pg/internal/pgtest"
 )
@@ -19,28 +19,20 @@ import (
 func TestMain(m *testing.M) {
 	proctest.Main(map[string]func() int{"contender": runContender})
 	code := m.Run()
-	if shared != nil {
-		shared.Close()
-	}
+	shared.Close()
 	os.Exit(code)
 }
 
 var (
-	sharedOnce sync.Once
-	shared     *pgtest.Server
-	sharedErr  error
-	schemas    atomic.Int64
+	shared  backendtest.Shared[*pgtest.Server]
+	schemas atomic.Int64
 )
 
 // sharedServer is one server for the tests that do not harm it.
 func sharedServer(t testing.TB) *pgtest.Server {
 	t.Helper()
 	pgtest.Require(t)
-	sharedOnce.Do(func() { shared, sharedErr = pgtest.Start() })
-	if sharedErr != nil {
-		t.Fatal(sharedErr)
-	}
-	return shared
+	return shared.Get(t, pgtest.Start)
 }
 
 // testSchema is a schema no other test uses: the tests' separate worlds.

@@ -6,6 +6,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
+
 	"github.com/leaderrun/leaderrun/elect"
 	"github.com/leaderrun/leaderrun/internal/proctest"
 	"github.com/leaderrun/leaderrun/pg/internal/pgtest"
@@ -35,6 +37,13 @@ func TestDeadWaiterPassed(t *testing.T) {
 	wc := acquireAsync(ctx, c, "dw", elect.Request{})
 	waitQueued(t, a, "dw", 2)
 	b.Kill()
+	// Once the server has seen its connections close. (A waiter that dies
+	// in the instant before a release, before the server sees its session's
+	// connection close, may be handed the name in the release, and then
+	// passes at its lease's expiry, as a waiter on a dead host does.)
+	// The session connection, which leaderrun names with its pid; its
+	// connection that sleeps on the holder's lock stays until it wakes.
+	waitNoBackend(t, a, "application_name LIKE $1", fmt.Sprintf("leaderrun session %% pid %d", b.PID()))
 	released := time.Now()
 	la.Release()
 	select {
@@ -46,6 +55,29 @@ func TestDeadWaiterPassed(t *testing.T) {
 		g.lead.Release()
 	case <-time.After(ttl / 2):
 		t.Fatal("the waiter behind a dead one was not granted within half the TTL")
+	}
+}
+
+// waitNoBackend waits until the server has no backend where cond holds
+// of pg_stat_activity's row ($1 is arg).
+func waitNoBackend(t *testing.T, l *Locker, cond string, arg any) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		var n int
+		err := l.withAdmin(context.Background(), func(c *pgx.Conn) error {
+			return c.QueryRow(context.Background(), "SELECT count(*) FROM pg_stat_activity WHERE "+cond, arg).Scan(&n)
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if n == 0 {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the server still has %d backends where %s ($1 = %v) after 10s", n, cond, arg)
+		}
+		time.Sleep(5 * time.Millisecond)
 	}
 }
 

@@ -2,18 +2,22 @@ package pg
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"strconv"
 	"strings"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgconn"
 )
 
-// schemaVersion is written to the version table; a schema of another
-// version is refused rather than changed.
-const schemaVersion = 1
+// schemaVersion is written to the version table: the tables' layout; a
+// schema of another version is refused rather than changed.
+// schemaRevision is written to the revision table: the functions', which
+// a Locker replaces when they are older (ensureSchema). Revision 2: a
+// hand-off grants the successor in the transaction that lets go.
+const (
+	schemaVersion  = 1
+	schemaRevision = 2
+)
 
 // The schema, in a PostgreSQL schema of its own (Config.Schema; @S below),
 // created on first use:
@@ -67,6 +71,10 @@ CREATE TABLE IF NOT EXISTS @S.requests (
 );
 CREATE INDEX IF NOT EXISTS requests_name ON @S.requests (name, steal, ticket);
 CREATE INDEX IF NOT EXISTS requests_session ON @S.requests (session_id);
+CREATE TABLE IF NOT EXISTS @S.revision (r int NOT NULL);
+-- Replaced in revision 2 (a hand-off grants the successor):
+DROP FUNCTION IF EXISTS @S.wake_after(text, bigint, boolean, boolean);
+DROP FUNCTION IF EXISTS @S.drop_request(@S.requests, boolean);
 
 -- lock_name takes the row lock of name that serializes its grants.
 CREATE OR REPLACE FUNCTION @S.lock_name(p_name text) RETURNS bigint LANGUAGE plpgsql AS $$
@@ -128,44 +136,118 @@ CREATE OR REPLACE FUNCTION @S.renew(p_sid bigint) RETURNS float8 LANGUAGE sql AS
 	RETURNING extract(epoch FROM ttl)::float8
 $$;
 
--- wake_after notifies the waiters that may move now that the request
--- p_ticket (in the steal lane or not, held or not) of p_name is gone: the
--- waiting requests after it in its lane up to and including the first
--- exclusive one; with a holder gone, the first waiting steal; with the
--- steal lane empty, the head of the queue. A bounded number of
+-- blocker is the nearest request that request me of a locked name waits
+-- for: in the steal lane, the steal ahead of it or else the first holder;
+-- in the queue, the nearest conflicting request ahead of it or else the
+-- last steal. NULLs when there is none: me can be granted.
+CREATE OR REPLACE FUNCTION @S.blocker(me @S.requests,
+	OUT ticket bigint, OUT session_id bigint, OUT epoch bigint, OUT expires timestamptz)
+LANGUAGE plpgsql STABLE AS $$
+BEGIN
+	IF me.steal THEN
+		SELECT r.ticket, r.session_id, r.epoch, s.expires_at INTO ticket, session_id, epoch, expires
+			FROM @S.requests r JOIN @S.sessions s ON s.id = r.session_id
+			WHERE r.name = me.name AND r.steal AND r.ticket < me.ticket ORDER BY r.ticket DESC LIMIT 1;
+		IF FOUND THEN RETURN; END IF;
+		SELECT r.ticket, r.session_id, r.epoch, s.expires_at INTO ticket, session_id, epoch, expires
+			FROM @S.requests r JOIN @S.sessions s ON s.id = r.session_id
+			WHERE r.name = me.name AND r.epoch IS NOT NULL ORDER BY r.ticket LIMIT 1;
+		RETURN;
+	END IF;
+	SELECT r.ticket, r.session_id, r.epoch, s.expires_at INTO ticket, session_id, epoch, expires
+		FROM @S.requests r JOIN @S.sessions s ON s.id = r.session_id
+		WHERE r.name = me.name AND NOT r.steal AND r.ticket < me.ticket AND (me.exclusive OR r.exclusive)
+		ORDER BY r.ticket DESC LIMIT 1;
+	IF FOUND THEN RETURN; END IF;
+	SELECT r.ticket, r.session_id, r.epoch, s.expires_at INTO ticket, session_id, epoch, expires
+		FROM @S.requests r JOIN @S.sessions s ON s.id = r.session_id
+		WHERE r.name = me.name AND r.steal ORDER BY r.ticket DESC LIMIT 1;
+END $$;
+
+-- grant grants request me of a locked name, which nothing blocks: the
+-- epoch is max(last+1, the server's clock in µs), drawn in this
+-- transaction.
+CREATE OR REPLACE FUNCTION @S.grant_request(me @S.requests, OUT epoch bigint, OUT granted timestamptz) LANGUAGE plpgsql AS $$
+BEGIN
+	UPDATE @S.epochs e SET epoch = greatest(e.epoch + 1, (extract(epoch FROM clock_timestamp()) * 1000000)::bigint)
+		WHERE e.name = me.name RETURNING e.epoch INTO grant_request.epoch;
+	granted := clock_timestamp();
+	UPDATE @S.requests r SET epoch = grant_request.epoch, granted = grant_request.granted WHERE r.ticket = me.ticket;
+	PERFORM pg_notify(@S.watch_chan(me.name), '');
+END $$;
+
+-- hand moves waiting request p_ticket of a locked name on, now that a
+-- request ahead of it is gone. When nothing blocks it any more, its
+-- lease lives and its session's connection lives (p_me is the caller's
+-- own session, whose connection is this one; 0 for none), it is granted
+-- here, in the transaction that let go, and told so with its grant
+-- (' granted EPOCH MICROSECONDS'): its owner holds without another round
+-- trip. Else it is told ' wake', and evaluates, which removes what can
+-- never be granted and names what it waits for. A waiting request whose
+-- connection is gone is never granted, here or anywhere.
+CREATE OR REPLACE FUNCTION @S.hand(p_ticket bigint, p_me bigint) RETURNS void LANGUAGE plpgsql AS $$
+DECLARE me @S.requests; g record;
+BEGIN
+	SELECT * INTO me FROM @S.requests WHERE ticket = p_ticket;
+	IF NOT FOUND OR me.epoch IS NOT NULL THEN RETURN; END IF;
+	IF (SELECT b.ticket FROM @S.blocker(me) b) IS NULL
+		AND EXISTS (SELECT 1 FROM @S.sessions WHERE id = me.session_id AND expires_at > clock_timestamp())
+		AND (me.session_id = p_me OR NOT @S.conn_gone(me.session_id)) THEN
+		SELECT * INTO g FROM @S.grant_request(me);
+		-- A grant acknowledged must survive a crash of the server (see
+		-- the session's connection), whichever connection let go.
+		PERFORM set_config('synchronous_commit', 'on', true);
+		PERFORM pg_notify(me.chan, me.key || ' granted ' || g.epoch || ' ' || (extract(epoch FROM g.granted) * 1000000)::bigint);
+	ELSE
+		PERFORM pg_notify(me.chan, me.key || ' wake');
+	END IF;
+END $$;
+
+-- wake_after moves on (hand) the waiters that may move now that the
+-- request p_ticket (in the steal lane or not, held or not) of p_name is
+-- gone: the waiting requests after it in its lane up to and including the
+-- first exclusive one; with a holder gone, the first waiting steal; with
+-- the steal lane empty, the head of the queue. A bounded number of
 -- notifications, whatever the length of the queue.
-CREATE OR REPLACE FUNCTION @S.wake_after(p_name text, p_ticket bigint, p_steal boolean, p_held boolean) RETURNS void LANGUAGE plpgsql AS $$
+CREATE OR REPLACE FUNCTION @S.wake_after(p_name text, p_ticket bigint, p_steal boolean, p_held boolean, p_me bigint) RETURNS void LANGUAGE plpgsql AS $$
 DECLARE r record;
 BEGIN
-	FOR r IN SELECT chan, key, exclusive FROM @S.requests
+	FOR r IN SELECT ticket, exclusive FROM @S.requests
 		WHERE name = p_name AND steal = p_steal AND ticket > p_ticket AND epoch IS NULL ORDER BY ticket LOOP
-		PERFORM pg_notify(r.chan, r.key || ' wake');
+		PERFORM @S.hand(r.ticket, p_me);
 		EXIT WHEN r.exclusive;
 	END LOOP;
 	IF p_held THEN
-		FOR r IN SELECT chan, key FROM @S.requests WHERE name = p_name AND steal AND epoch IS NULL ORDER BY ticket LIMIT 1 LOOP
-			PERFORM pg_notify(r.chan, r.key || ' wake');
+		FOR r IN SELECT ticket FROM @S.requests WHERE name = p_name AND steal AND epoch IS NULL ORDER BY ticket LIMIT 1 LOOP
+			PERFORM @S.hand(r.ticket, p_me);
 		END LOOP;
 	END IF;
 	IF p_steal AND NOT EXISTS (SELECT 1 FROM @S.requests WHERE name = p_name AND steal) THEN
-		FOR r IN SELECT chan, key, exclusive FROM @S.requests
+		FOR r IN SELECT ticket, exclusive FROM @S.requests
 			WHERE name = p_name AND NOT steal AND epoch IS NULL ORDER BY ticket LOOP
-			PERFORM pg_notify(r.chan, r.key || ' wake');
+			PERFORM @S.hand(r.ticket, p_me);
 			EXIT WHEN r.exclusive;
 		END LOOP;
 	END IF;
 END $$;
 
--- drop_request removes one request of a locked name, tells its owner
--- (' gone', unless p_own) and wakes who may move.
-CREATE OR REPLACE FUNCTION @S.drop_request(r @S.requests, p_own boolean) RETURNS void LANGUAGE plpgsql AS $$
+-- dropped tells of request r of a locked name, just removed: its owner
+-- (' gone', unless p_own), the name's watchers, and moves on who may move
+-- (p_me: wake_after).
+CREATE OR REPLACE FUNCTION @S.dropped(r @S.requests, p_own boolean, p_me bigint) RETURNS void LANGUAGE plpgsql AS $$
 BEGIN
-	DELETE FROM @S.requests WHERE ticket = r.ticket;
 	PERFORM pg_notify(@S.watch_chan(r.name), '');
 	IF NOT p_own THEN
 		PERFORM pg_notify(r.chan, r.key || ' gone');
 	END IF;
-	PERFORM @S.wake_after(r.name, r.ticket, r.steal, r.epoch IS NOT NULL);
+	PERFORM @S.wake_after(r.name, r.ticket, r.steal, r.epoch IS NOT NULL, p_me);
+END $$;
+
+-- drop_request removes one request of a locked name (dropped).
+CREATE OR REPLACE FUNCTION @S.drop_request(r @S.requests, p_own boolean, p_me bigint) RETURNS void LANGUAGE plpgsql AS $$
+BEGIN
+	DELETE FROM @S.requests WHERE ticket = r.ticket;
+	PERFORM @S.dropped(r, p_own, p_me);
 END $$;
 
 -- evaluate grants request p_ticket of session p_sid if nothing conflicting
@@ -177,7 +259,8 @@ END $$;
 -- (their session can make no grant any more). A granted request whose
 -- connection is gone but whose lease has not expired still blocks: its
 -- holder may not know yet, and ends its term by its own clock before the
--- lease can expire.
+-- lease can expire. Removing a blocker may grant the request itself
+-- (hand), which then reads as granted.
 CREATE OR REPLACE FUNCTION @S.evaluate(p_ticket bigint, p_sid bigint,
 	OUT state text, OUT epoch bigint, OUT granted timestamptz, OUT blocker bigint, OUT blocker_live boolean, OUT wait_s float8)
 LANGUAGE plpgsql AS $$
@@ -185,63 +268,42 @@ DECLARE
 	me @S.requests;
 	dead @S.requests;
 	b record;
-	n int := 0;
 	nm text;
 BEGIN
 	PERFORM @S.own_backend(p_sid);
 	SELECT name INTO nm FROM @S.requests WHERE ticket = p_ticket AND session_id = p_sid;
 	IF NOT FOUND THEN state := 'lost'; RETURN; END IF;
 	PERFORM @S.lock_name(nm);
-	SELECT * INTO me FROM @S.requests WHERE ticket = p_ticket AND session_id = p_sid;
-	IF NOT FOUND THEN state := 'lost'; RETURN; END IF;
-	IF me.epoch IS NOT NULL THEN
-		state := 'granted'; epoch := me.epoch; granted := me.granted; RETURN;
-	END IF;
 	IF NOT EXISTS (SELECT 1 FROM @S.sessions WHERE id = p_sid AND expires_at > clock_timestamp()) THEN
 		state := 'lost'; RETURN;
 	END IF;
 	LOOP
-		n := n + 1;
-		IF me.steal THEN
-			SELECT r.ticket, r.session_id, r.epoch, s.expires_at AS expires INTO b FROM @S.requests r JOIN @S.sessions s ON s.id = r.session_id
-				WHERE r.name = me.name AND r.steal AND r.ticket < me.ticket ORDER BY r.ticket DESC LIMIT 1;
-			IF NOT FOUND THEN
-				SELECT r.ticket, r.session_id, r.epoch, s.expires_at AS expires INTO b FROM @S.requests r JOIN @S.sessions s ON s.id = r.session_id
-					WHERE r.name = me.name AND r.epoch IS NOT NULL ORDER BY r.ticket LIMIT 1;
-			END IF;
-		ELSE
-			SELECT r.ticket, r.session_id, r.epoch, s.expires_at AS expires INTO b FROM @S.requests r JOIN @S.sessions s ON s.id = r.session_id
-				WHERE r.name = me.name AND NOT r.steal AND r.ticket < me.ticket AND (me.exclusive OR r.exclusive)
-				ORDER BY r.ticket DESC LIMIT 1;
-			IF NOT FOUND THEN
-				SELECT r.ticket, r.session_id, r.epoch, s.expires_at AS expires INTO b FROM @S.requests r JOIN @S.sessions s ON s.id = r.session_id
-					WHERE r.name = me.name AND r.steal ORDER BY r.ticket DESC LIMIT 1;
-			END IF;
+		SELECT * INTO me FROM @S.requests WHERE ticket = p_ticket AND session_id = p_sid;
+		IF NOT FOUND THEN state := 'lost'; RETURN; END IF;
+		IF me.epoch IS NOT NULL THEN
+			state := 'granted'; epoch := me.epoch; granted := me.granted; RETURN;
 		END IF;
-		EXIT WHEN NOT FOUND;
+		SELECT * INTO b FROM @S.blocker(me);
+		EXIT WHEN b.ticket IS NULL;
 		IF b.session_id = p_sid THEN
 			state := 'wait'; blocker := p_sid; blocker_live := true; RETURN;
 		END IF;
 		IF b.expires <= clock_timestamp() THEN
 			SELECT * INTO dead FROM @S.requests WHERE ticket = b.ticket;
-			PERFORM @S.drop_request(dead, false);
+			PERFORM @S.drop_request(dead, false, p_sid);
 			CONTINUE;
 		END IF;
 		blocker_live := NOT @S.conn_gone(b.session_id);
 		IF NOT blocker_live AND b.epoch IS NULL THEN
 			SELECT * INTO dead FROM @S.requests WHERE ticket = b.ticket;
-			PERFORM @S.drop_request(dead, false);
+			PERFORM @S.drop_request(dead, false, p_sid);
 			CONTINUE;
 		END IF;
 		state := 'wait'; blocker := b.session_id;
 		wait_s := extract(epoch FROM b.expires - clock_timestamp())::float8;
 		RETURN;
 	END LOOP;
-	UPDATE @S.epochs e SET epoch = greatest(e.epoch + 1, (extract(epoch FROM clock_timestamp()) * 1000000)::bigint)
-		WHERE e.name = me.name RETURNING e.epoch INTO epoch;
-	granted := clock_timestamp();
-	UPDATE @S.requests SET epoch = evaluate.epoch, granted = evaluate.granted WHERE ticket = me.ticket;
-	PERFORM pg_notify(@S.watch_chan(me.name), '');
+	SELECT g.epoch, g.granted INTO epoch, granted FROM @S.grant_request(me) g;
 	state := 'granted';
 END $$;
 
@@ -293,26 +355,30 @@ BEGIN
 	PERFORM @S.lock_name(nm);
 	SELECT * INTO me FROM @S.requests WHERE ticket = p_ticket AND session_id = p_sid;
 	IF NOT FOUND THEN RETURN false; END IF;
-	PERFORM @S.drop_request(me, true);
+	PERFORM @S.drop_request(me, true, p_sid);
 	RETURN true;
 END $$;
 
 -- end_session removes session p_sid and every request of it, telling
--- their owners (' gone') and waking who may move: a revoke, for a
+-- their owners (' gone') and moving on who may move: a revoke, for a
 -- watchdog whose leaderrun died, a steal's KillAfter, or an ended session
--- whose last term was released. Names are locked in order, so two of
--- these never deadlock.
+-- whose last term was released. Every request goes before anyone is
+-- moved on, so that no one is handed to a request of the session or told
+-- to wait for one. Names are locked in order, so two of these never
+-- deadlock.
 CREATE OR REPLACE FUNCTION @S.end_session(p_sid bigint) RETURNS boolean LANGUAGE plpgsql AS $$
-DECLARE r @S.requests; nm text;
+DECLARE r @S.requests; rs @S.requests[]; nm text; ended boolean;
 BEGIN
 	FOR nm IN SELECT DISTINCT name FROM @S.requests WHERE session_id = p_sid ORDER BY name LOOP
 		PERFORM @S.lock_name(nm);
 	END LOOP;
-	FOR r IN SELECT * FROM @S.requests WHERE session_id = p_sid ORDER BY ticket LOOP
-		PERFORM @S.drop_request(r, false);
+	SELECT coalesce(array_agg(q ORDER BY q.ticket), '{}') INTO rs FROM @S.requests q WHERE q.session_id = p_sid;
+	DELETE FROM @S.sessions WHERE id = p_sid; -- and, by cascade, its requests
+	ended := FOUND;
+	FOREACH r IN ARRAY rs LOOP
+		PERFORM @S.dropped(r, false, 0);
 	END LOOP;
-	DELETE FROM @S.sessions WHERE id = p_sid;
-	RETURN FOUND;
+	RETURN ended;
 END $$;
 
 -- check tells a holder whether its term still stands: 'held', 'stolen'
@@ -327,6 +393,8 @@ CREATE OR REPLACE FUNCTION @S.check(p_ticket bigint, p_sid bigint) RETURNS text 
 $$;
 
 INSERT INTO @S.version (v) SELECT @V WHERE NOT EXISTS (SELECT 1 FROM @S.version);
+DELETE FROM @S.revision;
+INSERT INTO @S.revision (r) VALUES (@R);
 `
 
 // schemaText is schemaSQL for schema name n.
@@ -334,24 +402,28 @@ func schemaText(n string) string {
 	q := pgx.Identifier{n}.Sanitize()
 	s := strings.ReplaceAll(schemaSQL, "@N", strings.ReplaceAll(n, "'", "''"))
 	s = strings.ReplaceAll(s, "@V", strconv.Itoa(schemaVersion))
+	s = strings.ReplaceAll(s, "@R", strconv.Itoa(schemaRevision))
 	return strings.ReplaceAll(s, "@S", q)
 }
 
-// ensureSchema creates the schema when it is missing, under an advisory
-// lock so that two first users do not race in the catalogs, and refuses
-// one of another version.
+// ensureSchema creates the schema when it is missing, and brings its
+// functions to schemaRevision when they are older, under an advisory lock
+// so that two first users do not race in the catalogs; it refuses a
+// schema of another version. The functions of every revision keep the
+// tables and the notifications' words of version 1, so hosts of older
+// and newer revisions can share a schema while they are upgraded one by
+// one: an older one takes a grant told with the notification as a wake,
+// and reads it with its next evaluate.
 func (l *Locker) ensureSchema(ctx context.Context, c *pgx.Conn) error {
-	var v int
-	err := c.QueryRow(ctx, "SELECT v FROM "+l.q+".version").Scan(&v)
-	if err == nil && v == schemaVersion {
+	v, r, err := l.readVersion(ctx, c)
+	if err != nil {
+		return err
+	}
+	if v == schemaVersion && r >= schemaRevision {
 		return nil
 	}
-	if err == nil {
-		return fmt.Errorf("pg: schema %s has version %d; this leaderrun knows version %d: use another Config.Schema (--pg-schema) or upgrade every host", l.schema, v, schemaVersion)
-	}
-	var pe *pgconn.PgError
-	if !errors.As(err, &pe) || (pe.Code != "42P01" && pe.Code != "3F000") {
-		return l.pgErr("reading the schema version", err)
+	if v != 0 && v != schemaVersion {
+		return l.otherVersion(v)
 	}
 	tx, err := c.Begin(ctx)
 	if err != nil {
@@ -361,6 +433,16 @@ func (l *Locker) ensureSchema(ctx context.Context, c *pgx.Conn) error {
 	if _, err := tx.Exec(ctx, "SELECT pg_advisory_xact_lock(hashtext('leaderrun schema'), hashtext($1))", l.schema); err != nil {
 		return l.pgErr("creating the schema", err)
 	}
+	// Again under the lock: another may have done it meanwhile.
+	if v, r, err = l.readVersion(ctx, tx); err != nil {
+		return err
+	}
+	switch {
+	case v != 0 && v != schemaVersion:
+		return l.otherVersion(v)
+	case v == schemaVersion && r >= schemaRevision:
+		return nil
+	}
 	if _, err := tx.Exec(ctx, schemaText(l.schema)); err != nil {
 		return l.pgErr("creating the schema "+l.schema, err)
 	}
@@ -368,4 +450,32 @@ func (l *Locker) ensureSchema(ctx context.Context, c *pgx.Conn) error {
 		return l.pgErr("creating the schema "+l.schema, err)
 	}
 	return nil
+}
+
+// readVersion reads the schema's version and its functions' revision: 0
+// for what is missing (no schema, or a revision-1 schema, which had no
+// revision table).
+func (l *Locker) readVersion(ctx context.Context, q interface {
+	QueryRow(context.Context, string, ...any) pgx.Row
+}) (v, r int, err error) {
+	var hasV, hasR bool
+	err = q.QueryRow(ctx, "SELECT to_regclass($1) IS NOT NULL, to_regclass($2) IS NOT NULL", l.q+".version", l.q+".revision").Scan(&hasV, &hasR)
+	if err != nil {
+		return 0, 0, l.pgErr("reading the schema version", err)
+	}
+	if !hasV {
+		return 0, 0, nil
+	}
+	sql := "SELECT coalesce((SELECT max(v) FROM " + l.q + ".version), 0), 1"
+	if hasR {
+		sql = "SELECT coalesce((SELECT max(v) FROM " + l.q + ".version), 0), coalesce((SELECT max(r) FROM " + l.q + ".revision), 1)"
+	}
+	if err := q.QueryRow(ctx, sql).Scan(&v, &r); err != nil {
+		return 0, 0, l.pgErr("reading the schema version", err)
+	}
+	return v, r, nil
+}
+
+func (l *Locker) otherVersion(v int) error {
+	return fmt.Errorf("pg: schema %s has version %d; this leaderrun knows version %d: use another Config.Schema (--pg-schema) or upgrade every host", l.schema, v, schemaVersion)
 }

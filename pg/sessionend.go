@@ -41,8 +41,9 @@ func (l *Locker) PrepareEndSession(id int64) *SessionEnd {
 func (e *SessionEnd) open(ctx context.Context) {
 	defer close(e.ready)
 	// An end lost in a crash of the server leaves the session to its
-	// lease, which is safe, and the successor's grant commits it anyway:
-	// no wait for the WAL flush (synchronous_commit=off).
+	// lease, which is safe: no wait for the WAL flush
+	// (synchronous_commit=off), unless the end hands the name on, whose
+	// grant must survive a crash (hand sets it on for that transaction).
 	c, err := e.l.connect(ctx, "end", map[string]string{
 		"idle_session_timeout": "0",
 		"synchronous_commit":   "off",

@@ -28,42 +28,55 @@ func (l *Locker) warmName() string {
 	return fmt.Sprintf("leaderrun warm-up %s %d %x", l.host, os.Getpid(), time.Now().UnixNano())
 }
 
-// warmRequest makes, in tx, a request of name in a new session whose
-// backend is this one, granted (epoch 1) or waiting, and returns its
-// ticket and session.
-func (l *Locker) warmRequest(ctx context.Context, tx pgx.Tx, name string, granted bool) (ticket, sid int64, err error) {
-	err = tx.QueryRow(ctx, `WITH s AS (INSERT INTO `+l.q+`.sessions (expires_at, ttl, host, pid, backend_pid)
-			VALUES (clock_timestamp() + interval '1 hour', '1 hour', $2, 0, pg_backend_pid()) RETURNING id)
+// warmRequest makes, in tx, a request of name, granted (epoch 1) or
+// waiting, in session sid, or in a new session whose backend is this one
+// for sid 0, and returns its ticket and session.
+func (l *Locker) warmRequest(ctx context.Context, tx pgx.Tx, name string, granted bool, sid int64) (int64, int64, error) {
+	var ticket int64
+	err := tx.QueryRow(ctx, `WITH s AS (INSERT INTO `+l.q+`.sessions (expires_at, ttl, host, pid, backend_pid)
+			SELECT clock_timestamp() + interval '1 hour', '1 hour', $2, 0, pg_backend_pid() WHERE $4 = 0 RETURNING id)
 		INSERT INTO `+l.q+`.requests (name, session_id, exclusive, steal, chan, key, pid, host, uid, command, labels, since, epoch, granted)
 			SELECT $1, id, true, false, 'leaderrun_warm_up', '', 0, $2, 0, '{}', '{}', clock_timestamp(),
-				CASE WHEN $3 THEN 1 END, CASE WHEN $3 THEN clock_timestamp() END FROM s
-		RETURNING ticket, session_id`, name, l.host, granted).Scan(&ticket, &sid)
+				CASE WHEN $3 THEN 1 END, CASE WHEN $3 THEN clock_timestamp() END
+			FROM (SELECT id FROM s UNION ALL SELECT $4::bigint WHERE $4 <> 0) i
+		RETURNING ticket, session_id`, name, l.host, granted, sid).Scan(&ticket, &sid)
 	return ticket, sid, err
 }
 
 // warmEnd readies c's backend for end_session: in a transaction rolled
 // back, it ends a session made for the purpose, with a request granted of
-// a name of its own, so that the statement is prepared (pgx caches it)
-// and every function the end calls, with the plans of their statements,
-// compiled and cached. Nothing of it is seen by others: not the rows, not
-// the notifications. The end is then one round trip on a backend that has
-// done it before.
+// a name of its own and one waiting behind it in another session, so
+// that the statement is prepared (pgx caches it) and every function the
+// end calls, with the plans of their statements, compiled and cached (the
+// waiter's connection is not live, so it is told to wake; the grant's
+// statements are planned by granting it then). Nothing of it is seen by
+// others: not the rows, not the notifications. The end is then one round
+// trip on a backend that has done it before.
 func (l *Locker) warmEnd(ctx context.Context, c *pgx.Conn) error {
 	tx, err := c.Begin(ctx)
 	if err != nil {
 		return err
 	}
 	defer tx.Rollback(context.Background())
-	_, sid, err := l.warmRequest(ctx, tx, l.warmName(), true)
+	name := l.warmName()
+	_, sid, err := l.warmRequest(ctx, tx, name, true, 0)
 	if err != nil {
 		return err
 	}
-	_, err = tx.Exec(ctx, l.endSessionSQL(), sid)
+	waiter, _, err := l.warmRequest(ctx, tx, name, false, 0)
+	if err != nil {
+		return err
+	}
+	if _, err = tx.Exec(ctx, l.endSessionSQL(), sid); err != nil {
+		return err
+	}
+	_, err = tx.Exec(ctx, "SELECT "+l.q+".grant_request(r) FROM "+l.q+".requests r WHERE ticket = $1", waiter)
 	return err
 }
 
 // warmSession readies the session connection c for a waiter's evaluate
-// (the wait on a live holder, then the grant) and a holder's leave.
+// (the wait on a live holder, then the grant) and a holder's leave that
+// hands the name to a waiter of its own session.
 func (l *Locker) warmSession(ctx context.Context, c *pgx.Conn) error {
 	tx, err := c.Begin(ctx)
 	if err != nil {
@@ -71,11 +84,15 @@ func (l *Locker) warmSession(ctx context.Context, c *pgx.Conn) error {
 	}
 	defer tx.Rollback(context.Background())
 	name := l.warmName()
-	held, _, err := l.warmRequest(ctx, tx, name, true)
+	held, _, err := l.warmRequest(ctx, tx, name, true, 0)
 	if err != nil {
 		return err
 	}
-	ticket, sid, err := l.warmRequest(ctx, tx, name, false)
+	ticket, sid, err := l.warmRequest(ctx, tx, name, false, 0)
+	if err != nil {
+		return err
+	}
+	next, _, err := l.warmRequest(ctx, tx, name, false, sid)
 	if err != nil {
 		return err
 	}
@@ -92,7 +109,11 @@ func (l *Locker) warmSession(ctx context.Context, c *pgx.Conn) error {
 	if err := scan(); err != nil {
 		return err
 	}
-	_, err = tx.Exec(ctx, l.leaveSQL(), ticket, sid)
+	// Hands the name to next, of the same session.
+	if _, err = tx.Exec(ctx, l.leaveSQL(), ticket, sid); err != nil {
+		return err
+	}
+	_, err = tx.Exec(ctx, l.leaveSQL(), next, sid)
 	return err
 }
 

@@ -27,7 +27,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"math"
 	"os"
 	"strings"
 	"sync/atomic"
@@ -42,6 +41,7 @@ import (
 	"github.com/leaderrun/leaderrun/elect"
 	"github.com/leaderrun/leaderrun/etcd"
 	etcdbus "github.com/leaderrun/leaderrun/etcd/bus"
+	"github.com/leaderrun/leaderrun/internal/remote"
 )
 
 // DefaultTTL is leaderrun-etcd's lease TTL: room for the default --grace
@@ -86,16 +86,10 @@ type settings struct {
 	DialTimeout time.Duration `json:"dial_timeout"`
 	Lease       int64         `json:"lease,omitempty"`
 	prefix      string        // for messages
-	// When the default --grace does not fit --ttl: the one that does,
-	// and what to say (FitGrace).
-	fitGrace time.Duration
-	fitNote  string
-	misfit   error
+	lease       remote.Lease  // the margin, and a --grace fitted to --ttl (FitGrace)
 }
 
-func usage(format string, args ...any) error {
-	return cmd.Exitf(cmd.ExitUsage, "leaderrun: "+format, args...)
-}
+var usage = remote.Usage
 
 // parse reads the flags; the TTL, margin and host go to etcd.Config.
 func parse(v cmd.FlagValue) (settings, etcd.Config, error) {
@@ -116,28 +110,9 @@ func parse(v cmd.FlagValue) (settings, etcd.Config, error) {
 	if s.DialTimeout, err = time.ParseDuration(v("dial-timeout")); err != nil || s.DialTimeout <= 0 {
 		return s, cfg, usage("--dial-timeout %q is not a positive duration; give one such as --dial-timeout 5s", v("dial-timeout"))
 	}
-	// grace is "" for a command that runs no COMMAND (status, who).
-	var grace time.Duration
-	if g := v("grace"); g != "" {
-		if grace, err = time.ParseDuration(g); err != nil {
-			return s, cfg, usage("--grace %q is not a duration", g)
-		}
-	}
-	// The term ends Margin before the lease can expire; COMMAND has
-	// --grace after that to go, and a second for the kill to land.
-	margin := max(time.Second, ttl/5, grace+time.Second)
-	if margin > ttl/2 {
-		need := time.Duration(math.Ceil((2 * margin).Seconds())) * time.Second
-		misfit := usage("--grace %v does not fit in --ttl %v: COMMAND is stopped (SIGTERM, SIGKILL after --grace) a second before the lease can expire, within half the TTL; give --ttl %v or more, or a shorter --grace", grace, ttl, need)
-		// A --grace that was not given is fitted to the TTL
-		// (backend.FitGrace); one that was is refused there.
-		fit := (ttl/2 - time.Second).Truncate(100 * time.Millisecond)
-		if fit <= 0 {
-			return s, cfg, misfit
-		}
-		s.fitGrace, s.misfit = fit, misfit
-		s.fitNote = fmt.Sprintf("--grace %v: the default %v does not fit in --ttl %v (COMMAND is stopped a second before the lease can expire, within half the TTL); give --grace to choose another, within that", fit, grace, ttl)
-		margin = max(time.Second, ttl/5, fit+time.Second)
+	// --grace is "" for a command that runs no COMMAND (status, who).
+	if s.lease, err = remote.LeaseFor(ttl, v("grace")); err != nil {
+		return s, cfg, err
 	}
 	s.CACert, s.Cert, s.Key, s.SkipVerify = v("cacert"), v("cert"), v("key"), v("insecure-skip-tls-verify") == "true"
 	if (s.Cert == "") != (s.Key == "") {
@@ -148,7 +123,7 @@ func parse(v cmd.FlagValue) (settings, etcd.Config, error) {
 		s.User, s.Password = u, p
 	}
 	s.prefix = v("etcd-prefix")
-	cfg = etcd.Config{Prefix: s.prefix, TTL: ttl, Margin: margin, Host: v("host")}
+	cfg = etcd.Config{Prefix: s.prefix, TTL: ttl, Margin: s.lease.Margin, Host: v("host")}
 	return s, cfg, nil
 }
 
@@ -334,17 +309,9 @@ func (b *backend) noteIgnored(ctx context.Context, name string) {
 	fmt.Fprintf(os.Stderr, "leaderrun: ignoring %s%s: not written by leaderrun, so they block nobody; remove them (etcdctl del KEY) if they are nobody's\n", strings.Join(keys, ", "), more)
 }
 
-// FitGrace is cmd.GraceFitter: a --grace that was not given is fitted to
-// --ttl when the default does not fit; one that was given and does not
-// fit is a usage error.
+// FitGrace is cmd.GraceFitter (remote.Lease.FitGrace).
 func (b *backend) FitGrace(grace time.Duration, given bool) (time.Duration, string, error) {
-	switch {
-	case b.s.fitGrace == 0:
-		return grace, "", nil
-	case given:
-		return grace, "", b.s.misfit
-	}
-	return b.s.fitGrace, b.s.fitNote, nil
+	return b.s.lease.FitGrace(grace, given)
 }
 
 // TermToken is what the term's watchdog needs to revoke its lease.

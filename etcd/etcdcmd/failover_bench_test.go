@@ -3,12 +3,10 @@
 package etcdcmd_test
 
 import (
-	"bufio"
 	"context"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -20,6 +18,7 @@ import (
 	"github.com/leaderrun/leaderrun/etcd"
 	"github.com/leaderrun/leaderrun/etcd/internal/etcdtest"
 
+	"github.com/leaderrun/leaderrun/internal/backendtest"
 	"github.com/leaderrun/leaderrun/internal/proctest"
 )
 
@@ -106,9 +105,7 @@ func BenchmarkCLIFailover(b *testing.B) {
 					overlaps++
 				}
 			}
-			slices.Sort(gaps)
-			b.ReportMetric(float64(gaps[len(gaps)/2])/1e6, "p50-ms")
-			b.ReportMetric(float64(overlaps), "overlaps")
+			backendtest.Report(b, "", gaps, overlaps)
 		})
 	}
 }
@@ -141,61 +138,31 @@ func cliBinary(tb testing.TB) string {
 // A's COMMAND still ran then.
 func failoverOnce(b testing.TB, lk *etcd.Locker, start func(host, dir, name, cmdline string) *exec.Cmd, peer bool, kill victims, name string) (time.Duration, bool) {
 	tmp := b.TempDir()
-	fifo := filepath.Join(tmp, "fifo")
-	if err := syscall.Mkfifo(fifo, 0o600); err != nil {
-		b.Fatal(err)
-	}
-	f, err := os.OpenFile(fifo, os.O_RDWR, 0)
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer f.Close()
-	lines := make(chan string, 4)
-	go func() {
-		sc := bufio.NewScanner(f)
-		for sc.Scan() {
-			lines <- sc.Text()
-		}
-	}()
+	fifo, lines := backendtest.FIFO(b)
 	dirs := [2]string{filepath.Join(tmp, "A"), filepath.Join(tmp, "B")}
 	for _, d := range dirs {
 		os.Mkdir(d, 0o700)
 	}
 	a := start("A", dirs[0], name, "echo A $$ > "+fifo+"; exec sleep 100")
-	a.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	if err := a.Start(); err != nil {
-		b.Fatal(err)
-	}
-	defer reap(a)
-	var aCommand int
-	select {
-	case l := <-lines:
-		aCommand, _ = strconv.Atoi(strings.TrimPrefix(l, "A "))
-	case <-time.After(20 * time.Second):
-		b.Fatal("A's COMMAND did not start within 20s")
-	}
+	backendtest.Start(b, a)
+	defer backendtest.Reap(a)
+	aCommand, _ := strconv.Atoi(strings.TrimPrefix(backendtest.Line(b, lines, 20*time.Second, "A's COMMAND did not start"), "A "))
 	if aCommand < 2 {
 		b.Fatal("no pid from A's COMMAND")
 	}
 	bw := start("B", dirs[1], name, "echo B > "+fifo)
-	bw.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	if err := bw.Start(); err != nil {
-		b.Fatal(err)
-	}
-	defer reap(bw)
+	backendtest.Start(b, bw)
+	defer backendtest.Reap(bw)
 	waitQueued(b, lk, peer, name, 1)
 	if kill == wrapperAndWatchdog {
 		a2 := start("A", dirs[0], name, "echo A2 > "+fifo)
-		a2.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-		if err := a2.Start(); err != nil {
-			b.Fatal(err)
-		}
-		defer reap(a2)
+		backendtest.Start(b, a2)
+		defer backendtest.Reap(a2)
 		waitQueued(b, lk, peer, name, 2)
 	}
 	var pids []int
 	if kill != wrapperOnly {
-		kids := childrenOf(a.Process.Pid) // the watchdog and COMMAND
+		kids := backendtest.ChildrenOf(a.Process.Pid) // the watchdog and COMMAND
 		if len(kids) < 2 && !peer || len(kids) < 1 {
 			b.Fatalf("found %d children of the wrapper, want its watchdog and COMMAND", len(kids))
 		}
@@ -212,17 +179,12 @@ func failoverOnce(b testing.TB, lk *etcd.Locker, start func(host, dir, name, cmd
 			syscall.Kill(pid, syscall.SIGKILL)
 		}
 	}
-	var gap time.Duration
-	select {
-	case l := <-lines:
-		gap = time.Since(t0)
-		if l != "B" {
-			b.Fatalf("%q started after the failover, want B, first in line", l)
-		}
-	case <-time.After(30 * time.Second):
-		b.Fatal("B's COMMAND did not start within 30s")
+	l := backendtest.Line(b, lines, 30*time.Second, "B's COMMAND did not start")
+	gap := time.Since(t0)
+	if l != "B" {
+		b.Fatalf("%q started after the failover, want B, first in line", l)
 	}
-	overlap := alive(aCommand)
+	overlap := backendtest.Alive(aCommand)
 	if aCommand > 1 {
 		syscall.Kill(aCommand, syscall.SIGKILL) // etcdctl's orphan
 	}
@@ -246,41 +208,4 @@ func waitQueued(b testing.TB, lk *etcd.Locker, peer bool, name string, n int) {
 		time.Sleep(2 * time.Millisecond)
 	}
 	b.Fatalf("%d waiters did not queue within 20s", n)
-}
-
-// childrenOf lists the children of pid (its watchdog and COMMAND), which
-// any of its threads may have started.
-func childrenOf(pid int) []int {
-	tasks, _ := filepath.Glob("/proc/" + strconv.Itoa(pid) + "/task/*/children")
-	var out []int
-	for _, t := range tasks {
-		b, _ := os.ReadFile(t)
-		for _, f := range strings.Fields(string(b)) {
-			if n, err := strconv.Atoi(f); err == nil && n > 1 {
-				out = append(out, n)
-			}
-		}
-	}
-	return out
-}
-
-// alive reports whether pid runs: not gone, not a zombie.
-func alive(pid int) bool {
-	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
-	if err != nil {
-		return false
-	}
-	s := string(b)
-	i := strings.LastIndexByte(s, ')')
-	return i > 0 && i+2 < len(s) && s[i+2] != 'Z' && s[i+2] != 'X'
-}
-
-// reap ends what a wrapper left: its process group, then the wrapper.
-func reap(c *exec.Cmd) {
-	if c.Process == nil || c.Process.Pid < 2 {
-		return
-	}
-	syscall.Kill(-c.Process.Pid, syscall.SIGKILL)
-	c.Process.Kill()
-	c.Wait()
 }

@@ -6,22 +6,11 @@ import (
 	"time"
 
 	"github.com/leaderrun/leaderrun/cmd"
+	"github.com/leaderrun/leaderrun/internal/backendtest"
 )
 
-// values is a cmd.FlagValue over a map, with the flags' defaults.
-func values(m map[string]string) cmd.FlagValue {
-	return func(name string) string {
-		if v, ok := m[name]; ok {
-			return v
-		}
-		for _, f := range Flags {
-			if f.Name == name {
-				return f.Value
-			}
-		}
-		return ""
-	}
-}
+// values is a cmd.FlagValue over m, with Flags' defaults.
+func values(m map[string]string) cmd.FlagValue { return backendtest.FlagValues(Flags, m) }
 
 func TestParse(t *testing.T) {
 	for _, tc := range []struct {

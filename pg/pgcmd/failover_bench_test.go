@@ -3,7 +3,6 @@
 package pgcmd_test
 
 import (
-	"bufio"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -11,7 +10,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -20,6 +18,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/leaderrun/leaderrun/internal/backendtest"
 	"github.com/leaderrun/leaderrun/pg"
 	"github.com/leaderrun/leaderrun/pg/internal/pgtest"
 )
@@ -206,13 +205,7 @@ func runTrials(b *testing.B, ws map[string]wrapper, trials []trial, ratios [][2]
 	}
 	p50 := map[string]float64{}
 	for _, t := range run {
-		ds := gaps[t.name]
-		slices.Sort(ds)
-		p50[t.name] = float64(ds[len(ds)/2].Microseconds()) / 1000
-		b.ReportMetric(p50[t.name], t.name+"-p50-ms")
-		b.ReportMetric(float64(ds[len(ds)*9/10].Microseconds())/1000, t.name+"-p90-ms")
-		b.ReportMetric(float64(ds[len(ds)-1].Microseconds())/1000, t.name+"-max-ms")
-		b.ReportMetric(float64(overlaps[t.name]), t.name+"-overlaps")
+		p50[t.name] = backendtest.Report(b, t.name+"-", gaps[t.name], overlaps[t.name])
 	}
 	for _, r := range ratios {
 		if x, y := p50[r[0]], p50[r[1]]; x > 0 && y > 0 {
@@ -339,22 +332,7 @@ const halfwayEnv = "TEST_LEADERRUN_FENCE=halfway"
 func failoverOnce(b testing.TB, admin *pgx.Conn, w wrapper, kill victims, name string) (time.Duration, bool) {
 	start := w.start
 	tmp := b.TempDir()
-	fifo := filepath.Join(tmp, "fifo")
-	if err := syscall.Mkfifo(fifo, 0o600); err != nil {
-		b.Fatal(err)
-	}
-	f, err := os.OpenFile(fifo, os.O_RDWR, 0)
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer f.Close()
-	lines := make(chan string, 4)
-	go func() {
-		sc := bufio.NewScanner(f)
-		for sc.Scan() {
-			lines <- sc.Text()
-		}
-	}()
+	fifo, lines := backendtest.FIFO(b)
 	dirs := [2]string{filepath.Join(tmp, "A"), filepath.Join(tmp, "B")}
 	for _, d := range dirs {
 		os.Mkdir(d, 0o700)
@@ -363,24 +341,12 @@ func failoverOnce(b testing.TB, admin *pgx.Conn, w wrapper, kill victims, name s
 	if kill == watchdogHalfway {
 		a.Env = append(os.Environ(), halfwayEnv)
 	}
-	a.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	if err := a.Start(); err != nil {
-		b.Fatal(err)
-	}
-	defer reap(a)
-	var aCommand int
-	select {
-	case l := <-lines:
-		aCommand, _ = strconv.Atoi(strings.TrimPrefix(l, "A "))
-	case <-time.After(20 * time.Second):
-		b.Fatal("A's COMMAND did not start within 20s")
-	}
+	backendtest.Start(b, a)
+	defer backendtest.Reap(a)
+	aCommand, _ := strconv.Atoi(strings.TrimPrefix(backendtest.Line(b, lines, 20*time.Second, "A's COMMAND did not start"), "A "))
 	bw := start("B", dirs[1], name, "echo B > "+fifo)
-	bw.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	if err := bw.Start(); err != nil {
-		b.Fatal(err)
-	}
-	defer reap(bw)
+	backendtest.Start(b, bw)
+	defer backendtest.Reap(bw)
 	waitQueued(b, w, name, 1)
 	var pids []int
 	var halfway int // the process to kill once it stops half-way
@@ -389,11 +355,8 @@ func failoverOnce(b testing.TB, admin *pgx.Conn, w wrapper, kill victims, name s
 		if kill == localWaiterHalfway {
 			a2.Env = append(os.Environ(), halfwayEnv)
 		}
-		a2.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-		if err := a2.Start(); err != nil {
-			b.Fatal(err)
-		}
-		defer reap(a2)
+		backendtest.Start(b, a2)
+		defer backendtest.Reap(a2)
 		if kill == localWaiterHalfway {
 			halfway = a2.Process.Pid
 		}
@@ -403,7 +366,7 @@ func failoverOnce(b testing.TB, admin *pgx.Conn, w wrapper, kill victims, name s
 		// watchLocalHolder passes over a leader whose wrapper is already
 		// gone when it looks).
 		waitPidfd(b, a2.Process.Pid, a.Process.Pid)
-		kids := childrenOf(a.Process.Pid) // the watchdog and COMMAND
+		kids := backendtest.ChildrenOf(a.Process.Pid) // the watchdog and COMMAND
 		if len(kids) < 2 {
 			b.Fatalf("found %d children of the wrapper, want its watchdog and COMMAND", len(kids))
 		}
@@ -417,10 +380,10 @@ func failoverOnce(b testing.TB, admin *pgx.Conn, w wrapper, kill victims, name s
 		endEndConn(b, admin)
 	}
 	if kill == wholeHost {
-		pids = append(pids, childrenOf(a.Process.Pid)...) // the watchdog and COMMAND
+		pids = append(pids, backendtest.ChildrenOf(a.Process.Pid)...) // the watchdog and COMMAND
 	}
 	if kill == watchdogHalfway {
-		for _, k := range childrenOf(a.Process.Pid) {
+		for _, k := range backendtest.ChildrenOf(a.Process.Pid) {
 			if k != aCommand {
 				halfway = k
 			}
@@ -444,17 +407,12 @@ func failoverOnce(b testing.TB, admin *pgx.Conn, w wrapper, kill victims, name s
 	if halfway != 0 {
 		go killStopped(halfway)
 	}
-	var gap time.Duration
-	select {
-	case l := <-lines:
-		gap = time.Since(t0)
-		if l != "B" {
-			b.Fatalf("%q started after the failover, want B", l)
-		}
-	case <-time.After(30 * time.Second):
-		b.Fatal("B's COMMAND did not start within 30s")
+	l := backendtest.Line(b, lines, 30*time.Second, "B's COMMAND did not start")
+	gap := time.Since(t0)
+	if l != "B" {
+		b.Fatalf("%q started after the failover, want B", l)
 	}
-	overlap := alive(aCommand)
+	overlap := backendtest.Alive(aCommand)
 	if aCommand > 1 {
 		syscall.Kill(aCommand, syscall.SIGKILL) // psql's orphan
 	}
@@ -527,41 +485,4 @@ func waitPidfd(b testing.TB, pid, target int) {
 		time.Sleep(2 * time.Millisecond)
 	}
 	b.Fatalf("process %d holds no pidfd of %d within 20s", pid, target)
-}
-
-// childrenOf lists the children of pid (its watchdog and COMMAND), which
-// any of its threads may have started.
-func childrenOf(pid int) []int {
-	tasks, _ := filepath.Glob("/proc/" + strconv.Itoa(pid) + "/task/*/children")
-	var out []int
-	for _, t := range tasks {
-		b, _ := os.ReadFile(t)
-		for _, f := range strings.Fields(string(b)) {
-			if n, err := strconv.Atoi(f); err == nil && n > 1 {
-				out = append(out, n)
-			}
-		}
-	}
-	return out
-}
-
-// alive reports whether pid runs: not gone, not a zombie.
-func alive(pid int) bool {
-	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
-	if err != nil {
-		return false
-	}
-	s := string(b)
-	i := strings.LastIndexByte(s, ')')
-	return i > 0 && i+2 < len(s) && s[i+2] != 'Z' && s[i+2] != 'X'
-}
-
-// reap ends what a wrapper left: its process group, then the wrapper.
-func reap(c *exec.Cmd) {
-	if c.Process == nil || c.Process.Pid < 2 {
-		return
-	}
-	syscall.Kill(-c.Process.Pid, syscall.SIGKILL)
-	c.Process.Kill()
-	c.Wait()
 }

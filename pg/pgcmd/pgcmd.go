@@ -1,7 +1,7 @@
 // Package pgcmd is the leaderrun command line over PostgreSQL:
 // leaderrun-pg's flags, and the glue that gives package cmd a pg Locker as
-// its Backend, with the capabilities Remote, BusBackend, TermEnder and
-// HolderEnder (see cmd.Backend). Everything else (flags,
+// its Backend, with the capabilities Remote, BusBackend, TermEnder,
+// HolderEnder and GraceFitter (see cmd.Backend). Everything else (flags,
 // subcommands, exit codes, output, the term fence and the watchdog) is
 // package cmd's, unchanged.
 //
@@ -33,7 +33,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"math"
 	"net"
 	"os"
 	"slices"
@@ -45,6 +44,7 @@ import (
 
 	"github.com/leaderrun/leaderrun/cmd"
 	"github.com/leaderrun/leaderrun/elect"
+	"github.com/leaderrun/leaderrun/internal/remote"
 	"github.com/leaderrun/leaderrun/pg"
 )
 
@@ -79,11 +79,10 @@ type settings struct {
 	Schema  string            `json:"schema"`
 	Timeout time.Duration     `json:"timeout"`
 	Session int64             `json:"session,omitempty"`
+	lease   remote.Lease      // the margin, and a --grace fitted to --ttl (FitGrace)
 }
 
-func usage(format string, args ...any) error {
-	return cmd.Exitf(cmd.ExitUsage, "leaderrun: "+format, args...)
-}
+var usage = remote.Usage
 
 // parse reads the flags.
 func parse(v cmd.FlagValue) (settings, pg.Config, error) {
@@ -96,18 +95,9 @@ func parse(v cmd.FlagValue) (settings, pg.Config, error) {
 	if s.Timeout, err = time.ParseDuration(v("connect-timeout")); err != nil || s.Timeout <= 0 {
 		return s, cfg, usage("--connect-timeout %q is not a positive duration; give one such as --connect-timeout 5s", v("connect-timeout"))
 	}
-	var grace time.Duration
-	if g := v("grace"); g != "" {
-		if grace, err = time.ParseDuration(g); err != nil {
-			return s, cfg, usage("--grace %q is not a duration", g)
-		}
-	}
-	// The term ends margin before the lease can expire; COMMAND has
-	// --grace after that to go, and a second for the kill to land.
-	margin := max(time.Second, ttl/5, grace+time.Second)
-	if margin > ttl/2 {
-		need := time.Duration(math.Ceil((2 * margin).Seconds())) * time.Second
-		return s, cfg, usage("--grace %v does not fit in --ttl %v: COMMAND is stopped (SIGTERM, SIGKILL after --grace) a second before the lease can expire, within half the TTL; give --ttl %v or more, or a shorter --grace", grace, ttl, need)
+	// --grace is "" for a command that runs no COMMAND (status, who).
+	if s.lease, err = remote.LeaseFor(ttl, v("grace")); err != nil {
+		return s, cfg, err
 	}
 	if s.Schema == "" || len(s.Schema) > 63 || strings.ContainsAny(s.Schema, "\x00") {
 		return s, cfg, usage("--pg-schema %q is not a PostgreSQL name (1 to 63 bytes)", s.Schema)
@@ -116,7 +106,7 @@ func parse(v cmd.FlagValue) (settings, pg.Config, error) {
 	if err != nil {
 		return s, cfg, err
 	}
-	cfg = pg.Config{ConnConfig: cc, Schema: s.Schema, TTL: ttl, Margin: margin, Host: v("host")}
+	cfg = pg.Config{ConnConfig: cc, Schema: s.Schema, TTL: ttl, Margin: s.lease.Margin, Host: v("host")}
 	return s, cfg, nil
 }
 
@@ -238,6 +228,11 @@ type backend struct {
 	cc *pgx.ConnConfig
 }
 
+// FitGrace is cmd.GraceFitter (remote.Lease.FitGrace).
+func (b *backend) FitGrace(grace time.Duration, given bool) (time.Duration, string, error) {
+	return b.s.lease.FitGrace(grace, given)
+}
+
 // Where (cmd.Remote) is what messages name as where the locks are.
 func (b *backend) Where() string {
 	return "PostgreSQL " + server(b.cc) + " schema " + b.s.Schema
@@ -315,6 +310,7 @@ var (
 	_ cmd.Remote      = (*backend)(nil)
 	_ cmd.TermEnder   = (*backend)(nil)
 	_ cmd.HolderEnder = (*backend)(nil)
+	_ cmd.GraceFitter = (*backend)(nil)
 )
 
 // ListenBus serves NAME's bus over PostgreSQL (pg.Locker.ListenBus), so

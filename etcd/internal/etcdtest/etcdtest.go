@@ -23,6 +23,8 @@ import (
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
+
+	"github.com/leaderrun/leaderrun/internal/proctest"
 )
 
 // Bin is the etcd binary to run, or "" when there is none:
@@ -409,7 +411,7 @@ func (m *Member) Start() error {
 	cmd.Dir = m.cwd
 	cmd.Stdout, cmd.Stderr = nil, os.Stderr
 	// If the test binary dies, so does etcd.
-	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL, Setpgid: true}
+	cmd.SysProcAttr = proctest.ServerAttr(nil)
 	if err := cmd.Start(); err != nil {
 		return err
 	}

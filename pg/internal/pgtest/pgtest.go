@@ -25,6 +25,8 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+
+	"github.com/leaderrun/leaderrun/internal/proctest"
 )
 
 // Roles the server is made with. Password is the password of every role.
@@ -223,7 +225,7 @@ func (s *Server) Start() error {
 		"-c", "max_connections=300", "-c", "shared_buffers=16MB", "-c", "logging_collector=off", "-c", "log_min_messages=fatal",
 		"-c", "ssl=on", "-c", "ssl_cert_file=" + s.TLS.ServerCert, "-c", "ssl_key_file=" + s.TLS.ServerKey}
 	cmd := exec.Command(filepath.Join(s.bin, "postgres"), args...)
-	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: s.cred, Pdeathsig: syscall.SIGKILL, Setpgid: true}
+	cmd.SysProcAttr = proctest.ServerAttr(s.cred)
 	log, err := os.OpenFile(filepath.Join(s.Dir, "postgres.log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
 	if err != nil {
 		return err
