@@ -81,8 +81,9 @@ type Locker struct {
 
 	lis *listener
 
-	adminMu sync.Mutex
-	admin   *pgx.Conn // for Query and ends of sessions, opened on use
+	adminMu   sync.Mutex
+	admin     *pgx.Conn // for Query and ends of sessions, opened on use
+	adminWarm sync.Once // opened and readied ahead by the first waiter
 
 	grantMu sync.Mutex // one session open at a time
 	mu      sync.Mutex
