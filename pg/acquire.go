@@ -132,7 +132,7 @@ func (a *acquirer) run(ctx context.Context) (*elect.Leadership, error) {
 	// are one round trip on a backend that has made them before.
 	a.s.warm()
 	if v.state == "wait" {
-		a.l.warmAdmin()
+		a.l.warmEnds()
 	}
 	if a.req.Steal && a.req.KillAfter > 0 {
 		a.killAt = time.Now().Add(a.req.KillAfter)

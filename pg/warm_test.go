@@ -62,11 +62,11 @@ func TestWarmUp(t *testing.T) {
 	}
 }
 
-// TestWarmAdmin: a request that waits opens its Locker's connection for
+// TestWarmEnds: a request that waits opens its Locker's connection for
 // ends of sessions ahead and readies it (end_session prepared), so that
 // ending the holder's term, should it die on this host (EndHolder), is
 // one round trip on an open connection.
-func TestWarmAdmin(t *testing.T) {
+func TestWarmEnds(t *testing.T) {
 	srv := sharedServer(t)
 	schema := testSchema(t)
 	h := open(t, srv, schema, Config{})
@@ -81,9 +81,9 @@ func TestWarmAdmin(t *testing.T) {
 	acquireAsync(ctx, w, "job", elect.Request{})
 	waitQueued(t, h, "job", 1)
 	for {
-		w.adminMu.Lock()
-		c := w.admin
-		w.adminMu.Unlock()
+		w.ends.mu.Lock()
+		c := w.ends.c
+		w.ends.mu.Unlock()
 		if c != nil {
 			break
 		}
@@ -93,7 +93,7 @@ func TestWarmAdmin(t *testing.T) {
 		time.Sleep(5 * time.Millisecond)
 	}
 	var n int
-	err = w.withAdmin(ctx, func(c *pgx.Conn) error {
+	err = w.withEnds(ctx, func(c *pgx.Conn) error {
 		return c.QueryRow(ctx, "SELECT count(*) FROM pg_prepared_statements WHERE statement = $1", w.endSessionSQL()).Scan(&n)
 	})
 	if err != nil || n != 1 {
