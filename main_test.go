@@ -371,6 +371,27 @@ func TestExitCodesTested(t *testing.T) {
 	}
 }
 
+// TestNoCgoLinked fails when the leaderrun binary, built without tags
+// where a C compiler is found (CGO_ENABLED=1), links runtime/cgo or a
+// package whose cgo half every start would pay for: the dynamic loader and
+// cgo's initialisation (issue 24). net (the bus's sockets are raw
+// descriptors) and os/user (internal/userdb reads the user database) are
+// the ones that had it.
+func TestNoCgoLinked(t *testing.T) {
+	list := exec.Command("go", "list", "-deps", ".")
+	list.Env = append(os.Environ(), "CGO_ENABLED=1")
+	out, err := list.Output()
+	if err != nil {
+		t.Fatalf("go list -deps: %v", err)
+	}
+	for _, pkg := range strings.Fields(string(out)) {
+		switch pkg {
+		case "runtime/cgo", "net", "os/user":
+			t.Errorf("the binary links %s", pkg)
+		}
+	}
+}
+
 // TestNoManPageCodeLinked fails when the leaderrun binary, built without
 // tags, links a man-page or Markdown package (urfave/cli's docs.go brings
 // go-md2man and blackfriday, whose initialisation every start pays for) or

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/leaderrun/leaderrun/elect"
+	"github.com/leaderrun/leaderrun/internal/layout"
 	"github.com/leaderrun/leaderrun/oslock"
 )
 
@@ -110,7 +111,7 @@ func waitMembers(t *testing.T, ctx context.Context, s *Server, n int) {
 }
 
 func TestSocketName(t *testing.T) {
-	if got, want := sockName(testName), filepath.Base(elect.SocketPath("/x", testName)); got != want {
+	if got, want := sockName(testName), filepath.Base(layout.SocketPath("/x", testName)); got != want {
 		t.Fatalf("socket %q, elect says %q", got, want)
 	}
 }

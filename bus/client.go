@@ -4,8 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net"
+	"io"
 	"os"
+	"path/filepath"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -397,15 +398,14 @@ func (c *Client) await(ctx context.Context) (*session, error) {
 
 // connect makes one attempt to reach the leader and read its hello.
 func (c *Client) connect(ctx context.Context) (*session, error) {
-	var d net.Dialer
-	nc, err := d.DialContext(ctx, "unix", c.dir.ResolvedPath(sockName(c.name)))
+	sock := sockName(c.name)
+	uc, err := dialUnix(ctx, c.dir.ResolvedPath(sock), filepath.Join(c.dir.Path(), sock))
 	if err != nil {
 		if errors.Is(err, syscall.ENOENT) || errors.Is(err, syscall.ECONNREFUSED) {
 			return nil, ErrNoLeader
 		}
 		return nil, fmt.Errorf("bus: cannot connect to the leader of %s in %s: %w", c.name, c.dir.Path(), err)
 	}
-	uc := nc.(*net.UnixConn)
 	if uid, _, err := peerCred(uc); err == nil && uid != c.uid {
 		uc.Close()
 		return nil, fmt.Errorf("%w: the socket of %s is served by uid %d", ErrRefused, c.name, uid)
@@ -431,7 +431,7 @@ func (c *Client) connect(ctx context.Context) (*session, error) {
 	return newSession(c, uc, fr, h), nil
 }
 
-func handshake(uc *net.UnixConn, fr *frameReader, ch clientHello) (serverHello, error) {
+func handshake(uc io.Writer, fr *frameReader, ch clientHello) (serverHello, error) {
 	_, werr := uc.Write(ch.encode())
 	// A leader that refuses us may have said why and hung up before our
 	// hello arrived: read its bye even if the write failed.

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net"
 	"sync"
 	"time"
 )
@@ -14,7 +13,7 @@ import (
 // another, so that publishing only ever appends to queues.
 type conn struct {
 	s           *Server
-	uc          *net.UnixConn
+	uc          sockConn
 	pid, uid    int
 	publishOnly bool
 
@@ -33,7 +32,7 @@ type conn struct {
 }
 
 // handle checks the peer, reads its hello and runs the connection.
-func (s *Server) handle(uc *net.UnixConn) {
+func (s *Server) handle(uc sockConn) {
 	defer s.wg.Done()
 	uid, pid, err := peerCred(uc)
 	switch {
@@ -84,7 +83,7 @@ func (s *Server) handle(uc *net.UnixConn) {
 }
 
 // refuse tells a peer that is not admitted why, without waiting long.
-func refuse(uc *net.UnixConn, y bye) {
+func refuse(uc sockConn, y bye) {
 	uc.SetWriteDeadline(time.Now().Add(time.Second))
 	uc.Write(y.encode())
 	uc.Close()

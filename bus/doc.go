@@ -74,5 +74,8 @@
 // ask the kernel, and the socket's mode 0600 in a directory private to
 // the user is the only protection. Socket paths are bound through
 // /proc/self/fd on Linux, so a deep lock directory does not hit the
-// 108-byte sun_path limit.
+// 108-byte sun_path limit. On unix the sockets are the system's own, on
+// non-blocking descriptors served by the runtime's poller, so that package
+// net and its cgo resolver are not linked into a program for them; on
+// other systems they are package net's.
 package bus

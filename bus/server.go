@@ -5,13 +5,13 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
-	"net"
 	"os"
 	"path/filepath"
 	"sync"
 	"time"
 
 	"github.com/leaderrun/leaderrun/elect"
+	"github.com/leaderrun/leaderrun/internal/layout"
 	"github.com/leaderrun/leaderrun/oslock"
 )
 
@@ -81,7 +81,7 @@ type Server struct {
 	lead   *elect.Leadership
 	cfg    serverConfig
 	dir    *oslock.Dir
-	ln     *net.UnixListener
+	ln     *sockListener
 	sockID oslock.FileID
 	pid    int
 	uid    int
@@ -100,7 +100,7 @@ type Server struct {
 	stopOnce sync.Once
 }
 
-func sockName(name string) string { return elect.SocketFile(name) }
+func sockName(name string) string { return layout.SocketFile(name) }
 
 // Listen starts serving the bus of lead's name: it creates the socket
 // <dir>/<name>.sock (mode 0600) and announces lead to every member that
@@ -148,17 +148,16 @@ func Listen(lead *elect.Leadership, opts ...ServerOption) (*Server, error) {
 // atomically rather than removed first.
 func (s *Server) listen() error {
 	name := sockName(s.lead.Name())
-	tmp := elect.SocketTempFile(s.lead.Name())
+	tmp := layout.SocketTempFile(s.lead.Name())
 	if err := s.dir.Remove(tmp); err != nil && !errors.Is(err, fs.ErrNotExist) {
 		return err
 	}
-	ln, err := net.ListenUnix("unix", &net.UnixAddr{Name: s.dir.ResolvedPath(tmp), Net: "unix"})
+	// The path is renamed away below, so the listener never unlinks it
+	// (that could remove a later leader's socket).
+	ln, err := listenUnix(s.dir.ResolvedPath(tmp), filepath.Join(s.dir.Path(), name))
 	if err != nil {
 		return fmt.Errorf("bus: cannot listen on %s/%s: %w", s.dir.Path(), tmp, err)
 	}
-	// The path is renamed away below; unlinking it on Close could remove
-	// a later leader's socket.
-	ln.SetUnlinkOnClose(false)
 	fail := func(err error) error {
 		ln.Close()
 		s.dir.Remove(tmp)
@@ -316,12 +315,12 @@ func (s *Server) keepSocket() {
 	}
 }
 
-func (s *Server) acceptLoop(ln *net.UnixListener) {
+func (s *Server) acceptLoop(ln *sockListener) {
 	defer s.wg.Done()
 	for {
-		uc, err := ln.AcceptUnix()
+		uc, err := ln.accept()
 		if err != nil {
-			if s.ctx.Err() != nil || errors.Is(err, net.ErrClosed) {
+			if s.ctx.Err() != nil || errors.Is(err, errSockClosed) {
 				return
 			}
 			// EMFILE and the like: back off instead of spinning, and

@@ -4,14 +4,13 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net"
 	"sync"
 )
 
 // session is one connection of a Client to one leader.
 type session struct {
 	c     *Client
-	uc    *net.UnixConn
+	uc    sockConn
 	fr    *frameReader
 	hello serverHello
 	out   chan []byte   // frames for the writer
@@ -35,7 +34,7 @@ type result struct {
 	err    error
 }
 
-func newSession(c *Client, uc *net.UnixConn, fr *frameReader, h serverHello) *session {
+func newSession(c *Client, uc sockConn, fr *frameReader, h serverHello) *session {
 	return &session{c: c, uc: uc, fr: fr, hello: h, out: make(chan []byte, 256),
 		dead: make(chan struct{}), done: make(chan struct{}), pending: make(map[uint64]chan result)}
 }

@@ -2,7 +2,7 @@ package cmd
 
 import (
 	"fmt"
-	"net"
+	"io/fs"
 	"os"
 	"strings"
 	"syscall"
@@ -11,17 +11,19 @@ import (
 
 // A socket error from the bus names no internal path and says what to do.
 func TestBusErrorNoInternalPath(t *testing.T) {
-	addr := &net.UnixAddr{Name: "/proc/self/fd/14/s.sock", Net: "unix"}
+	sock := "/home/u/.local/state/leaderrun/s.sock" // the name the bus gives its socket files
 	for _, tc := range []struct {
 		err  error
 		code int
 		want string
 	}{
-		{fmt.Errorf("bus: handshake: %w", &net.OpError{Op: "read", Net: "unix", Addr: addr, Err: os.ErrDeadlineExceeded}),
+		{fmt.Errorf("bus: handshake: %w", &fs.PathError{Op: "read", Path: sock, Err: os.ErrDeadlineExceeded}),
 			ExitSoftware, "leaderrun publish: cannot talk to the leader of s: i/o timeout; see who leads with leaderrun status s"},
-		{fmt.Errorf("bus: handshake: %w", &net.OpError{Op: "write", Net: "unix", Addr: addr, Err: os.NewSyscallError("write", syscall.EPIPE)}),
+		{fmt.Errorf("bus: handshake: %w", &fs.PathError{Op: "write", Path: sock, Err: syscall.EPIPE}),
 			ExitSoftware, "leaderrun publish: cannot talk to the leader of s: broken pipe; see who leads with leaderrun status s"},
-		{fmt.Errorf("bus: %w", &net.OpError{Op: "dial", Net: "unix", Addr: addr, Err: os.NewSyscallError("socket", syscall.EMFILE)}),
+		{fmt.Errorf("bus: cannot connect to the leader of s in /proc/self/fd/14: %w", os.NewSyscallError("connect", syscall.EACCES)),
+			ExitSoftware, "leaderrun publish: cannot talk to the leader of s: permission denied; see who leads with leaderrun status s"},
+		{fmt.Errorf("bus: %w", os.NewSyscallError("socket", syscall.EMFILE)),
 			ExitOSErr, "leaderrun: out of file descriptors (EMFILE"},
 	} {
 		err := busError("publish", "s", tc.err)

@@ -10,6 +10,7 @@ import (
 	"strings"
 
 	"github.com/leaderrun/leaderrun/elect"
+	"github.com/leaderrun/leaderrun/internal/layout"
 	"github.com/urfave/cli/v3"
 )
 
@@ -171,7 +172,7 @@ func completionDir(args []string) string {
 func printNames(w io.Writer, dir string) {
 	entries, _ := os.ReadDir(dir)
 	for _, e := range entries {
-		if name, ok := strings.CutSuffix(e.Name(), elect.LockFile("")); ok && elect.ValidateName(name) == nil {
+		if name, ok := strings.CutSuffix(e.Name(), layout.LockFile("")); ok && elect.ValidateName(name) == nil {
 			fmt.Fprintln(w, name)
 		}
 	}

@@ -5,12 +5,12 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
-	"os/user"
 	"path/filepath"
 	"strconv"
 	"syscall"
 
 	"github.com/leaderrun/leaderrun/elect"
+	"github.com/leaderrun/leaderrun/internal/userdb"
 	"github.com/urfave/cli/v3"
 )
 
@@ -234,16 +234,16 @@ func errnoOf(err error) error {
 
 // userName is uid's name and number ("root (uid 0)"), or the number.
 func userName(uid int) string {
-	if u, err := user.LookupId(strconv.Itoa(uid)); err == nil {
-		return fmt.Sprintf("%s (uid %d)", u.Username, uid)
+	if u, err := userdb.Lookup(uid); err == nil {
+		return fmt.Sprintf("%s (uid %d)", u.Name, uid)
 	}
 	return fmt.Sprintf("uid %d", uid)
 }
 
 // loginName is uid's name, or its number, for a command line.
 func loginName(uid int) string {
-	if u, err := user.LookupId(strconv.Itoa(uid)); err == nil {
-		return u.Username
+	if u, err := userdb.Lookup(uid); err == nil {
+		return u.Name
 	}
 	return strconv.Itoa(uid)
 }

@@ -126,7 +126,7 @@ func commandFlags() []cli.Flag {
 		&cli.BoolFlag{
 			Name:    "verbose",
 			Aliases: []string{"v"},
-			Usage:   "report on stderr: queue position, who leads, leadership changes",
+			Usage:   "report on stderr: queue position, who leads, leadership changes; with --fanout, each leader's bus listened to",
 		},
 	}
 }

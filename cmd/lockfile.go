@@ -5,7 +5,7 @@ import (
 	"fmt"
 	"path/filepath"
 
-	"github.com/leaderrun/leaderrun/elect"
+	"github.com/leaderrun/leaderrun/internal/layout"
 	"github.com/urfave/cli/v3"
 )
 
@@ -43,6 +43,6 @@ func lockfileAction(ctx context.Context, c *cli.Command) error {
 	if err != nil {
 		dir = s.dir
 	}
-	fmt.Println(elect.LockPath(dir, s.name))
+	fmt.Println(layout.LockPath(dir, s.name))
 	return nil
 }

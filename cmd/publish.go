@@ -6,7 +6,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net"
+	"io/fs"
 	"os"
 	"strings"
 	"syscall"
@@ -204,12 +204,12 @@ func busError(cmd, name string, err error) error {
 	if e := resourceError(err); e != nil {
 		return e
 	}
-	// A socket error names the socket by the descriptor-relative path the
-	// bus dials (/proc/self/fd/N/NAME.sock), which means nothing to the
-	// user: say what failed instead.
-	var op *net.OpError
-	if errors.As(err, &op) && op.Err != nil {
-		return exitf(ExitSoftware, "leaderrun %s: cannot talk to the leader of %s: %v; see who leads with leaderrun status %s", cmd, name, rootCause(op.Err), name)
+	// A failed socket call (connect, a read or write of the handshake)
+	// says which call failed, not what the user was doing: say that.
+	var se *os.SyscallError
+	var pe *fs.PathError
+	if errors.As(err, &se) || errors.As(err, &pe) && strings.HasSuffix(pe.Path, ".sock") {
+		return exitf(ExitSoftware, "leaderrun %s: cannot talk to the leader of %s: %v; see who leads with leaderrun status %s", cmd, name, rootCause(err), name)
 	}
 	return classify(fmt.Errorf("%s: %w", cmd, err))
 }

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/leaderrun/leaderrun/elect"
+	"github.com/leaderrun/leaderrun/internal/layout"
 )
 
 // The outcome of a term or of a request that failed: the exit status and
@@ -41,7 +42,7 @@ func lockDenied(dir, name string) bool {
 	if dir == "" {
 		return false
 	}
-	_, err := os.Lstat(elect.LockPath(dir, name))
+	_, err := os.Lstat(layout.LockPath(dir, name))
 	return errors.Is(err, fs.ErrPermission)
 }
 
@@ -64,7 +65,7 @@ func (o *runOptions) ended(lead *elect.Leadership) error {
 	} else if errors.Is(err, elect.ErrLockLost) && lockDenied(lead.Dir(), o.name) {
 		return exitf(ExitNoPerm, "leaderrun: this leaderrun lost its access to the lock directory %s (permission denied: its mode or owner was changed, e.g. chmod 000) while it led %s (epoch %d), so it could no longer check that it still held the lock; COMMAND was stopped; give the directory back to its owner, private (chmod 700 %s), and run again", lead.Dir(), o.name, lead.Epoch(), lead.Dir())
 	} else if errors.Is(err, elect.ErrLockLost) {
-		return exitf(ExitLockLost, "leaderrun: the lock file %s was removed or replaced while this leaderrun led %s (epoch %d); COMMAND was stopped; keep cleaners away from the lock directory", elect.LockPath(lead.Dir(), o.name), o.name, lead.Epoch())
+		return exitf(ExitLockLost, "leaderrun: the lock file %s was removed or replaced while this leaderrun led %s (epoch %d); COMMAND was stopped; keep cleaners away from the lock directory", layout.LockPath(lead.Dir(), o.name), o.name, lead.Epoch())
 	} else {
 		return exitf(ExitSoftware, "leaderrun: leadership of %s (epoch %d) ended: %v; COMMAND was stopped", o.name, lead.Epoch(), err)
 	}

@@ -35,6 +35,7 @@ func (o *runOptions) acquire(ctx context.Context, lk *opened, sigs <-chan os.Sig
 	var wg sync.WaitGroup
 	var got os.Signal
 	done := make(chan struct{})
+	granted := make(chan struct{}) // closed before done if the lock was
 	gotSig := make(chan struct{})
 	wg.Go(func() {
 		select {
@@ -44,7 +45,7 @@ func (o *runOptions) acquire(ctx context.Context, lk *opened, sigs <-chan os.Sig
 		case <-done:
 		}
 	})
-	o.whileWaiting(actx, lk, &wg, done)
+	o.whileWaiting(actx, lk, &wg, done, granted)
 	lead, err, stuck := o.acquireOrSignal(actx, lk, gotSig)
 	for pause := backoffStart; lostPlace(err) && !o.req.IfAvailable && actx.Err() == nil; pause = min(2*pause, time.Second) {
 		// A backend whose session can be lost, or that cannot be reached
@@ -60,6 +61,9 @@ func (o *runOptions) acquire(ctx context.Context, lk *opened, sigs <-chan os.Sig
 	}
 	if lostPlace(err) && errors.Is(actx.Err(), context.DeadlineExceeded) {
 		err = actx.Err() // -w ran out while queueing again
+	}
+	if err == nil && lead != nil {
+		close(granted)
 	}
 	close(done)
 	wg.Wait()
@@ -79,7 +83,7 @@ func (o *runOptions) acquire(ctx context.Context, lk *opened, sigs <-chan os.Sig
 
 // whileWaiting starts, on wg until done is closed, what runs while this
 // instance waits in line: the -v queue report and the --fanout follower.
-func (o *runOptions) whileWaiting(ctx context.Context, lk *opened, wg *sync.WaitGroup, done <-chan struct{}) {
+func (o *runOptions) whileWaiting(ctx context.Context, lk *opened, wg *sync.WaitGroup, done, granted <-chan struct{}) {
 	if o.req.IfAvailable {
 		return
 	}
@@ -92,7 +96,7 @@ func (o *runOptions) whileWaiting(ctx context.Context, lk *opened, wg *sync.Wait
 		stop()
 	})
 	if o.fanout {
-		wg.Go(func() { followLeader(fctx, lk.bus(), o.name) })
+		wg.Go(func() { followLeader(ctx, lk.bus(), o.name, o.logf, done, granted) })
 	}
 	if o.prepared == nil {
 		// The term's id and cgroup, made while waiting rather than

@@ -28,7 +28,9 @@ exits after N messages. --json prints NDJSON events, one per line:
 
 pid is the publisher's for a message, the leader's otherwise. Messages are
 not kept: what is published while no subscriber listens is gone ("gap":
-true on a leader event says some may have been missed).
+true on a leader event says some may have been missed). -v says on stderr
+"listening to NAME's bus, led by pid P (epoch E)" once each leader's
+messages reach this subscriber, so a script can publish after that line.
 
 EXAMPLES:
    leaderrun subscribe applog
@@ -38,6 +40,7 @@ EXAMPLES:
 			subDirFlag(),
 			jsonFlag("print NDJSON events, leader announcements included"),
 			&cli.IntFlag{Name: "count", Usage: "exit after `N` messages (0: never)"},
+			&cli.BoolFlag{Name: "verbose", Aliases: []string{"v"}, Usage: "report on stderr each leader listened to, once its messages reach this subscriber"},
 		},
 		Action:        subscribeAction,
 		ShellComplete: completeNames,
@@ -61,7 +64,7 @@ func subscribeAction(ctx context.Context, c *cli.Command) error {
 		return err
 	}
 	defer cl.Close()
-	out := &eventWriter{name: s.name, asJSON: c.Bool("json"), enc: json.NewEncoder(os.Stdout)}
+	out := &eventWriter{name: s.name, asJSON: c.Bool("json"), verbose: c.Bool("verbose"), enc: json.NewEncoder(os.Stdout)}
 	count := c.Int("count")
 	for {
 		var ev bus.Event
@@ -88,6 +91,7 @@ func subscribeAction(ctx context.Context, c *cli.Command) error {
 type eventWriter struct {
 	name     string
 	asJSON   bool
+	verbose  bool // -v: tell stderr each leader listened to
 	enc      *json.Encoder
 	messages int // messages written
 }
@@ -107,6 +111,9 @@ func (w *eventWriter) write(ev bus.Event) error {
 		}
 		return w.enc.Encode(j)
 	case bus.EventLeader:
+		if w.verbose {
+			fmt.Fprintln(os.Stderr, "leaderrun subscribe: "+listeningTo(w.name, ev.Leader))
+		}
 		if w.asJSON {
 			l := ev.Leader
 			return w.enc.Encode(eventJSON{Type: "leader", Name: w.name, PID: l.PID, Host: l.Host, Epoch: l.Epoch, Since: &l.Since, Mode: l.Mode.String(), Gap: &ev.Gap})

@@ -134,7 +134,10 @@ func (a *acquirer) join(ctx context.Context, rec record) error {
 	// joiner killed half-way never leaves a name that the next would take.
 	_, err := withState(ctx, a.dir, a.name, func(s *state) error {
 		if s.seq == 0 {
+			// Recounted: numbers below the head of the line may be
+			// handed out again, so its hint goes (see head.go).
 			s.seq = lastTicket(a.q)
+			a.voidHead()
 		}
 		s.seq++
 		return nil
@@ -259,7 +262,7 @@ func (a *acquirer) step(ctx context.Context) (*Leadership, error) {
 		return nil, fmt.Errorf("%w (lock directory %s)", err, a.l.path)
 	}
 	if ok {
-		lead, err := a.grant(ctx)
+		lead, err := a.grant(ctx, headOf(a.tk.e, ahead))
 		if lead == nil && err == nil && a.drain != nil {
 			return nil, a.waitLock(ctx, a.drain)
 		}
@@ -355,8 +358,9 @@ func (a *acquirer) exclusive(e entry) bool {
 // file is still the one at the path, draws the epoch, marks the ticket as
 // granted, and then looks once more for a steal that came in meanwhile.
 // Either the stealer sees our mark (and deposes us) or we see its ticket
-// (and step back), since each writes before it reads.
-func (a *acquirer) grant(ctx context.Context) (*Leadership, error) {
+// (and step back), since each writes before it reads. head is the head of
+// the line as this request saw it (see head.go).
+func (a *acquirer) grant(ctx context.Context, head uint64) (*Leadership, error) {
 	if !a.lockCurrent() {
 		a.lockF.Close()
 		a.lockF = nil
@@ -369,7 +373,7 @@ func (a *acquirer) grant(ctx context.Context) (*Leadership, error) {
 		return nil, err
 	}
 	var replaced bool
-	st, err := updateState(ctx, a.dir, a.name, grantEpoch(a.lockF, &replaced))
+	st, err := updateState(ctx, a.dir, a.name, grantEpoch(a.lockF, head, &replaced))
 	if err != nil {
 		return nil, err
 	}

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/leaderrun/leaderrun/internal/layout"
 	"github.com/leaderrun/leaderrun/internal/proctest"
 )
 
@@ -51,7 +52,7 @@ func BenchmarkIdleWaiter(b *testing.B) {
 		}
 		var w *proctest.Proc
 		if tool == "flock1" {
-			w = proctest.Start(b, tool, exec.Command(flock1, LockPath(dir, tool), "sh", "-c", "echo led"), proctest.Options{})
+			w = proctest.Start(b, tool, exec.Command(flock1, layout.LockPath(dir, tool), "sh", "-c", "echo led"), proctest.Options{})
 		} else {
 			w = startBench(b, tool, dir, tool, true)
 		}

@@ -16,6 +16,7 @@ import (
 	"github.com/gofrs/flock"
 	"golang.org/x/sys/unix"
 
+	"github.com/leaderrun/leaderrun/internal/layout"
 	"github.com/leaderrun/leaderrun/internal/proctest"
 	"github.com/leaderrun/leaderrun/oslock"
 )
@@ -50,7 +51,7 @@ func benchRole() int {
 }
 
 func benchAcquire(tool, dir, name string) (release func() error, err error) {
-	file := LockPath(dir, name)
+	file := layout.LockPath(dir, name)
 	switch tool {
 	case "leaderrun1000":
 		// One process holding 1000 names (name-0 ... name-999).

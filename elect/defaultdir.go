@@ -5,11 +5,11 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
-	"os/user"
 	"path/filepath"
 	"strconv"
 	"syscall"
 
+	"github.com/leaderrun/leaderrun/internal/userdb"
 	"github.com/leaderrun/leaderrun/oslock"
 )
 
@@ -29,14 +29,14 @@ var (
 	fallbackBase = FallbackBase
 )
 
-// passwdHome is uid's home directory from the user database. With
-// CGO_ENABLED=0, os/user reads /etc/passwd only.
+// passwdHome is uid's home directory from the user database, as the C
+// library's getpwuid(3) gives it (internal/userdb).
 func passwdHome(uid int) (string, error) {
-	u, err := user.LookupId(strconv.Itoa(uid))
+	u, err := userdb.Lookup(uid)
 	if err != nil {
 		return "", err
 	}
-	return u.HomeDir, nil
+	return u.Home, nil
 }
 
 // DefaultDir is the lock directory of the effective user when none is
@@ -46,10 +46,11 @@ func passwdHome(uid int) (string, error) {
 // at all.
 //
 // It is <home>/.local/state/leaderrun, where <home> is the effective uid's
-// home directory in the user database (the passwd entry, through os/user:
-// getpwuid_r and so NSS in a cgo build, /etc/passwd alone with
-// CGO_ENABLED=0, so a user known only through LDAP or SSSD gets the
-// fallback from such a build and the home from a cgo one), and
+// home directory in the user database (the passwd entry that getpwuid(3)
+// gives, so NSS users of LDAP, SSSD or systemd count as they did for
+// builds through os/user with cgo: /etc/passwd is read, and the C library
+// is asked through getent(1) only when nsswitch.conf's passwd line may
+// give another answer; see internal/userdb), and
 // DefaultDir creates <home>/.local and <home>/.local/state (mode 0700) where
 // they are missing so that [Open] can create the last element (mode 0700).
 // It is FallbackBase/leaderrun-<uid> (/run/lock/leaderrun-<uid>) instead

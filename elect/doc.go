@@ -110,9 +110,10 @@
 // tickets, beacons, inboxes and .yield being made. Beside them,
 // the bus (package bus) serves <name>.sock, bound as <name>.sock.tmp and
 // renamed into place, and the leaderrun command keeps a term marker
-// <name>.cmd.<id> while a term's COMMAND may run. [LockPath], [LockFile], [SocketPath],
-// [SocketFile], [SocketTempFile] and [TermMarkerPrefix] are the only
-// spellings of these names. Files persist between uses; what dead
+// <name>.cmd.<id> while a term's COMMAND may run. The module's internal
+// package layout holds the only spellings of these names, for elect, bus,
+// supervise and the command; `leaderrun lockfile NAME` prints the lock
+// file's path. Files persist between uses; what dead
 // processes leave is removed by the next process that meets it, or by
 // [Locker.Prune]; the socket and markers by the next leader.
 //

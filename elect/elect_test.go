@@ -13,6 +13,7 @@ import (
 
 	"go.uber.org/goleak"
 
+	"github.com/leaderrun/leaderrun/internal/layout"
 	"github.com/leaderrun/leaderrun/internal/proctest"
 )
 
@@ -122,7 +123,7 @@ func TestFlockCommandExcludes(t *testing.T) {
 	// flock(1) holding the documented lock file keeps us out...
 	// -o: the lock is not passed on to sleep, so killing flock frees it.
 	// Its own group holds flock and its sleep: the cleanup ends both.
-	p := proctest.Start(t, "flock(1)", exec.Command(flock, "-o", LockPath(dir, "f"), "sleep", "30"), proctest.Options{Setpgid: true})
+	p := proctest.Start(t, "flock(1)", exec.Command(flock, "-o", layout.LockPath(dir, "f"), "sleep", "30"), proctest.Options{Setpgid: true})
 	proctest.Eventually(t, "flock(1) holds the lock", func() bool {
 		s, err := l.Query(ctx, "f")
 		return err == nil && len(s.Held) == 1 && s.Held[0].External
@@ -153,7 +154,7 @@ func TestFlockCommandExcludes(t *testing.T) {
 		t.Fatal("not granted after flock(1) exited")
 	}
 	// While we lead, flock(1) -n is refused.
-	out, err := exec.Command(flock, "-n", LockPath(dir, "f"), "true").CombinedOutput()
+	out, err := exec.Command(flock, "-n", layout.LockPath(dir, "f"), "true").CombinedOutput()
 	if err == nil {
 		t.Fatalf("flock -n succeeded while we lead: %s", out)
 	}

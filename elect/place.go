@@ -134,26 +134,34 @@ func (a *acquirer) sameDir(id oslock.FileID) bool {
 	return err == nil && cur == id
 }
 
+// headAfter is how many known tickets ahead make the head of the line's
+// hint worth its read.
+const headAfter = 4
+
 // aheadNow returns the tickets ahead of ours. Tickets ahead can only go
 // (new ones join behind us: numbers are drawn and published under the
 // state lock), except steals, which go first, and tickets put back after
 // their queue was removed (kept by their beacons, see stillAhead): so
 // unless a steal may be queued, the tickets seen at the last listing that
 // are still there are the ones to wait on, and a handoff costs one lstat
-// per ticket still ahead instead of a listing of the whole queue. (A
-// waiter that joined behind k others checks them all at its first wake,
-// when most have gone: a chain of N pays N²/2 such checks, each a failing
-// lstat of about a microsecond, which builds no error; a listing of the
-// queue costs about a third of that per name left in it, three names a
-// ticket, so neither is cheaper over a chain.)
+// per ticket still ahead instead of a listing of the whole queue. A
+// waiter that joined behind k others would check them all at its first
+// wake, when most have gone (N²/2 lookups over a chain of N): the head of
+// the line that the last grant left (see head.go) drops those below it
+// without a lookup.
 func (a *acquirer) aheadNow() ([]entry, error) {
 	if a.known != nil && !a.req.Steal && !stealsMaybe(a.q) {
 		// A ticket whose name is gone but whose beacon we hold alive is
 		// being put back (its queue was removed): it stays known, and is
-		// found again under its name once it is back.
+		// found again under its name once it is back. The tickets below
+		// the head of the line are gone without looking (see head.go).
+		var head uint64
+		if len(a.known) > headAfter {
+			head = a.headHint()
+		}
 		kept := a.known[:0]
 		for _, e := range a.known {
-			if a.q.Exists(e.name) {
+			if (e.steal || e.seq >= head) && a.q.Exists(e.name) {
 				kept = append(kept, e)
 			} else if f := a.beacons[e.name]; f != nil && !oslock.HungUp(f) {
 				kept = append(kept, e)

@@ -167,15 +167,21 @@ const floorFormat = "leaderrun-epoch %020d\n"
 // epoch drawn, it is not the file the last holder locked (it was removed
 // or replaced since): replaced is set, the floor is left for the caller to
 // raise once it has made sure no holder of the old file is left.
-func grantEpoch(lockF *os.File, replaced *bool) func(*state) {
+// With the floor it writes head, the head of the line (see head.go), when
+// head is not 0 and the ticket counter is not being recounted.
+func grantEpoch(lockF *os.File, head uint64, replaced *bool) func(*state) {
 	return func(s *state) {
 		floor, ok := readFloor(lockF)
 		*replaced = s.epoch != 0 && (!ok || floor != s.epoch)
 		s.epoch = max(s.epoch, floor)
 		nextEpoch(s)
-		if !*replaced {
-			writeFloor(lockF, s.epoch)
+		if *replaced {
+			return
 		}
+		if s.seq == 0 {
+			head = 0
+		}
+		writeFloorHead(lockF, s.epoch, head)
 	}
 }
 
@@ -207,12 +213,7 @@ const floorPrefix = "leaderrun-epoch "
 // appendFloor appends epoch as floorFormat has it.
 func appendFloor(b []byte, epoch uint64) []byte {
 	b = append(b, floorPrefix...)
-	var digits [20]byte
-	for i := len(digits) - 1; i >= 0; i-- {
-		digits[i] = byte('0' + epoch%10)
-		epoch /= 10
-	}
-	b = append(b, digits[:]...)
+	b = appendDigits(b, epoch)
 	return append(b, '\n')
 }
 
@@ -233,9 +234,18 @@ func parseFloor(b []byte) (uint64, bool) {
 	return n, true
 }
 
-func writeFloor(lockF *os.File, epoch uint64) {
-	var buf [len(floorPrefix) + 20 + 1]byte
-	lockF.WriteAt(appendFloor(buf[:0], epoch), 0)
+func writeFloor(lockF *os.File, epoch uint64) { writeFloorHead(lockF, epoch, 0) }
+
+// writeFloorHead writes the floor and, unless head is 0, the head of the
+// line's hint after it, in one write (see head.go). A floor written
+// alone voids the hint after it.
+func writeFloorHead(lockF *os.File, epoch, head uint64) {
+	var buf [floorLen + headLen]byte
+	b := appendFloor(buf[:0], epoch)
+	if head != 0 {
+		b = appendHead(b, head)
+	}
+	lockF.WriteAt(b, 0)
 	oslock.SetTag(lockF, floorTag, strconv.AppendUint(nil, epoch, 10))
 }
 

@@ -14,6 +14,7 @@ import (
 
 	"github.com/leaderrun/leaderrun/bus"
 	"github.com/leaderrun/leaderrun/elect"
+	"github.com/leaderrun/leaderrun/internal/layout"
 	"github.com/leaderrun/leaderrun/oslock"
 )
 
@@ -445,7 +446,7 @@ func (r *runner) foreign(ctx context.Context, err error) (Result, error) {
 		pid = h.PID
 		who = fmt.Sprintf("the primary of %s, pid %d,", r.name, h.PID)
 	}
-	if _, uid, serr := oslock.LstatPath(elect.SocketPath(r.o.Dir, r.name)); serr == nil && uid != os.Geteuid() {
+	if _, uid, serr := oslock.LstatPath(layout.SocketPath(r.o.Dir, r.name)); serr == nil && uid != os.Geteuid() {
 		return Result{PID: pid}, fmt.Errorf("%w: %s runs as uid %d, this launch as uid %d", ErrForeign, who, uid, os.Geteuid())
 	}
 	return Result{PID: pid}, fmt.Errorf("%w: %s refused this launch: %w", ErrForeign, who, err)

@@ -38,12 +38,12 @@ type termCgroup struct {
 
 // newTermCgroup creates the term's cgroup, or returns nil where the
 // cgroup v2 this process is in cannot be written or lacks cgroup.kill.
-func newTermCgroup(id string) *termCgroup {
-	if noCgroup {
-		return nil
-	}
-	own := ownCgroup()
-	if own == "" {
+func newTermCgroup(id string) *termCgroup { return newTermCgroupIn(ownCgroup(), id) }
+
+// newTermCgroupIn is newTermCgroup in own, this process's cgroup as
+// ownCgroup returned it.
+func newTermCgroupIn(own, id string) *termCgroup {
+	if own == "" || noCgroup {
 		return nil
 	}
 	path := filepath.Join(own, "leaderrun-"+id)
@@ -73,16 +73,20 @@ func newTermCgroup(id string) *termCgroup {
 // take it for left behind: one younger may not be locked yet.
 var sweepAge = 10 * time.Second
 
-// sweepCgroups removes, once per process, the term cgroups in this
-// process's own cgroup that a supervisor left behind: killed while it
+// sweepCgroups removes, once per process, the term cgroups in own (this
+// process's cgroup, as ownCgroup returned it) that a supervisor left behind: killed while it
 // waited with a term prepared (Prepare), it left its cgroup empty and
 // unlocked. A cgroup that still holds a process (a COMMAND of a term
 // that did not end) is left to the fence, which knows it by its marker.
-var sweepCgroups = sync.OnceFunc(func() {
-	own := ownCgroup()
-	if own == "" || noCgroup {
-		return
+func sweepCgroups(own string) {
+	if own != "" && !noCgroup {
+		sweepOnce.Do(func() { sweep(own) })
 	}
+}
+
+var sweepOnce sync.Once
+
+func sweep(own string) {
 	ents, err := os.ReadDir(own)
 	if err != nil {
 		return
@@ -104,7 +108,7 @@ var sweepCgroups = sync.OnceFunc(func() {
 		}
 		unix.Close(fd)
 	}
-})
+}
 
 // ownCgroup returns the directory of this process's cgroup v2 if this
 // process may create cgroups in it and nobody else manages what is below

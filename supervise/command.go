@@ -41,7 +41,11 @@ func (c *Command) Started() time.Time { return c.started }
 // newCmd prepares COMMAND. Lock descriptors are O_CLOEXEC and are not
 // passed on: COMMAND never holds the lock itself (see doc.go).
 func newCmd(argv, env []string, stdout io.Writer) *exec.Cmd {
-	cmd := exec.Command(argv[0], argv[1:]...)
+	// Made by hand, not with exec.Command, whose own PATH search would be
+	// a second one. A COMMAND not found (checkCommand reported it before
+	// the lock was requested; it may have gone since) fails in Start with
+	// exec's error.
+	cmd := &exec.Cmd{Path: argv[0], Args: argv}
 	if path, err := LookPath(argv[0]); err == nil {
 		cmd.Path = path // PATH unset: the default search path
 	}
@@ -54,9 +58,6 @@ func newCmd(argv, env []string, stdout io.Writer) *exec.Cmd {
 		// Wait from returning: stop() deals with the grandchild.
 		cmd.WaitDelay = time.Second
 	}
-	// exec.Command's own lookup error, if any, is reported by checkCommand
-	// before the lock is requested.
-	cmd.Err = nil
 	return cmd
 }
 

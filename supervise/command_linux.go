@@ -116,3 +116,14 @@ func parentOf(pid int) int {
 	ppid, _ := oslock.StatNumber(pid, 4)
 	return int(ppid)
 }
+
+// warmSpawn pays, on another goroutine while the lock is awaited, what
+// os/exec's first start would pay on the way to COMMAND: the runtime's
+// check that pidfds work (pidfd_open, waitid, and a probe child cloned
+// with CLONE_PIDFD that exits at once), done once per process.
+// os.StartProcess waits for the check if it is still running.
+func warmSpawn() {
+	if p, err := os.FindProcess(os.Getpid()); err == nil {
+		p.Release()
+	}
+}

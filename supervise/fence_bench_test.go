@@ -14,7 +14,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/leaderrun/leaderrun/elect"
+	"github.com/leaderrun/leaderrun/internal/layout"
 	"github.com/leaderrun/leaderrun/oslock"
 )
 
@@ -118,7 +118,7 @@ func crashedTerm(b *testing.B, d *oslock.Dir, name string, dead int, cgroup bool
 		cg.dir.Close()
 		r.cgroup = cg.path
 	}
-	f, err := d.OpenFile(elect.TermMarkerPrefix(name)+r.id, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+	f, err := d.OpenFile(layout.TermMarkerPrefix(name)+r.id, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
 	if err != nil {
 		b.Fatal(err)
 	}

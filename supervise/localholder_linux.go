@@ -43,7 +43,7 @@ func outliveHolder(ctx context.Context, dir, name string, pid int, end func(cont
 	if end(fctx) != nil {
 		return
 	}
-	stopHalfway()
+	stopAt("halfway")
 	d.Remove(file)
 }
 

@@ -11,7 +11,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/leaderrun/leaderrun/elect"
+	"github.com/leaderrun/leaderrun/internal/layout"
 	"github.com/leaderrun/leaderrun/oslock"
 )
 
@@ -145,7 +145,7 @@ func validTermID(id string) bool {
 
 // markerID returns the term id of a marker's file name for name, or "".
 func markerID(file, name string) string {
-	id, ok := strings.CutPrefix(file, elect.TermMarkerPrefix(name))
+	id, ok := strings.CutPrefix(file, layout.TermMarkerPrefix(name))
 	if !ok || !validTermID(id) {
 		return ""
 	}

@@ -29,7 +29,10 @@ func lockHolders(*oslock.Dir, string) map[int]bool { return nil }
 type termCgroup struct{ path string }
 
 func newTermCgroup(string) *termCgroup                { return nil }
-func sweepCgroups()                                   {}
+func newTermCgroupIn(string, string) *termCgroup      { return nil }
+func ownCgroup() string                               { return "" }
+func sweepCgroups(string)                             {}
+func warmSpawn()                                      {}
 func (c *termCgroup) prepare(*exec.Cmd)               {}
 func (c *termCgroup) remove(ctx context.Context) bool { return true }
 

@@ -2,11 +2,14 @@ package supervise
 
 import (
 	"fmt"
+	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/leaderrun/leaderrun/oslock"
 )
 
 // tasksNeeded is how many tasks (threads and processes) a run of
@@ -80,19 +83,12 @@ func pidsCgroups() []string {
 	return dirs
 }
 
-// ownThreads is this process's number of threads (/proc/self/status), or
-// 1.
+// ownThreads is this process's number of threads, or 1: num_threads of
+// /proc/self/stat, a line the kernel makes much faster than
+// /proc/self/status (every start reads it).
 func ownThreads() int {
-	b, err := readProc("/proc/self/status")
-	if err != nil {
-		return 1
-	}
-	for _, l := range strings.Split(string(b), "\n") {
-		if v, ok := strings.CutPrefix(l, "Threads:"); ok {
-			if n, err := strconv.Atoi(strings.TrimSpace(v)); err == nil {
-				return n
-			}
-		}
+	if n, ok := oslock.StatNumber(os.Getpid(), 20); ok && n > 0 {
+		return int(n)
 	}
 	return 1
 }

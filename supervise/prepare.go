@@ -25,11 +25,16 @@ type Prepared struct {
 }
 
 // Prepare prepares a term. It never fails: where no cgroup can be made,
-// the term has its id only.
+// the term has its id only. On Linux it also starts, on a goroutine of its
+// own, the check the Go runtime makes once before a first fork (that
+// pidfds work, with a probe child), so that it is not made on the way to
+// COMMAND.
 func Prepare() *Prepared {
-	sweepCgroups()
+	go warmSpawn()
+	own := ownCgroup() // read once for both
+	sweepCgroups(own)
 	p := &Prepared{id: newTermID()}
-	p.cg = newTermCgroup(p.id)
+	p.cg = newTermCgroupIn(own, p.id)
 	return p
 }
 

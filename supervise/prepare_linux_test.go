@@ -5,6 +5,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -125,4 +126,22 @@ func BenchmarkStart(b *testing.B) {
 	b.ReportMetric(med(atGrant), "at-grant-µs")
 	b.ReportMetric(med(prepared), "prepared-µs")
 	b.ReportMetric(0, "ns/op")
+}
+
+// ownThreads, read from /proc/self/stat, counts what /proc/self/status's
+// Threads line counts.
+func TestOwnThreads(t *testing.T) {
+	b, err := os.ReadFile("/proc/self/status")
+	if err != nil {
+		t.Skip(err)
+	}
+	for l := range strings.Lines(string(b)) {
+		if v, ok := strings.CutPrefix(l, "Threads:"); ok {
+			want, _ := strconv.Atoi(strings.TrimSpace(v))
+			// Threads may start or end between the two reads.
+			if got := ownThreads(); got < want-2 || got > want+2 || got < 1 {
+				t.Errorf("ownThreads() = %d; /proc/self/status says %d", got, want)
+			}
+		}
+	}
 }

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/leaderrun/leaderrun/elect"
+	"github.com/leaderrun/leaderrun/internal/layout"
 	"github.com/leaderrun/leaderrun/oslock"
 )
 
@@ -123,7 +124,7 @@ func beginTermIn(ctx context.Context, d *oslock.Dir, name string, exclusive bool
 		id, cg = newTermID(), nil
 	}
 	t.rec = termRecord{id: id, wpid: os.Getpid(), wstart: selfStart(), pidns: selfPidNS}
-	t.file = elect.TermMarkerPrefix(name) + t.rec.id
+	t.file = layout.TermMarkerPrefix(name) + t.rec.id
 	if t.f, err = d.OpenFile(t.file, os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o600); err != nil {
 		d.Close()
 		if cg != nil {
@@ -170,7 +171,7 @@ func fenceDir(ctx context.Context, d *oslock.Dir, name string, exclusive bool) {
 			return false
 		}
 		if holders == nil {
-			holders = lockHolders(d, elect.LockFile(name))
+			holders = lockHolders(d, layout.LockFile(name))
 		}
 		return holders == nil || holders[r.wpid]
 	}

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/leaderrun/leaderrun/elect"
+	"github.com/leaderrun/leaderrun/internal/layout"
 	"github.com/leaderrun/leaderrun/internal/proctest"
 	"github.com/leaderrun/leaderrun/oslock"
 )
@@ -464,7 +465,7 @@ func TestFenceDyingWrapper(t *testing.T) {
 			if !waitStarted(r) {
 				t.Fatal("no start time in /proc for a process just started")
 			}
-			if err := os.WriteFile(filepath.Join(dir, elect.TermMarkerPrefix("job")+id), []byte(r.String()), 0o600); err != nil {
+			if err := os.WriteFile(filepath.Join(dir, layout.TermMarkerPrefix("job")+id), []byte(r.String()), 0o600); err != nil {
 				t.Fatal(err)
 			}
 			succeed(t, dir, "job", exclusive)
@@ -723,5 +724,37 @@ func TestTermWatchdogStarts(t *testing.T) {
 	tm.End()
 	if alive := waitGoneAll([]int{wd.pid}, 10*time.Second); len(alive) > 0 {
 		t.Fatalf("the watchdog %d did not exit within 10s of the term's end", wd.pid)
+	}
+}
+
+// TestWatchdogClaimGoesBeforeExit: the watchdog of a crashed term lets go
+// of the name's claim once it has fenced the term and removed its marker,
+// not at its exit, so that the next holder (which waits for every claim
+// of the name) is granted while the watchdog still runs, and finds
+// nothing left to fence. The watchdog is stopped just before its exit
+// (TEST_LEADERRUN_FENCE=exiting).
+func TestWatchdogClaimGoesBeforeExit(t *testing.T) {
+	dir := termLockDir(t)
+	w := startWrapper(t, dir, "job", "group", []string{"TEST_LEADERRUN_FENCE=exiting"})
+	wd := watchdogOf(t, w.cmd.Process.Pid)
+	w.crash(t)
+	proctest.Eventually(t, "the watchdog stopped before its exit", func() bool { return oslock.StateOf(wd) == oslock.ProcStopped })
+	if names, _ := filepath.Glob(filepath.Join(dir, "job.cmd.*")); len(names) != 0 {
+		t.Errorf("the watchdog left the marker: %v", names)
+	}
+	l, err := elect.Open(elect.Config{Dir: dir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+	defer cancel()
+	lead, err := l.Acquire(ctx, "job", elect.Request{})
+	if err != nil {
+		t.Fatalf("the next holder, with the crashed term's watchdog done but not exited: %v", err)
+	}
+	lead.Release()
+	if left := termProcesses(t, w.id); len(left) > 0 {
+		t.Errorf("processes of the crashed term left: %v", left)
 	}
 }

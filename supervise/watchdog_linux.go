@@ -15,6 +15,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/leaderrun/leaderrun/elect"
+	"github.com/leaderrun/leaderrun/internal/layout"
 	"github.com/leaderrun/leaderrun/oslock"
 )
 
@@ -28,9 +29,12 @@ import (
 // /dev/null for stdio and, as descriptor 3, the read end of a pipe whose
 // write end only leaderrun holds (every descriptor of leaderrun is
 // close-on-exec), and as descriptor 4 the name's claim (see
-// elect.Leadership.Claim), which it holds until it exits so that a
-// newcomer in a lock directory made anew at the path does not lead before
-// this term's COMMAND is gone. It reads lines, one message each:
+// elect.Leadership.Claim), which it holds until the term is over (ended
+// cleanly, or fenced and its marker removed) so that a newcomer in a lock
+// directory made anew at the path does not lead before this term's
+// COMMAND is gone; the next holder, which waits for every claim of the
+// name, then finds no marker left to fence a second time. It reads
+// lines, one message each:
 //
 //	command <pid> <start> <pgid>   COMMAND (re)started
 //	deadline <mono> <grace>        the term ends at CLOCK_MONOTONIC <mono> ns
@@ -66,6 +70,7 @@ const (
 	watchdogDir    = "LEADERRUN_WATCHDOG_DIR"
 	watchdogName   = "LEADERRUN_WATCHDOG_NAME"
 	watchdogSince  = "LEADERRUN_WATCHDOG_SINCE" // leaderrun's start time
+	watchdogClaim  = "LEADERRUN_WATCHDOG_CLAIM" // "4": descriptor 4 is the claim
 )
 
 // A watchdog that has a backend's term to end (App.ender) runs in Main,
@@ -123,11 +128,6 @@ func startWatchdog(t *Term) *watchdog {
 		role = roleLate
 	}
 	files := []*os.File{null, null, null, r}
-	if t.claim != nil {
-		// Descriptor 4: the name's claim outside the lock directory,
-		// kept until the term is fenced (see elect.Leadership.Claim).
-		files = append(files, t.claim)
-	}
 	env := []string{
 		watchdogRole + "=" + role,
 		watchdogTerm + "=" + t.rec.id,
@@ -135,6 +135,12 @@ func startWatchdog(t *Term) *watchdog {
 		watchdogDir + "=" + t.d.Path(),
 		watchdogName + "=" + t.name,
 		watchdogSince + "=" + strconv.FormatUint(t.rec.wstart, 10),
+	}
+	if t.claim != nil {
+		// Descriptor 4: the name's claim outside the lock directory,
+		// kept until the term is fenced (see elect.Leadership.Claim).
+		files = append(files, t.claim)
+		env = append(env, watchdogClaim+"=4")
 	}
 	if testFence != "" {
 		env = append(env, "TEST_LEADERRUN_FENCE="+testFence)
@@ -204,12 +210,23 @@ type watch struct {
 	grace    time.Duration // from the last deadline
 	stopping bool          // leaderrun is stopping COMMAND itself
 	timer    *time.Timer   // fires at the last deadline; nil without one
+	claim    bool          // descriptor 4 is the name's claim, still open
+}
+
+// closeClaim closes the name's claim, descriptor 4, if this watchdog was
+// given one (without one, descriptor 4 may be anything the runtime opened
+// since, such as its poller's).
+func (w *watch) closeClaim() {
+	if w.claim {
+		unix.Close(4)
+		w.claim = false
+	}
 }
 
 func runWatchdog(te TermEnd) int {
 	endTerm := te.End
 	signal.Ignore(syscall.SIGINT, syscall.SIGHUP, syscall.SIGQUIT, syscall.SIGTTIN, syscall.SIGTTOU)
-	w := &watch{r: termRecord{id: os.Getenv(watchdogTerm), cgroup: os.Getenv(watchdogCgroup)}, prepare: te.Prepare}
+	w := &watch{r: termRecord{id: os.Getenv(watchdogTerm), cgroup: os.Getenv(watchdogCgroup)}, prepare: te.Prepare, claim: os.Getenv(watchdogClaim) == "4"}
 	defer func() {
 		if w.release != nil {
 			w.release()
@@ -235,27 +252,37 @@ func runWatchdog(te TermEnd) int {
 	if w.endInBackend(ctx, endTerm) != nil {
 		return 1
 	}
-	stopHalfway()
+	stopAt("halfway")
 	// The watchdog is another process: it can only reopen the directory by
 	// path. That is safe: it removes one file, its term's marker, named by
 	// the term's random 128-bit id, which no directory put at the path
 	// since can hold.
 	d, err := oslock.OpenDir(os.Getenv(watchdogDir), oslock.DirOptions{GroupShared: true, AllowUnsafeFS: true})
 	if err == nil {
-		d.Remove(elect.TermMarkerPrefix(os.Getenv(watchdogName)) + w.r.id)
+		d.Remove(layout.TermMarkerPrefix(os.Getenv(watchdogName)) + w.r.id)
+		d.Close()
+	}
+	// The term is over and its marker gone: the claim goes now, not at
+	// this process's exit,
+	// so that the next holder, which waits for it, is granted without
+	// waiting for the nudge below or for the exit, and finds no marker
+	// to fence a second time.
+	w.closeClaim()
+	if err == nil {
 		// leaderrun died holding the lock: the waiters next in line
 		// learn of it by themselves unless they are stopped.
-		d.Close()
 		elect.Nudge(os.Getenv(watchdogDir), os.Getenv(watchdogName))
 	}
+	stopAt("exiting")
 	return 0
 }
 
-// stopHalfway stops this process (SIGSTOP) between the end of a dead
-// term in its backend and the removal of its marker, with "halfway" in
-// TEST_LEADERRUN_FENCE, so that tests can kill it there.
-func stopHalfway() {
-	if strings.Contains(testFence, "halfway") {
+// stopAt stops this process (SIGSTOP) where a test wants it, with hook in
+// TEST_LEADERRUN_FENCE, so that tests can look at it or kill it there:
+// "halfway" between the end of a dead term in its backend and the removal
+// of its marker, "exiting" once all is done, before the exit.
+func stopAt(hook string) {
+	if strings.Contains(testFence, hook) {
 		_ = unix.Kill(os.Getpid(), unix.SIGSTOP)
 	}
 }
@@ -305,7 +332,7 @@ func (w *watch) follow(lines <-chan string) bool {
 			case "end":
 				// The term ended cleanly: the claim goes at once, so
 				// that the next holder does not wait for this exit.
-				unix.Close(4)
+				w.closeClaim()
 				return false
 			case "command":
 				var c termRecord

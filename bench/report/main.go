@@ -30,6 +30,7 @@ var numCPU = runtime.NumCPU()
 
 type config struct {
 	failoverN, cliN, startupN int
+	startupBase               string
 	chain                     string
 	chainLimit, idle          time.Duration
 	busTime                   string
@@ -44,6 +45,7 @@ func main() {
 	flag.IntVar(&c.failoverN, "failover", 100, "crash failovers per tool (library)")
 	flag.IntVar(&c.cliN, "cli", 50, "crash failovers per tool (CLI)")
 	flag.IntVar(&c.startupN, "startup", 200, "start-ups per tool")
+	flag.StringVar(&c.startupBase, "startup-base", "", "another leaderrun binary to time beside the start-up row (say, main's)")
 	flag.StringVar(&c.chain, "chain", "10,100,500", "handoff chain sizes")
 	flag.DurationVar(&c.chainLimit, "chain-limit", 2*time.Minute, "give up on one chain after this long")
 	flag.DurationVar(&c.idle, "idle", 10*time.Second, "idle waiter window")

@@ -4,6 +4,7 @@ package main
 
 import (
 	"context"
+	"debug/elf"
 	"errors"
 	"fmt"
 	"math"
@@ -197,27 +198,23 @@ func (r *report) startup(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	// The same code built static (no cgo start-up: package net's and
-	// os/user's cgo halves left out), to show what the default build's
-	// dynamic loading and cgo initialisation cost (issue 24).
-	static := filepath.Join(r.tmp, "leaderrun-static")
-	build := exec.CommandContext(ctx, "go", "build", "-tags", "netgo,osusergo", "-o", static, ".")
-	build.Dir = r.root
-	if out, err := build.CombinedOutput(); err != nil {
-		return fmt.Errorf("go build -tags netgo,osusergo: %v: %s", err, firstLine(out))
-	}
 	cmds := map[string][]string{
 		"leaderrun": {bin, "--dir", dir, "--name", "x", "--", "true"},
-		"static":    {static, "--dir", dir, "--name", "x", "--", "true"},
 		"flock1":    {"flock", filepath.Join(dir, "F"), "true"},
 		"true":      {"/bin/true"},
 	}
-	order := []string{"leaderrun", "static", "flock1", "true"}
+	order := []string{"leaderrun", "flock1", "true"}
+	// Another build beside it (-startup-base: say, one of main before a
+	// change), interleaved with the rest.
+	if base := r.cfg.startupBase; base != "" {
+		cmds["base"] = []string{base, "--dir", dir, "--name", "x", "--", "true"}
+		order = slices.Insert(order, 1, "base")
+	}
 	res, err := startup(ctx, cmds, order, r.cfg.startupN)
 	if err != nil {
 		return err
 	}
-	names := map[string]string{"leaderrun": "leaderrun --name x -- true", "static": "leaderrun --name x -- true, built static (-tags netgo,osusergo)", "flock1": "flock F true", "true": "/bin/true"}
+	names := map[string]string{"leaderrun": "leaderrun --name x -- true", "base": "leaderrun --name x -- true, the -startup-base build", "flock1": "flock F true", "true": "/bin/true"}
 	t := newTable("Command", "p50", "mean", "p99", "leaderrun ÷ command (p50)")
 	for _, tool := range order {
 		slices.Sort(res[tool])
@@ -230,11 +227,11 @@ func (r *report) startup(ctx context.Context) error {
 			sum += v
 		}
 		t.row("`"+names[tool]+"`", dur(pct(s, 50)), dur(sum/float64(max(len(s), 1))), dur(pct(s, 99)), ratio(ours, pct(s, 50)))
-		if tool != "static" {
+		if tool != "base" {
 			r.series = append(r.series, series{"Start-up (fork, exec, wait)", names[tool], s, tool == "leaderrun"})
 		}
 	}
-	t.notef("Wall time of fork+exec+wait, %d runs each, round-robin; an uncontended lock. The first row is the default `go build` (the one `go install` gives: dynamic, with cgo, wherever a C compiler is found).", r.cfg.startupN)
+	t.notef("Wall time of fork+exec+wait, %d runs each, round-robin; an uncontended lock. The first row is the default `go build`, the one `go install` gives (%s).", r.cfg.startupN, linkage(bin))
 	r.add("Start-up", t)
 	peer := pct(res["flock1"], 50)
 	r.check("Start-up", "p50 ≤ 2× `flock F true` (goal 1.6×)", ratio(ours, peer), ours <= 2*peer, !math.IsNaN(ours+peer))
@@ -340,4 +337,20 @@ func (r *report) exhaustNote() string {
 		return ""
 	}
 	return "; the benchmark process held all but one of the user's inotify instances (fs.inotify.max_user_instances) throughout, and checked after the waiters joined whether the last one was still free"
+}
+
+// linkage says whether bin is static: an ELF without a program
+// interpreter is not loaded by ld.so.
+func linkage(bin string) string {
+	f, err := elf.Open(bin)
+	if err != nil {
+		return err.Error()
+	}
+	defer f.Close()
+	for _, p := range f.Progs {
+		if p.Type == elf.PT_INTERP {
+			return "dynamic: loaded by ld.so"
+		}
+	}
+	return "static, no cgo"
 }

@@ -74,16 +74,24 @@ func poll(ts *testscript.TestScript, d time.Duration, what string, ok func() boo
 	}
 }
 
-// waitfile [-t DURATION] FILE [TEXT]: wait until FILE exists (and holds TEXT).
+// waitfile [-t DURATION] [-n N] FILE [TEXT]: wait until FILE exists (and
+// holds TEXT, N times with -n).
 func (c cmds) waitfile(ts *testscript.TestScript, neg bool, args []string) {
 	d, args := c.timeoutArg(ts, args)
-	if neg || len(args) < 1 || len(args) > 2 {
-		ts.Fatalf("usage: waitfile [-t DURATION] FILE [TEXT]")
+	n := 1
+	if len(args) >= 2 && args[0] == "-n" {
+		var err error
+		n, err = strconv.Atoi(args[1])
+		ts.Check(err)
+		args = args[2:]
+	}
+	if neg || len(args) < 1 || len(args) > 2 || (n != 1 && len(args) != 2) {
+		ts.Fatalf("usage: waitfile [-t DURATION] [-n N] FILE [TEXT]")
 	}
 	path := ts.MkAbs(args[0])
 	poll(ts, d, strings.Join(args, " "), func() bool {
 		b, err := os.ReadFile(path)
-		return err == nil && (len(args) == 1 || bytes.Contains(b, []byte(args[1])))
+		return err == nil && (len(args) == 1 || bytes.Count(b, []byte(args[1])) >= n)
 	})
 }
 

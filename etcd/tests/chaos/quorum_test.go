@@ -11,6 +11,8 @@ import (
 	"testing"
 	"time"
 
+	clientv3 "go.etcd.io/etcd/client/v3"
+
 	"github.com/leaderrun/leaderrun/etcd/internal/etcdtest"
 	drv "github.com/leaderrun/leaderrun/internal/chaos"
 	"github.com/leaderrun/leaderrun/internal/proctest"
@@ -68,14 +70,14 @@ func TestQuorumLossHolder(t *testing.T) {
 		}
 		return logHas("S", "A")
 	})
-	time.Sleep(1500 * time.Millisecond) // A renewed
+	waitRenewed(t, cl)
 	stopAt := time.Now()
 	for _, m := range cl.Members[:2] {
 		m.Signal(syscall.SIGSTOP)
 	}
-	// Past A's deadline (2 to 3s from now), inside its grace (SIGKILL 2s
-	// after the deadline).
-	time.Sleep(3 * time.Second)
+	// A renewed just now: its deadline is 2 to 3s from now, and SIGKILL
+	// 2s after it. The outage ends past the deadline, inside the grace.
+	time.Sleep(3500 * time.Millisecond)
 	for _, m := range cl.Members[:2] {
 		m.Signal(syscall.SIGCONT)
 	}
@@ -120,6 +122,36 @@ func TestQuorumLossHolder(t *testing.T) {
 			time.Duration(lastA-stopAt.UnixNano()).Round(time.Millisecond), time.Duration(startB-stopAt.UnixNano()).Round(time.Millisecond),
 			time.Duration(startB-lastA).Round(time.Millisecond))
 	}
+}
+
+// waitRenewed waits until a lease on cl (A's session) has been renewed,
+// as etcd shows it (etcdctl lease timetolive): its remaining TTL, whole
+// seconds that count down between renewals, goes up.
+func waitRenewed(t *testing.T, cl *etcdtest.Cluster) {
+	t.Helper()
+	c := cl.Client(t)
+	low := map[clientv3.LeaseID]int64{}
+	proctest.Eventually(t, "A's lease renewed", func() bool {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		defer cancel()
+		ls, err := c.Leases(ctx)
+		if err != nil {
+			return false
+		}
+		for _, l := range ls.Leases {
+			r, err := c.TimeToLive(ctx, l.ID)
+			if err != nil || r.TTL <= 0 {
+				continue
+			}
+			if m, ok := low[l.ID]; ok && r.TTL > m {
+				return true
+			}
+			if m, ok := low[l.ID]; !ok || r.TTL < m {
+				low[l.ID] = r.TTL
+			}
+		}
+		return false
+	})
 }
 
 // qproc is a wrapper of TestQuorumLossHolder; err and out are read once
