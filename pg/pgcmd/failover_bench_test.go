@@ -121,10 +121,17 @@ func benchWrappers(b *testing.B, ttl string) map[string]wrapper {
 		b.Fatal(err)
 	}
 	b.Cleanup(func() { admin.Close(context.Background()) })
-	ws := map[string]wrapper{"leaderrun-pg": pgWrapper(cliBinary(b), url, ttl, lk)}
-	// Another build of leaderrun-pg, to compare two versions in one run.
+	ws := map[string]wrapper{"leaderrun-pg": pgWrapper(cliBinary(b), url, "bench", ttl, queuedIn(lk))}
+	// Another build of leaderrun-pg, to compare two versions in one run,
+	// in a schema of its own, which it creates: its functions are its
+	// own (a Locker of this build would bring them to this revision, so
+	// its queue is counted in SQL).
 	if bin := os.Getenv("LEADERRUN_PG_CLI_BEFORE"); bin != "" {
-		ws["leaderrun-pg-before"] = pgWrapper(bin, url, ttl, lk)
+		ws["leaderrun-pg-before"] = pgWrapper(bin, url, "bench_before", ttl, func(ctx context.Context, name string) (int, error) {
+			var n int
+			err := admin.QueryRow(ctx, "SELECT count(*) FROM bench_before.requests WHERE name = $1 AND epoch IS NULL", name).Scan(&n)
+			return n, err
+		})
 	}
 	if _, err := exec.LookPath("psql"); err == nil {
 		ws["psql-advisory-lock"] = wrapper{
@@ -146,17 +153,23 @@ func benchWrappers(b *testing.B, ttl string) map[string]wrapper {
 	return ws
 }
 
-// pgWrapper is leaderrun-pg at --ttl ttl.
-func pgWrapper(bin, url, ttl string, lk *pg.Locker) wrapper {
+// queuedIn counts the waiters of a name in lk's schema.
+func queuedIn(lk *pg.Locker) func(ctx context.Context, name string) (int, error) {
+	return func(ctx context.Context, name string) (int, error) {
+		s, err := lk.Query(ctx, name)
+		return len(s.Pending), err
+	}
+}
+
+// pgWrapper is leaderrun-pg at --ttl ttl in schema; queued counts the
+// waiters of a name.
+func pgWrapper(bin, url, schema, ttl string, queued func(ctx context.Context, name string) (int, error)) wrapper {
 	return wrapper{
 		start: func(host, dir, name, cmdline string) *exec.Cmd {
-			return exec.Command(bin, "--pg-url", url, "--pg-schema", "bench", "--ttl", ttl, "--grace", "0s",
+			return exec.Command(bin, "--pg-url", url, "--pg-schema", schema, "--ttl", ttl, "--grace", "0s",
 				"--dir", dir, "--host", host, "--name", name, "--", "sh", "-c", cmdline)
 		},
-		queued: func(ctx context.Context, name string) (int, error) {
-			s, err := lk.Query(ctx, name)
-			return len(s.Pending), err
-		},
+		queued: queued,
 	}
 }
 
