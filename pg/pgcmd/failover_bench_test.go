@@ -52,7 +52,9 @@ import (
 //     and its watchdog are both SIGKILLed, COMMAND left running; another
 //     wrapper waits on host A, behind B. It learns of the death from the
 //     kernel (a pidfd of the leader, whose term marker is in its lock
-//     directory), fences A's COMMAND and ends the term.
+//     directory), fences A's COMMAND and ends the term. The kill comes
+//     once that waiter is ready (leaderrun-pg: its connection for ends of
+//     sessions, which it opens as it starts to wait, is open).
 //   - psql-advisory-lock: psql is SIGKILLed; its COMMAND runs on.
 func BenchmarkCLIFailover(b *testing.B) {
 	ws := benchWrappers(b, "15s")
