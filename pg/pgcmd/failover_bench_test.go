@@ -54,7 +54,7 @@ import (
 //     kernel (a pidfd of the leader, whose term marker is in its lock
 //     directory), fences A's COMMAND and ends the term. The kill comes
 //     once that waiter is ready (leaderrun-pg: its connection for ends of
-//     sessions, which it opens as it starts to wait, is open).
+//     sessions, which it opens and warms as it starts to wait, is idle).
 //   - psql-advisory-lock: psql is SIGKILLed; its COMMAND runs on.
 func BenchmarkCLIFailover(b *testing.B) {
 	ws := benchWrappers(b, "15s")
@@ -101,7 +101,7 @@ type wrapper struct {
 	queued func(ctx context.Context, name string) (int, error)
 	// ready, if set, reports whether the waiter of pid is ready to end
 	// a dead holder's term (leaderrun-pg: its connection for ends of
-	// sessions is open; it opens it as it starts to wait).
+	// sessions, which it opens and warms as it starts to wait, is idle).
 	ready func(ctx context.Context, pid int) (bool, error)
 }
 
@@ -179,7 +179,9 @@ func pgWrapper(bin, url, schema, ttl string, queued func(ctx context.Context, na
 		queued: queued,
 		ready: func(ctx context.Context, pid int) (bool, error) {
 			var n int
-			err := admin.QueryRow(ctx, "SELECT count(*) FROM pg_stat_activity WHERE application_name LIKE $1", fmt.Sprintf("leaderrun end %% pid %d", pid)).Scan(&n)
+			// Open, and idle after its warm-up (a transaction rolled back).
+			err := admin.QueryRow(ctx, "SELECT count(*) FROM pg_stat_activity WHERE application_name LIKE $1 AND state = 'idle' AND query ILIKE 'rollback%'",
+				fmt.Sprintf("leaderrun end %% pid %d", pid)).Scan(&n)
 			return n > 0, err
 		},
 	}
