@@ -67,19 +67,10 @@ func TestWarmUp(t *testing.T) {
 // ending the holder's term, should it die on this host (EndHolder), is
 // one round trip on an open connection.
 func TestWarmEnds(t *testing.T) {
-	srv := sharedServer(t)
-	schema := testSchema(t)
-	h := open(t, srv, schema, Config{})
-	w := open(t, srv, schema, Config{})
+	_, w, lead, _ := heldAndWaited(t, "job")
+	defer lead.Release()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	lead, err := h.Acquire(ctx, "job", elect.Request{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer lead.Release()
-	acquireAsync(ctx, w, "job", elect.Request{})
-	waitQueued(t, h, "job", 1)
 	for {
 		w.ends.mu.Lock()
 		c := w.ends.c
@@ -93,7 +84,7 @@ func TestWarmEnds(t *testing.T) {
 		time.Sleep(5 * time.Millisecond)
 	}
 	var n int
-	err = w.withEnds(ctx, func(c *pgx.Conn) error {
+	err := w.withEnds(ctx, func(c *pgx.Conn) error {
 		return c.QueryRow(ctx, "SELECT count(*) FROM pg_prepared_statements WHERE statement = $1", w.endSessionSQL()).Scan(&n)
 	})
 	if err != nil || n != 1 {
