@@ -8,6 +8,7 @@ import (
 	"os"
 
 	"github.com/leaderrun/leaderrun/cmd"
+	"github.com/leaderrun/leaderrun/internal/handovers"
 )
 
-func main() { os.Exit(cmd.Main()) }
+func main() { os.Exit(cmd.Main(handovers.Options()...)) }

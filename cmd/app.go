@@ -25,6 +25,9 @@ type App struct {
 	usage   string
 	ender   func(ctx context.Context, token string) error
 	prepare TermEndPreparer
+	// handovers: the programs of other backends this command line
+	// hands over to (handover.go).
+	handovers []Handover
 	// helpErr is `leaderrun help NOSUCH`'s usage error (noHelpTopic).
 	helpErr error
 	// exits: the process exits once Run returns (Main), so that what the
@@ -64,7 +67,8 @@ func init() {
 	printHelp := cli.HelpPrinter
 	cli.HelpPrinter = func(w io.Writer, templ string, data any) {
 		if c, ok := data.(*cli.Command); ok && c.Description == runDescription {
-			c.Description = runDescription + "\n" + envHelp() + "\n" + exitCodeHelp()
+			a, _ := c.Root().Metadata[backendKey].(*App)
+			c.Description = runDescription + "\n" + a.envHelp() + "\n" + exitCodeHelp()
 			defer func() { c.Description = runDescription }()
 		}
 		printHelp(w, templ, data)
@@ -111,11 +115,8 @@ leaderrun send APP [--] [ARG...]`,
 		CustomRootCommandHelpTemplate: appHelpTemplate,
 		Metadata:                      map[string]any{backendKey: a},
 	}
-	backendFlags := a.cliFlags()
-	if len(a.flags) == 0 {
-		backendFlags = handoverFlagDefs() // handover.go
-	}
-	root.Flags = append(root.Flags, backendFlags...)
+	root.Flags = append(root.Flags, a.cliFlags()...)
+	root.Flags = append(root.Flags, a.handoverFlagDefs()...) // handover.go
 	for _, c := range root.Commands {
 		a.setUp(c)
 	}
@@ -145,9 +146,7 @@ func (a *App) setUp(c *cli.Command) {
 	}
 	if c.Name != "completion" {
 		c.Flags = append(c.Flags, a.cliFlags()...)
-		if len(a.flags) == 0 {
-			c.Flags = append(c.Flags, handoverFlagDefs()...)
-		}
+		c.Flags = append(c.Flags, a.handoverFlagDefs()...)
 	}
 }
 
@@ -189,9 +188,7 @@ func Main(opts ...Option) int {
 		printErr(err)
 		return ExitCode(err)
 	}
-	if len(opts) == 0 {
-		handOver(os.Args) // returns only if there is nothing to hand over to
-	}
+	a.handOver(os.Args) // returns only if there is nothing to hand over to
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	return ExitCode(a.Run(ctx, os.Args))

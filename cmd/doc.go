@@ -22,10 +22,12 @@
 // backend's flags (leaderrun-etcd's, in the etcd module), and the
 // capabilities a backend may have besides Backend's methods are named
 // there (LockDir, Remote, BusBackend, TermEnder, HolderEnder,
-// GraceFitter); backendopen.go is how the app opens it. The plain
-// leaderrun hands a command line with --etcd-endpoints (--pg-url) over to
-// leaderrun-etcd (leaderrun-pg): handover.go, the one table that names
-// the backends' programs.
+// GraceFitter); backendopen.go is how the app opens it. A command
+// line can hand itself over to another backend's program, as git does
+// with git-NAME: New(WithHandovers(...)) names the flag and the program
+// (handover.go). The plain leaderrun's table, the one place that names
+// the remote backends' programs (leaderrun-etcd, leaderrun-pg), is
+// internal/handovers, which main.go passes to Main.
 //
 // # Guarantees
 //

@@ -7,14 +7,14 @@ type EnvRow struct{ Name, Meaning string }
 
 // Environment is the one list of the variables leaderrun reads and those
 // COMMAND receives: `leaderrun --help` (ENVIRONMENT) and the manual's
-// ENVIRONMENT section are made from it.
+// ENVIRONMENT section are made from it, with the variables of the
+// programs it hands over to (Handover.Env).
 var Environment = []EnvRow{
 	{"LEADERRUN_DIR", "Read: the lock directory, as --dir (empty is unset). Set for COMMAND: the directory in use."},
 	{"LEADERRUN_GROUP_SHARED", "Read: as --group-shared."},
 	{"LEADERRUN_ALLOW_UNSAFE_FS", "Read: as --allow-unsafe-fs."},
 	{"LEADERRUN_STEAL_STOPPED", "Read: as --steal-stopped."},
 	{"NOTIFY_SOCKET", "Read (Linux): systemd's notification socket (Type=notify): leaderrun sends READY=1 when it starts leading (at once with --notify-ready=start), STATUS= lines while it waits and leads, and STOPPING=1 when it stops. COMMAND does not get it, so that it cannot report readiness for leaderrun; see --notify-ready. With --single-instance leaderrun sends nothing and the primary's COMMAND gets it."},
-	{"LEADERRUN_ETCD_ENDPOINTS", "Read by leaderrun-etcd only, as its --etcd-endpoints (also LEADERRUN_ETCD_PREFIX, LEADERRUN_ETCD_TTL, LEADERRUN_HOST, LEADERRUN_ETCD_USER and LEADERRUN_ETCD_PASSWORD). leaderrun hands over to leaderrun-etcd on the flag --etcd-endpoints, never on the variable alone: two environments that differ (a cron job, a login shell) would elect over two backends and both lead."},
 	{"LEADERRUN_NAME", "Set for COMMAND: the lock name."},
 	{"LEADERRUN_EPOCH", "Set for COMMAND: the fencing token, greater for every new leader; pass it to what the job writes, and have that refuse lower epochs."},
 	{"LEADERRUN_PID", "Set for COMMAND: the pid of its leaderrun."},
@@ -23,11 +23,11 @@ var Environment = []EnvRow{
 	{"LEADERRUN_REPLIES_FD", "Set for COMMAND with --single-instance: the descriptor (4) on which COMMAND answers them."},
 }
 
-// envHelp is Environment as listed in `leaderrun --help`.
-func envHelp() string {
+// envHelp is the app's environment as listed in `leaderrun --help`.
+func (a *App) envHelp() string {
 	var b strings.Builder
 	b.WriteString("ENVIRONMENT:\n")
-	for _, r := range Environment {
+	for _, r := range a.environment() {
 		b.WriteString(wrapRow(r.Name, r.Meaning, 26))
 	}
 	return b.String()

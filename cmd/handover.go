@@ -11,61 +11,92 @@ import (
 	"github.com/urfave/cli/v3"
 )
 
-// leaderrun over etcd is a program of its own, leaderrun-etcd, so that
-// this binary never links the etcd client and gRPC; over PostgreSQL,
-// leaderrun-pg, so that it never links pgx. The plain leaderrun hands a
-// command line that names --etcd-endpoints (or --pg-url) over to it, as
-// git does with git-NAME: the same flags, subcommands, exit codes and
-// output, over the cluster. The environment variables
-// LEADERRUN_ETCD_ENDPOINTS and LEADERRUN_PG_URL alone do not switch: a
-// cron job and a login shell, whose environments differ, would then
-// elect over two different backends and both run.
-type handover struct {
-	flag, program, usage string
+// Handover is a backend served by a program of its own, to which the
+// plain leaderrun hands a command line over, as git does with git-NAME: a
+// command line that names --Flag among leaderrun's own flags or a
+// subcommand's (before any `--`) runs Program instead, with the same
+// arguments and environment; the same flags, subcommands, exit codes and
+// output, over that backend. So this binary never links a remote
+// backend's client. Only the flag switches, never an environment
+// variable alone: a cron job and a login shell, whose environments
+// differ, would then elect over two different backends and both run.
+type Handover struct {
+	// Flag is the flag's name without its dashes ("etcd-endpoints"),
+	// Usage its help text, with the value's placeholder in backquotes.
+	Flag, Usage string
+	// Program is the program's file name, looked for next to this
+	// executable, then on PATH.
+	Program string
+	// Install says how to get Program, for the error when it is
+	// missing ("cd etcd && go install ./cmd/leaderrun-etcd").
+	Install string
+	// Env lists the environment variables Program reads, for --help
+	// and the manual's ENVIRONMENT.
+	Env []EnvRow
 }
 
-var handovers = []handover{
-	{"etcd-endpoints", "leaderrun-etcd", "elect over the etcd cluster at `URLS` (comma-separated), across hosts: hands the whole command line to leaderrun-etcd (next to leaderrun, else on PATH), which adds --etcd-prefix, --ttl, --host and etcdctl's TLS flags"},
-	{"pg-url", "leaderrun-pg", "elect over the PostgreSQL server at `URL` (a libpq connection string; \"\" for the PG* variables alone), across hosts: hands the whole command line to leaderrun-pg (next to leaderrun, else on PATH), which adds --pg-schema, --ttl and --host"},
+// WithHandovers makes the command line hand over to each of hs: the
+// plain leaderrun's entry (main.go) lists its remote backends' programs.
+func WithHandovers(hs ...Handover) Option {
+	return func(a *App) { a.handovers = append(a.handovers, hs...) }
 }
 
-func handoverFlagDefs() []cli.Flag {
+func (a *App) handoverFlagDefs() []cli.Flag {
 	var out []cli.Flag
-	for _, h := range handovers {
-		out = append(out, &cli.StringFlag{Name: h.flag, Usage: h.usage})
+	for _, h := range a.handovers {
+		out = append(out, &cli.StringFlag{Name: h.Flag, Usage: h.Usage})
 	}
 	return out
 }
 
-// handOver replaces this process with leaderrun-etcd (or leaderrun-pg)
-// when args name --etcd-endpoints (or --pg-url) before any `--`; it
-// returns only when they do not. When the program cannot be found or run,
-// it exits 69 and says how to install it.
-func handOver(args []string) {
-	h, ok := namesHandover(args)
+// environment is Environment with the variables read by the programs
+// handed over to, after those leaderrun reads and before those COMMAND
+// gets.
+func (a *App) environment() []EnvRow {
+	if a == nil {
+		return Environment
+	}
+	var read, set []EnvRow
+	for _, r := range Environment {
+		if strings.HasPrefix(r.Meaning, "Set for COMMAND") {
+			set = append(set, r)
+		} else {
+			read = append(read, r)
+		}
+	}
+	for _, h := range a.handovers {
+		read = append(read, h.Env...)
+	}
+	return append(read, set...)
+}
+
+// handOver replaces this process with the program of the handover whose
+// flag args name; it returns only when they name none. When the program
+// cannot be found or run, it exits 69 and says how to install it.
+func (a *App) handOver(args []string) {
+	h, ok := a.namesHandover(args)
 	if !ok {
 		return
 	}
-	path, err := findHandover(h.program)
+	path, err := findHandover(h.Program)
 	if err == nil {
-		argv := append([]string{h.program}, args[1:]...)
+		argv := append([]string{h.Program}, args[1:]...)
 		err = syscall.Exec(path, argv, os.Environ())
 	}
-	module := strings.TrimPrefix(h.program, "leaderrun-")
-	printErr(exitf(ExitUnavailable, "leaderrun: --%s needs %s, which %v; build it from leaderrun's source (cd %s && go install ./cmd/%s), or drop --%s to elect on this host only",
-		h.flag, h.program, err, module, h.program, h.flag))
+	printErr(exitf(ExitUnavailable, "leaderrun: --%s needs %s, which %v; build it from leaderrun's source (%s), or drop --%s to elect on this host only",
+		h.Flag, h.Program, err, h.Install, h.Flag))
 	os.Exit(ExitUnavailable)
 }
 
 // namesHandover reports which handover flag, if any, is among leaderrun's
 // own flags or a subcommand's: before a `--`, and not the value of another
 // flag.
-func namesHandover(args []string) (handover, bool) {
+func (app *App) namesHandover(args []string) (Handover, bool) {
 	takesValue := takesValueOf(append(runFlags(), singleFlags()...))
 	for i := 1; i < len(args); i++ {
 		a := args[i]
 		if a == "--" {
-			return handover{}, false
+			return Handover{}, false
 		}
 		name, _, hasValue := strings.Cut(strings.TrimLeft(a, "-"), "=")
 		if !strings.HasPrefix(a, "--") && strings.HasPrefix(a, "-") && len(name) > 1 {
@@ -74,8 +105,8 @@ func namesHandover(args []string) (handover, bool) {
 		if !strings.HasPrefix(a, "-") {
 			continue
 		}
-		for _, h := range handovers {
-			if name == h.flag {
+		for _, h := range app.handovers {
+			if name == h.Flag {
 				return h, true
 			}
 		}
@@ -83,7 +114,7 @@ func namesHandover(args []string) (handover, bool) {
 			i++
 		}
 	}
-	return handover{}, false
+	return Handover{}, false
 }
 
 // findHandover looks for program next to this executable, then on PATH.

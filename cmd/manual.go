@@ -9,6 +9,9 @@ type Manual struct {
 	Name, Usage, UsageText, ArgsUsage, Description string
 	Flags                                          []ManualFlag
 	Commands                                       []Manual
+	// Environment is the app's: Environment and the variables of the
+	// programs it hands over to; empty for a subcommand.
+	Environment []EnvRow
 }
 
 // ManualFlag is one flag of a Manual.
@@ -22,7 +25,10 @@ type ManualFlag struct {
 // ManualOf describes the command line that New(opts...) builds. Nothing
 // in the leaderrun binary calls it.
 func ManualOf(opts ...Option) Manual {
-	return manualOf(New(opts...).root)
+	a := New(opts...)
+	m := manualOf(a.root)
+	m.Environment = a.environment()
+	return m
 }
 
 func manualOf(c *cli.Command) Manual {

@@ -62,11 +62,7 @@ func (o *runOptions) acquire(ctx context.Context, lk *opened, sigs <-chan os.Sig
 	if lostPlace(err) && errors.Is(actx.Err(), context.DeadlineExceeded) {
 		err = actx.Err() // -w ran out while queueing again
 	}
-	if err == nil && lead != nil {
-		close(granted)
-	}
-	close(done)
-	wg.Wait()
+	endWaiting(&wg, done, granted, err == nil && lead != nil)
 	if stuck {
 		o.logf("%v while waiting for %s; giving up (the request did not end: its system call is stuck)", got, o.name)
 		return nil, silentExit(ExitSignalBase + supervise.SignalNumber(got))
@@ -79,6 +75,16 @@ func (o *runOptions) acquire(ctx context.Context, lk *opened, sigs <-chan os.Sig
 		return nil, silentExit(ExitSignalBase + supervise.SignalNumber(got))
 	}
 	return o.acquired(lk, lead, err)
+}
+
+// endWaiting closes granted if the lock was, then done, and waits for
+// what ran while waiting (whileWaiting).
+func endWaiting(wg *sync.WaitGroup, done, granted chan struct{}, ok bool) {
+	if ok {
+		close(granted)
+	}
+	close(done)
+	wg.Wait()
 }
 
 // whileWaiting starts, on wg until done is closed, what runs while this
@@ -205,6 +211,18 @@ func describeHolder(h elect.Holder) string {
 	return s + ")"
 }
 
+// heldBySelf reports whether this process holds in snap: its request was
+// granted while Acquire had not returned yet. Only a holder on this host
+// (a backend that names no hosts) can be told by its pid.
+func heldBySelf(snap elect.Snapshot) bool {
+	for _, h := range snap.Held {
+		if h.PID == os.Getpid() && h.Host == "" && !h.External {
+			return true
+		}
+	}
+	return false
+}
+
 // reportQueue prints, for -v, where this instance stands in line and who
 // leads, whenever that changes, and tells systemd (STATUS=, sdnotify.go).
 // With -v it polls twice a second: it is only a report for a person
@@ -223,8 +241,8 @@ func (o *runOptions) reportQueue(ctx context.Context, lk *opened, done <-chan st
 		case <-t.C:
 		}
 		snap, err := lk.Query(ctx, o.name)
-		if err != nil {
-			return
+		if err != nil || heldBySelf(snap) {
+			return // granted meanwhile: leading is told next
 		}
 		msg := fmt.Sprintf("waiting for %s", o.name)
 		pos, holder, host := 0, 0, ""

@@ -240,18 +240,44 @@ func waitChange(ctx context.Context, w *fsnotify.Watcher, tick <-chan time.Time)
 	case <-ctx.Done():
 		return false
 	case ev := <-w.Events:
-		if ev.Op&fsnotify.Create != 0 {
-			watchTree(w, ev.Name)
-		}
-		// Coalesce the burst of events one change makes.
-		time.Sleep(20 * time.Millisecond)
-		for len(w.Events) > 0 {
-			<-w.Events
-		}
+		coalesce(ctx, w, ev)
 	case <-w.Errors:
 	case <-tick:
 	}
 	return true
+}
+
+// coalesceQuiet and coalesceMax bound a burst of events: it ends once no
+// event came for coalesceQuiet, or coalesceMax after its first.
+const (
+	coalesceQuiet = 10 * time.Millisecond
+	coalesceMax   = 100 * time.Millisecond
+)
+
+// coalesce takes in the burst of events that one change makes (a grant
+// writes, renames and removes several entries), from its first event ev,
+// so that one snapshot follows it; every directory created meanwhile is
+// watched too (a name's queue directory, made with its first ticket).
+func coalesce(ctx context.Context, w *fsnotify.Watcher, ev fsnotify.Event) {
+	quiet := time.NewTimer(coalesceQuiet)
+	defer quiet.Stop()
+	limit := time.NewTimer(coalesceMax)
+	defer limit.Stop()
+	for {
+		if ev.Op&fsnotify.Create != 0 {
+			watchTree(w, ev.Name)
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-quiet.C:
+			return
+		case <-limit.C:
+			return
+		case ev = <-w.Events:
+			quiet.Reset(coalesceQuiet)
+		}
+	}
 }
 
 func watchTree(w *fsnotify.Watcher, path string) {

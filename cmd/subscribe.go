@@ -163,10 +163,13 @@ func dialSubscriber(ctx context.Context, c *cli.Command, b busPort, name string)
 		// COMMAND has run a few ms) has no socket to wait for: ask once
 		// without waiting, so that it is told as a stopped one is.
 		cl, err := b.DialBus(ctx, name, BusOptions{})
+		var h elect.Holder
+		asked, ok := false, false
 		if errors.Is(err, bus.ErrNoLeader) {
-			if _, stopped := stoppedLeader(ctx, c, name); !stopped {
+			if h, ok = stoppedLeader(ctx, c, name); !ok {
 				cl, err = b.DialBus(ctx, name, BusOptions{WaitForLeader: true})
 			}
+			asked = ok // the backend was asked, and the answer stands
 		}
 		if err == nil {
 			return cl, nil
@@ -174,7 +177,9 @@ func dialSubscriber(ctx context.Context, c *cli.Command, b busPort, name string)
 		if e := signalExit(ctx); e != nil {
 			return nil, e
 		}
-		h, ok := stoppedLeader(ctx, c, name)
+		if !asked {
+			h, ok = stoppedLeader(ctx, c, name)
+		}
 		if !ok {
 			return nil, busError("subscribe", name, err)
 		}

@@ -50,7 +50,8 @@ func passwdHome(uid int) (string, error) {
 // gives, so NSS users of LDAP, SSSD or systemd count as they did for
 // builds through os/user with cgo: /etc/passwd is read, and the C library
 // is asked through getent(1) only when nsswitch.conf's passwd line may
-// give another answer; see internal/userdb), and
+// give another answer; see internal/userdb; a CGO_ENABLED=0 build before
+// this one, as the Debian package was, read /etc/passwd only), and
 // DefaultDir creates <home>/.local and <home>/.local/state (mode 0700) where
 // they are missing so that [Open] can create the last element (mode 0700).
 // It is FallbackBase/leaderrun-<uid> (/run/lock/leaderrun-<uid>) instead

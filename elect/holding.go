@@ -115,6 +115,25 @@ func (h *holding) armPath(end func(error)) {
 	})
 }
 
+// addWatches watches the lock file's path, then its directory, as far as
+// it can.
+func (h *holding) addWatches(lockPath string) {
+	if testBeforeWatch != nil {
+		testBeforeWatch(lockPath)
+	}
+	for _, p := range []string{lockPath, h.l.path} {
+		w, err := oslock.WatchPath(p)
+		if err != nil {
+			return
+		}
+		h.watches = append(h.watches, w)
+	}
+}
+
+// testBeforeWatch, set by tests, runs between watchPath's first look at
+// the path and its watch.
+var testBeforeWatch func(lockPath string)
+
 // watchPath ends the term with ErrLockLost as soon as the lock file at the
 // Locker's path is no longer the one we hold (removed, replaced, its
 // directory moved or removed, or a filesystem mounted over it or
@@ -144,14 +163,13 @@ func (h *holding) watchPath(end func(error)) {
 		end(ErrLockLost) // before the watch was armed
 		return
 	}
-	for _, p := range []string{lockPath, h.l.path} {
-		w, err := oslock.WatchPath(p)
-		if err != nil {
-			break
-		}
-		h.watches = append(h.watches, w)
-	}
+	h.addWatches(lockPath)
 	if len(h.watches) == 0 {
+		// The path's watch fails once the file is gone: removed
+		// between the first look and the watch, it is lost now.
+		if lost() {
+			end(ErrLockLost)
+		}
 		return
 	}
 	fs, _ := oslock.AboveWatches(h.tk.beacon, h.tk.f, h.lockF)

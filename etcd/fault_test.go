@@ -49,7 +49,7 @@ func TestFaultLeaderMemberKilled(t *testing.T) {
 		t.Fatal(err)
 	}
 	deadline := time.Now().Add(3 * ttl)
-	for !s.deadline().After(killed.Add(ttl - a.margin)) {
+	for !s.At().After(killed.Add(ttl - a.margin)) {
 		if h.Err() != nil {
 			t.Fatalf("the term ended with the etcd leader: %v", h.Err())
 		}

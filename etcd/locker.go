@@ -13,6 +13,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/leaderrun/leaderrun/elect"
+	"github.com/leaderrun/leaderrun/internal/remote"
 )
 
 // DefaultPrefix is where a Locker keeps its keys unless Config.Prefix says
@@ -282,11 +283,7 @@ func (l *Locker) Close() error {
 // TryAcquire asks once for name in mode and never waits. It returns ok
 // false and no error when the lock is held or others are queued.
 func (l *Locker) TryAcquire(ctx context.Context, name string, mode elect.Mode) (*elect.Leadership, bool, error) {
-	lead, err := l.Acquire(ctx, name, elect.Request{Mode: mode, IfAvailable: true})
-	if errors.Is(err, elect.ErrBusy) {
-		return nil, false, nil
-	}
-	return lead, err == nil, err
+	return remote.TryAcquire(ctx, l, name, mode)
 }
 
 var _ elect.Backend = (*Locker)(nil)

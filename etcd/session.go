@@ -11,6 +11,7 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/leaderrun/leaderrun/elect"
+	"github.com/leaderrun/leaderrun/internal/remote"
 )
 
 // session is a Locker's lease. Its own loop renews it with KeepAliveOnce
@@ -33,9 +34,7 @@ type session struct {
 	once    sync.Once
 	err     error     // why it ended, set before done is closed
 	revoked sync.Once // the lease was given back
-	mu      sync.Mutex
-	dl      time.Time
-	moved   chan struct{} // closed, and replaced, when dl moves
+	remote.Deadline
 }
 
 // session returns the Locker's live session, granting a lease when there is
@@ -60,7 +59,8 @@ func (l *Locker) session(ctx context.Context) (*session, error) {
 		return nil, fmt.Errorf("etcd: granting a lease: %w", err)
 	}
 	ttl := time.Duration(resp.TTL) * time.Second
-	s = &session{l: l, id: resp.ID, ttl: ttl, stopped: make(chan struct{}), dl: sent.Add(ttl - l.margin), moved: make(chan struct{})}
+	s = &session{l: l, id: resp.ID, ttl: ttl, stopped: make(chan struct{})}
+	s.Start(sent.Add(ttl - l.margin))
 	s.ctx, s.cancel = context.WithCancelCause(context.Background())
 	s.done = s.ctx.Done()
 	l.mu.Lock()
@@ -108,22 +108,8 @@ func (s *session) alive() bool {
 	case <-s.done:
 		return false
 	default:
-		return time.Now().Before(s.deadline())
+		return !s.Passed()
 	}
-}
-
-func (s *session) deadline() time.Time {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.dl
-}
-
-// deadlineMoves is deadline with a channel closed when it moves: the
-// elect.Term.Deadline of the session's terms.
-func (s *session) deadlineMoves() (time.Time, <-chan struct{}) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.dl, s.moved
 }
 
 // end ends the session once with cause. With revoke, its lease is given
@@ -166,7 +152,7 @@ func (s *session) loop() {
 	every := (s.ttl - s.l.margin) / 3
 	tick := time.NewTicker(every)
 	defer tick.Stop()
-	timer := time.NewTimer(time.Until(s.deadline()))
+	timer := time.NewTimer(time.Until(s.At()))
 	defer timer.Stop()
 	results := make(chan renewal, 4)
 	inflight := 0
@@ -194,7 +180,7 @@ func (s *session) loop() {
 	for {
 		// A process stopped past its deadline (SIGSTOP, a VM pause) finds
 		// it passed before it handles anything else.
-		if !time.Now().Before(s.deadline()) {
+		if s.Passed() {
 			// Not revoked now: its holders are only now told to stop.
 			// The lease expires by itself, margin later, or is revoked
 			// once they have released their terms.
@@ -220,7 +206,7 @@ func (s *session) loop() {
 				continue // the deadline decides
 			}
 			s.extend(r.sent, r.ttl)
-			timer.Reset(time.Until(s.deadline()))
+			timer.Reset(time.Until(s.At()))
 		}
 	}
 }
@@ -228,14 +214,7 @@ func (s *session) loop() {
 // extend moves the deadline for a renewal sent at sent and answered with
 // ttl seconds, unless it has passed already.
 func (s *session) extend(sent time.Time, ttl int64) {
-	dl := sent.Add(time.Duration(ttl)*time.Second - s.l.margin)
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if dl.After(s.dl) && time.Now().Before(s.dl) {
-		s.dl = dl
-		close(s.moved)
-		s.moved = make(chan struct{})
-	}
+	s.Extend(sent.Add(time.Duration(ttl)*time.Second - s.l.margin))
 }
 
 // renew renews the lease once now, out of the loop's turn (the loop's

@@ -53,7 +53,7 @@ func (a *acquirer) hold(ctx context.Context, h held, grantRev int64) (*elect.Lea
 	t := &holding{l: a.l, s: a.s, base: a.base, key: a.key, heldKey: a.heldKey, ticket: a.ticket, grantRev: grantRev, steal: a.req.Steal,
 		handoff: h.Mode == elect.Exclusive && !a.req.Steal, known: a.afterKnown, after: map[string]*mvccpb.KeyValue{}, epoch: h.Epoch, epochMod: grantRev}
 	t.note(a.after, a.afterMore)
-	lead, end := elect.NewLeadership(elect.Term{Name: a.name, Mode: h.Mode, Epoch: h.Epoch, Since: h.Granted, Release: t.release, Deadline: a.s.deadlineMoves})
+	lead, end := elect.NewLeadership(elect.Term{Name: a.name, Mode: h.Mode, Epoch: h.Epoch, Since: h.Granted, Release: t.release, Deadline: a.s.Moves})
 	t.lead, t.end = lead, end
 	a.l.noteEpoch(a.name, h.Epoch, grantRev, grantRev)
 	if testHookHold != nil {

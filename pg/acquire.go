@@ -131,6 +131,9 @@ func (a *acquirer) run(ctx context.Context) (*elect.Leadership, error) {
 	// Made ahead, the first evaluate after a wake-up and the first leave
 	// are one round trip on a backend that has made them before.
 	a.s.warm()
+	if v.state == "wait" {
+		a.l.warmEnds()
+	}
 	if a.req.Steal && a.req.KillAfter > 0 {
 		a.killAt = time.Now().Add(a.req.KillAfter)
 	}

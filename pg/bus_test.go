@@ -183,9 +183,9 @@ func TestBusEndOnPublishingConn(t *testing.T) {
 	if ev := nextEvent(t, mc, "the term's end"); ev.Kind != bus.EventLost {
 		t.Fatalf("after the release the member heard %+v, want the leader lost", ev)
 	}
-	a.adminMu.Lock()
-	opened := a.admin != nil
-	a.adminMu.Unlock()
+	a.admin.mu.Lock()
+	opened := a.admin.c != nil
+	a.admin.mu.Unlock()
 	if opened {
 		t.Fatal("the leader opened its Query connection to say the term is over")
 	}

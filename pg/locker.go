@@ -14,6 +14,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/leaderrun/leaderrun/elect"
+	"github.com/leaderrun/leaderrun/internal/remote"
 )
 
 // DefaultSchema is the PostgreSQL schema a Locker keeps its tables in
@@ -81,8 +82,9 @@ type Locker struct {
 
 	lis *listener
 
-	adminMu sync.Mutex
-	admin   *pgx.Conn // for Query and ends of sessions, opened on use
+	admin     lazyConn  // for Query, Watch and the bus's notifications
+	ends      lazyConn  // for ends of sessions (EndSession, EndHolder)
+	endsReady sync.Once // ends opened and readied ahead by the first waiter
 
 	grantMu sync.Mutex // one session open at a time
 	mu      sync.Mutex
@@ -192,13 +194,32 @@ func (l *Locker) schemaReady(ctx context.Context, c *pgx.Conn) error {
 	return nil
 }
 
-// withAdmin runs f on the Locker's connection for reads and for ending
-// other sessions, opened on first use and again after a failure.
+// lazyConn is a connection of the Locker's, opened on first use and
+// again after a failure.
+type lazyConn struct {
+	mu sync.Mutex
+	c  *pgx.Conn
+}
+
+// withAdmin runs f on the Locker's connection for reads (Query, Watch)
+// and the bus's notifications.
 func (l *Locker) withAdmin(ctx context.Context, f func(*pgx.Conn) error) error {
-	l.adminMu.Lock()
-	defer l.adminMu.Unlock()
-	if l.admin == nil || l.admin.IsClosed() {
-		c, err := l.connect(ctx, "query", map[string]string{"statement_timeout": ms(10 * time.Second), "lock_timeout": ms(5 * time.Second)})
+	return l.withConn(ctx, &l.admin, "query", f)
+}
+
+// withEnds runs f on the Locker's connection for ending sessions, apart
+// from the reads, so that an end never waits behind them (a waiter that
+// ends a dead holder's term while its Watch reads the change).
+func (l *Locker) withEnds(ctx context.Context, f func(*pgx.Conn) error) error {
+	return l.withConn(ctx, &l.ends, "end", f)
+}
+
+// withConn runs f on lc, opened (as what) if it is not.
+func (l *Locker) withConn(ctx context.Context, lc *lazyConn, what string, f func(*pgx.Conn) error) error {
+	lc.mu.Lock()
+	defer lc.mu.Unlock()
+	if lc.c == nil || lc.c.IsClosed() {
+		c, err := l.connect(ctx, what, map[string]string{"statement_timeout": ms(10 * time.Second), "lock_timeout": ms(5 * time.Second)})
 		if err != nil {
 			return err
 		}
@@ -206,14 +227,24 @@ func (l *Locker) withAdmin(ctx context.Context, f func(*pgx.Conn) error) error {
 			c.Close(context.Background())
 			return err
 		}
-		l.admin = c
+		lc.c = c
 	}
-	err := f(l.admin)
-	if err != nil && (l.admin.IsClosed() || ctx.Err() != nil) {
-		l.admin.Close(context.Background())
-		l.admin = nil
+	err := f(lc.c)
+	if err != nil && (lc.c.IsClosed() || ctx.Err() != nil) {
+		lc.c.Close(context.Background())
+		lc.c = nil
 	}
 	return err
+}
+
+// close closes lc.
+func (lc *lazyConn) close() {
+	lc.mu.Lock()
+	defer lc.mu.Unlock()
+	if lc.c != nil {
+		lc.c.Close(context.Background())
+		lc.c = nil
+	}
 }
 
 // begin registers a request; the returned context also ends when the
@@ -308,7 +339,7 @@ func (l *Locker) EndSession(ctx context.Context, id int64) error {
 	l.schemaMu.Lock()
 	l.schemaOK = true
 	l.schemaMu.Unlock()
-	return l.withAdmin(ctx, func(c *pgx.Conn) error {
+	return l.withEnds(ctx, func(c *pgx.Conn) error {
 		_, err := c.Exec(ctx, l.endSessionSQL(), id)
 		return err
 	})
@@ -352,23 +383,15 @@ func (l *Locker) Close() error {
 		w.stop()
 	}
 	l.watchMu.Unlock()
-	l.adminMu.Lock()
-	if l.admin != nil {
-		l.admin.Close(context.Background())
-		l.admin = nil
-	}
-	l.adminMu.Unlock()
+	l.admin.close()
+	l.ends.close()
 	return errors.Join(errs...)
 }
 
 // TryAcquire asks once for name in mode and never waits. It returns ok
 // false and no error when the lock is held or others are queued.
 func (l *Locker) TryAcquire(ctx context.Context, name string, mode elect.Mode) (*elect.Leadership, bool, error) {
-	lead, err := l.Acquire(ctx, name, elect.Request{Mode: mode, IfAvailable: true})
-	if errors.Is(err, elect.ErrBusy) {
-		return nil, false, nil
-	}
-	return lead, err == nil, err
+	return remote.TryAcquire(ctx, l, name, mode)
 }
 
 var _ elect.Backend = (*Locker)(nil)

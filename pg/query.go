@@ -100,7 +100,7 @@ func (l *Locker) EndHolder(ctx context.Context, name string, h elect.Holder) err
 	if err := elect.ValidateName(name); err != nil {
 		return err
 	}
-	err := l.withAdmin(ctx, func(c *pgx.Conn) error {
+	err := l.withEnds(ctx, func(c *pgx.Conn) error {
 		_, err := c.Exec(ctx, "SELECT "+l.q+".end_session(session_id) FROM "+l.q+".requests WHERE name = $1 AND epoch = $2 AND pid = $3 AND host = $4",
 			name, int64(h.Epoch), h.PID, h.Host)
 		return err

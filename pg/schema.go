@@ -415,15 +415,8 @@ func schemaText(n string) string {
 // one: an older one takes a grant told with the notification as a wake,
 // and reads it with its next evaluate.
 func (l *Locker) ensureSchema(ctx context.Context, c *pgx.Conn) error {
-	v, r, err := l.readVersion(ctx, c)
-	if err != nil {
+	if done, err := l.schemaCurrent(ctx, c); done || err != nil {
 		return err
-	}
-	if v == schemaVersion && r >= schemaRevision {
-		return nil
-	}
-	if v != 0 && v != schemaVersion {
-		return l.otherVersion(v)
 	}
 	tx, err := c.Begin(ctx)
 	if err != nil {
@@ -434,14 +427,8 @@ func (l *Locker) ensureSchema(ctx context.Context, c *pgx.Conn) error {
 		return l.pgErr("creating the schema", err)
 	}
 	// Again under the lock: another may have done it meanwhile.
-	if v, r, err = l.readVersion(ctx, tx); err != nil {
+	if done, err := l.schemaCurrent(ctx, tx); done || err != nil {
 		return err
-	}
-	switch {
-	case v != 0 && v != schemaVersion:
-		return l.otherVersion(v)
-	case v == schemaVersion && r >= schemaRevision:
-		return nil
 	}
 	if _, err := tx.Exec(ctx, schemaText(l.schema)); err != nil {
 		return l.pgErr("creating the schema "+l.schema, err)
@@ -452,12 +439,28 @@ func (l *Locker) ensureSchema(ctx context.Context, c *pgx.Conn) error {
 	return nil
 }
 
+// rowQuerier is a connection or a transaction.
+type rowQuerier interface {
+	QueryRow(context.Context, string, ...any) pgx.Row
+}
+
+// schemaCurrent reports whether the schema is there with this version and
+// a revision at least this one (done), or fails for another version.
+func (l *Locker) schemaCurrent(ctx context.Context, q rowQuerier) (done bool, err error) {
+	v, r, err := l.readVersion(ctx, q)
+	switch {
+	case err != nil:
+		return false, err
+	case v != 0 && v != schemaVersion:
+		return false, l.otherVersion(v)
+	}
+	return v == schemaVersion && r >= schemaRevision, nil
+}
+
 // readVersion reads the schema's version and its functions' revision: 0
 // for what is missing (no schema, or a revision-1 schema, which had no
 // revision table).
-func (l *Locker) readVersion(ctx context.Context, q interface {
-	QueryRow(context.Context, string, ...any) pgx.Row
-}) (v, r int, err error) {
+func (l *Locker) readVersion(ctx context.Context, q rowQuerier) (v, r int, err error) {
 	var hasV, hasR bool
 	err = q.QueryRow(ctx, "SELECT to_regclass($1) IS NOT NULL, to_regclass($2) IS NOT NULL", l.q+".version", l.q+".revision").Scan(&hasV, &hasR)
 	if err != nil {

@@ -11,6 +11,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/leaderrun/leaderrun/elect"
+	"github.com/leaderrun/leaderrun/internal/remote"
 )
 
 // session is a Locker's lease: a row of the sessions table whose expiry
@@ -43,9 +44,7 @@ type session struct {
 	warmed  sync.Once
 	err     error
 	revoked sync.Once
-	mu      sync.Mutex
-	dl      time.Time
-	moved   chan struct{}
+	remote.Deadline
 }
 
 // session returns the Locker's live session, opening one when there is
@@ -72,7 +71,8 @@ func (l *Locker) session(ctx context.Context) (*session, error) {
 	if err != nil {
 		return nil, err
 	}
-	s = &session{l: l, id: id, ttl: l.ttl, conn: conn, stopped: make(chan struct{}), dl: sent.Add(l.ttl - l.margin), moved: make(chan struct{})}
+	s = &session{l: l, id: id, ttl: l.ttl, conn: conn, stopped: make(chan struct{})}
+	s.Start(sent.Add(l.ttl - l.margin))
 	s.ctx, s.cancel = context.WithCancelCause(context.Background())
 	s.done = s.ctx.Done()
 	l.mu.Lock()
@@ -144,21 +144,8 @@ func (s *session) alive() bool {
 	case <-s.done:
 		return false
 	default:
-		return time.Now().Before(s.deadline())
+		return !s.Passed()
 	}
-}
-
-func (s *session) deadline() time.Time {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.dl
-}
-
-// deadlineMoves is the elect.Term.Deadline of the session's terms.
-func (s *session) deadlineMoves() (time.Time, <-chan struct{}) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.dl, s.moved
 }
 
 // do runs f on the session's connection, with a context that ends only
@@ -231,14 +218,14 @@ func (s *session) loop() {
 	every := (s.ttl - s.l.margin) / 3
 	tick := time.NewTicker(every)
 	defer tick.Stop()
-	timer := time.NewTimer(time.Until(s.deadline()))
+	timer := time.NewTimer(time.Until(s.At()))
 	defer timer.Stop()
 	results := make(chan renewal, 4)
 	inflight := 0
 	for {
 		// A process stopped past its deadline finds it passed before it
 		// handles anything else.
-		if !time.Now().Before(s.deadline()) {
+		if s.Passed() {
 			s.end(fmt.Errorf("%w: session %d not renewed within its TTL %v less margin %v", elect.ErrSessionLost, s.id, s.ttl, s.l.margin), false)
 			return
 		}
@@ -271,15 +258,8 @@ func (s *session) loop() {
 			case r.err != nil:
 				continue // the deadline decides, or do ended the session
 			}
-			dl := r.sent.Add(r.ttl - s.l.margin)
-			s.mu.Lock()
-			if dl.After(s.dl) && time.Now().Before(s.dl) {
-				s.dl = dl
-				close(s.moved)
-				s.moved = make(chan struct{})
-			}
-			s.mu.Unlock()
-			timer.Reset(time.Until(s.deadline()))
+			s.Extend(r.sent.Add(r.ttl - s.l.margin))
+			timer.Reset(time.Until(s.At()))
 		}
 	}
 }

@@ -68,9 +68,9 @@ func TestPreparedEndSession(t *testing.T) {
 			case <-time.After(20 * time.Second):
 				t.Fatal("the holder's term did not end within 20s of End")
 			}
-			e.adminMu.Lock()
-			fresh := e.admin != nil
-			e.adminMu.Unlock()
+			e.ends.mu.Lock()
+			fresh := e.ends.c != nil
+			e.ends.mu.Unlock()
 			if fresh != tc.terminated {
 				t.Fatalf("End opened a fresh connection: %v; want %v", fresh, tc.terminated)
 			}

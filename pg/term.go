@@ -38,7 +38,7 @@ func (a *acquirer) hold(v verdict) (*elect.Leadership, error) {
 	if v.epoch != nil {
 		epoch = uint64(*v.epoch)
 	}
-	lead, end := elect.NewLeadership(elect.Term{Name: a.name, Mode: a.req.Mode, Epoch: epoch, Since: since, Release: t.release, Deadline: a.s.deadlineMoves})
+	lead, end := elect.NewLeadership(elect.Term{Name: a.name, Mode: a.req.Mode, Epoch: epoch, Since: since, Release: t.release, Deadline: a.s.Moves})
 	t.lead, t.end = lead, end
 	var ctx context.Context
 	ctx, t.stop = context.WithCancel(context.Background())

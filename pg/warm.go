@@ -117,6 +117,21 @@ func (l *Locker) warmSession(ctx context.Context, c *pgx.Conn) error {
 	return err
 }
 
+// warmEnds opens the Locker's connection for ends of sessions (withEnds)
+// and readies it for end_session (warmEnd), once, in the background: a
+// waiter that sees the holder on its own host die ends its term on it
+// (EndHolder) in one round trip, not after a connection's start-up and
+// authentication. A failure costs only that first end's time.
+func (l *Locker) warmEnds() {
+	l.endsReady.Do(func() {
+		go func() {
+			ctx, cancel := context.WithTimeout(l.closing, 10*time.Second)
+			defer cancel()
+			l.withEnds(ctx, func(c *pgx.Conn) error { return l.warmEnd(ctx, c) })
+		}()
+	})
+}
+
 // warm readies the session's connection (warmSession), once; a failure
 // costs only the first calls' time.
 func (s *session) warm() {

@@ -61,3 +61,33 @@ func TestWarmUp(t *testing.T) {
 		g.lead.Release()
 	}
 }
+
+// TestWarmEnds: a request that waits opens its Locker's connection for
+// ends of sessions ahead and readies it (end_session prepared), so that
+// ending the holder's term, should it die on this host (EndHolder), is
+// one round trip on an open connection.
+func TestWarmEnds(t *testing.T) {
+	_, w, lead, _ := heldAndWaited(t, "job")
+	defer lead.Release()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	for {
+		w.ends.mu.Lock()
+		c := w.ends.c
+		w.ends.mu.Unlock()
+		if c != nil {
+			break
+		}
+		if ctx.Err() != nil {
+			t.Fatal("the waiting Locker did not open its connection for ends of sessions within 30s")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	var n int
+	err := w.withEnds(ctx, func(c *pgx.Conn) error {
+		return c.QueryRow(ctx, "SELECT count(*) FROM pg_prepared_statements WHERE statement = $1", w.endSessionSQL()).Scan(&n)
+	})
+	if err != nil || n != 1 {
+		t.Fatalf("end_session prepared on the connection: %d, %v; want 1", n, err)
+	}
+}

@@ -62,27 +62,47 @@ type termRecord struct {
 	commandStarted bool
 }
 
-func (r *termRecord) String() string {
-	var b strings.Builder
-	fmt.Fprintf(&b, "%s\nid %s\nwrapper %d %d\n", termHeader, r.id, r.wpid, r.wstart)
+func (r *termRecord) String() string { return string(r.appendTo(nil)) }
+
+// appendTo appends the record as String gives it, without fmt (every
+// start writes it twice).
+func (r *termRecord) appendTo(b []byte) []byte {
+	b = append(b, termHeader+"\nid "...)
+	b = append(b, r.id...)
+	b = append(b, "\nwrapper "...)
+	b = strconv.AppendInt(b, int64(r.wpid), 10)
+	b = append(b, ' ')
+	b = strconv.AppendUint(b, r.wstart, 10)
+	b = append(b, '\n')
 	if r.pidns != 0 {
-		fmt.Fprintf(&b, "pidns %d\n", r.pidns)
+		b = append(b, "pidns "...)
+		b = strconv.AppendUint(b, r.pidns, 10)
+		b = append(b, '\n')
 	}
 	if r.cgroup != "" {
-		fmt.Fprintf(&b, "cgroup %s\n", r.cgroup)
+		b = append(b, "cgroup "...)
+		b = append(b, r.cgroup...)
+		b = append(b, '\n')
 	}
-	b.WriteString(commandMsg(r))
-	b.WriteString(".\n")
-	return b.String()
+	b = appendCommand(b, r)
+	return append(b, ".\n"...)
 }
 
 // commandMsg is the record's command line, also the message that tells
 // the watchdog about a new COMMAND; "" before the first.
-func commandMsg(r *termRecord) string {
+func commandMsg(r *termRecord) string { return string(appendCommand(nil, r)) }
+
+func appendCommand(b []byte, r *termRecord) []byte {
 	if !r.commandStarted {
-		return ""
+		return b
 	}
-	return fmt.Sprintf("command %d %d %d\n", r.cpid, r.cstart, r.pgid)
+	b = append(b, "command "...)
+	b = strconv.AppendInt(b, int64(r.cpid), 10)
+	b = append(b, ' ')
+	b = strconv.AppendUint(b, r.cstart, 10)
+	b = append(b, ' ')
+	b = strconv.AppendInt(b, int64(r.pgid), 10)
+	return append(b, '\n')
 }
 
 func parseCommand(val string, r *termRecord) bool {

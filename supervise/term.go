@@ -45,6 +45,7 @@ type Term struct {
 	f    *os.File
 	rec  termRecord
 	cg   *termCgroup
+	buf  []byte // the record as last written to f
 
 	token string   // the backend's TermToken, for the watchdog (TermEnder)
 	claim *os.File // elect.Leadership.Claim: the watchdog keeps a copy
@@ -208,9 +209,12 @@ func fenceDir(ctx context.Context, d *oslock.Dir, name string, exclusive bool) {
 // bytes, so that a SIGKILL leaves either version; a longer earlier version
 // leaves a tail after "." that readers ignore until the truncate.
 func (t *Term) write() {
-	s := t.rec.String()
-	if _, err := t.f.WriteAt([]byte(s), 0); err == nil {
-		t.f.Truncate(int64(len(s)))
+	was := len(t.buf)
+	t.buf = t.rec.appendTo(t.buf[:0])
+	// The marker is made empty: it needs truncating only when a record
+	// is shorter than the one before (a restarted COMMAND's pid).
+	if _, err := t.f.WriteAt(t.buf, 0); err == nil && len(t.buf) < was {
+		t.f.Truncate(int64(len(t.buf)))
 	}
 }
 

@@ -48,6 +48,17 @@ func serveBus(t testing.TB, l *etcd.Locker, lead *elect.Leadership, opts ...Opti
 	return srv, stop
 }
 
+// acquire takes name on l for an exclusive term, failing the test if it
+// cannot.
+func acquire(t testing.TB, ctx context.Context, l *etcd.Locker, name string) *elect.Leadership {
+	t.Helper()
+	lead, err := l.Acquire(ctx, name, elect.Request{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return lead
+}
+
 func dial(t testing.TB, l *etcd.Locker, name string, o DialOptions) *Client {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
@@ -114,10 +125,7 @@ func TestBusLeaderEvent(t *testing.T) {
 	a := open(t, c, pfx, etcd.Config{Host: "host-a"})
 	b := open(t, c, pfx, etcd.Config{Host: "host-b"})
 
-	lead, err := a.Acquire(ctx, "job", elect.Request{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	lead := acquire(t, ctx, a, "job")
 	serveBus(t, a, lead)
 	cl := dial(t, b, "job", DialOptions{})
 	ev := nextEvent(t, cl, "first event")
@@ -149,10 +157,7 @@ func TestBusOrder(t *testing.T) {
 		return l
 	}
 	leader := openAt(c.Members[0].ClientURL, "leader")
-	lead, err := leader.Acquire(ctx, "job", elect.Request{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	lead := acquire(t, ctx, leader, "job")
 	srv, _ := serveBus(t, leader, lead)
 	const fromLeader, fromEach = 30, 10
 	var members []*Client
@@ -226,10 +231,7 @@ func TestBusLeaderChange(t *testing.T) {
 	b := open(t, c, pfx, etcd.Config{Host: "host-b"})
 	m := open(t, c, pfx, etcd.Config{Host: "host-m"})
 
-	lead1, err := a.Acquire(ctx, "job", elect.Request{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	lead1 := acquire(t, ctx, a, "job")
 	srv1, stop1 := serveBus(t, a, lead1)
 	cl := dial(t, m, "job", DialOptions{})
 	wantKind(t, nextEvent(t, cl, "first"), lrbus.EventLeader, "first")
@@ -317,10 +319,7 @@ func TestBusGap(t *testing.T) {
 	pfx := testPrefix(t)
 	a := open(t, c, pfx, etcd.Config{})
 	m := open(t, c, pfx, etcd.Config{})
-	lead, err := a.Acquire(ctx, "job", elect.Request{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	lead := acquire(t, ctx, a, "job")
 	srv, stop := serveBus(t, a, lead)
 	cl := dial(t, m, "job", DialOptions{})
 	wantKind(t, nextEvent(t, cl, "first"), lrbus.EventLeader, "first")
@@ -405,10 +404,7 @@ func TestBusSlowMember(t *testing.T) {
 	ctx := testCtx(t)
 	pfx := testPrefix(t)
 	a := open(t, c, pfx, etcd.Config{})
-	lead, err := a.Acquire(ctx, "job", elect.Request{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	lead := acquire(t, ctx, a, "job")
 	srv, _ := serveBus(t, a, lead)
 	cl := dial(t, a, "job", DialOptions{EventBuffer: 3})
 	wantKind(t, nextEvent(t, cl, "first"), lrbus.EventLeader, "first")
@@ -460,10 +456,7 @@ func TestBusNoLeader(t *testing.T) {
 		t.Fatalf("Dial with nobody holding: %v, want ErrNoLeader", err)
 	}
 	// A holder that does not serve is no leader of the lrbus.
-	lead, err := a.Acquire(ctx, "job", elect.Request{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	lead := acquire(t, ctx, a, "job")
 	if _, err := Dial(ctx, b, "job", DialOptions{}); !errors.Is(err, lrbus.ErrNoLeader) {
 		t.Fatalf("Dial with a holder not serving: %v, want ErrNoLeader", err)
 	}
@@ -518,10 +511,7 @@ func TestBusNoLeader(t *testing.T) {
 		t.Fatalf("Listen of a shared leadership: %v, want ErrNotExclusive", err)
 	}
 	shared.Release()
-	lead2, err := a.Acquire(ctx, "job", elect.Request{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	lead2 := acquire(t, ctx, a, "job")
 	serveBus(t, a, lead2)
 	if err := <-published; err != nil {
 		t.Fatalf("the waiting Publish: %v", err)
@@ -572,10 +562,7 @@ func TestBusTooLarge(t *testing.T) {
 	ctx := testCtx(t)
 	pfx := testPrefix(t)
 	a := open(t, c, pfx, etcd.Config{})
-	lead, err := a.Acquire(ctx, "job", elect.Request{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	lead := acquire(t, ctx, a, "job")
 	srv, stop := serveBus(t, a, lead, WithHandler(func(ctx context.Context, r lrbus.Request) ([]byte, error) {
 		return make([]byte, lrbus.DefaultMaxMessageSize+1), nil
 	}))
@@ -606,10 +593,7 @@ func TestBusTooLarge(t *testing.T) {
 	lead.Release()
 
 	// Above etcd's own limit (--max-request-bytes, 1.5MiB by default).
-	lead, err = a.Acquire(ctx, "job", elect.Request{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	lead = acquire(t, ctx, a, "job")
 	srv, _ = serveBus(t, a, lead, WithMaxMessageSize(4<<20))
 	waitFor(t, func() bool { l, ok := cl.Leader(); return ok && l.Epoch == lead.Epoch() }, "the second term")
 	huge := bytes.Repeat([]byte("y"), 2<<20)
@@ -646,10 +630,7 @@ func TestBusRequest(t *testing.T) {
 		}
 		return fmt.Appendf(nil, "re:%s pid %d", r.Data, r.PID), nil
 	}
-	lead, err := a.Acquire(ctx, "job", elect.Request{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	lead := acquire(t, ctx, a, "job")
 	serveBus(t, a, lead, WithHandler(handler))
 	cl := dial(t, m, "job", DialOptions{})
 	got, err := cl.Request(ctx, []byte("hi"))
@@ -689,10 +670,7 @@ func TestBusRequest(t *testing.T) {
 	}
 
 	// A leader without a handler.
-	lead, err = a.Acquire(ctx, "job", elect.Request{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	lead = acquire(t, ctx, a, "job")
 	serveBus(t, a, lead)
 	waitFor(t, func() bool { l, ok := cl.Leader(); return ok && l.Epoch == lead.Epoch() }, "the handler-less term")
 	if _, err := cl.Request(ctx, []byte("hi")); !errors.Is(err, lrbus.ErrNoHandler) {
@@ -710,10 +688,7 @@ func TestBusDeadTerm(t *testing.T) {
 	a := open(t, c, pfx, etcd.Config{})
 	b := open(t, c, pfx, etcd.Config{})
 	m := open(t, c, pfx, etcd.Config{})
-	lead1, err := a.Acquire(ctx, "job", elect.Request{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	lead1 := acquire(t, ctx, a, "job")
 	srv1, stop1 := serveBus(t, a, lead1)
 	cl := dial(t, m, "job", DialOptions{})
 	cl.mu.Lock()
@@ -724,10 +699,7 @@ func TestBusDeadTerm(t *testing.T) {
 	if _, err := srv1.Publish([]byte("stale")); !errors.Is(err, lrbus.ErrClosed) {
 		t.Fatalf("server Publish after its term: %v, want ErrClosed", err)
 	}
-	lead2, err := b.Acquire(ctx, "job", elect.Request{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	lead2 := acquire(t, ctx, b, "job")
 	serveBus(t, b, lead2)
 	waitFor(t, func() bool { l, ok := cl.Leader(); return ok && l.Epoch == lead2.Epoch() }, "the second term")
 	// Straight to the first term's channel, as a member that has not yet
@@ -770,10 +742,7 @@ func TestBusLeavesNothing(t *testing.T) {
 	pfx := testPrefix(t)
 	a := open(t, c, pfx, etcd.Config{})
 	m := open(t, c, pfx, etcd.Config{})
-	lead, err := a.Acquire(ctx, "job", elect.Request{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	lead := acquire(t, ctx, a, "job")
 	block := make(chan struct{})
 	srv, stop := serveBus(t, a, lead, WithHandler(func(ctx context.Context, r lrbus.Request) ([]byte, error) {
 		if string(r.Data) == "block" {
@@ -821,10 +790,7 @@ func TestBusLeavesNothing(t *testing.T) {
 
 	// A holder that dies: its lease takes the bus with it, and the member
 	// deletes its own pending request.
-	lead, err = a.Acquire(ctx, "job", elect.Request{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	lead = acquire(t, ctx, a, "job")
 	serveBus(t, a, lead, WithHandler(func(ctx context.Context, r lrbus.Request) ([]byte, error) {
 		<-ctx.Done()
 		return nil, ctx.Err()
@@ -910,10 +876,7 @@ func TestBusQueueFull(t *testing.T) {
 	ctx := testCtx(t)
 	pfx := testPrefix(t)
 	a := open(t, c, pfx, etcd.Config{})
-	lead, err := a.Acquire(ctx, "job", elect.Request{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	lead := acquire(t, ctx, a, "job")
 	srv, _ := serveBus(t, a, lead, WithQueue(2, 1<<20))
 	cl := dial(t, a, "job", DialOptions{})
 	wantKind(t, nextEvent(t, cl, "first"), lrbus.EventLeader, "first")
@@ -933,6 +896,7 @@ func TestBusQueueFull(t *testing.T) {
 		t.Fatal("200 Publish calls in a row never filled a queue of 2")
 	}
 	var seq uint64
+	var err error
 	for {
 		seq, err = srv.PublishWait(ctx, []byte("after"))
 		if !errors.Is(err, ErrFull) {
@@ -967,10 +931,7 @@ func TestBusEtcdLeaderKilled(t *testing.T) {
 	ctx := testCtx(t)
 	pfx := testPrefix(t)
 	a := open(t, c, pfx, etcd.Config{})
-	lead, err := a.Acquire(ctx, "job", elect.Request{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	lead := acquire(t, ctx, a, "job")
 	srv, _ := serveBus(t, a, lead)
 	var members []*Client
 	for range 2 {

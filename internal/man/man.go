@@ -55,7 +55,7 @@ func Write(w io.Writer, app cmd.Manual) error {
 		p.tagged(r.Flock, r.Leaderrun)
 	}
 	p.section("ENVIRONMENT")
-	for _, e := range cmd.Environment {
+	for _, e := range app.Environment {
 		p.tagged(e.Name, e.Meaning)
 	}
 	p.section("FILES")

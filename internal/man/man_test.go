@@ -8,13 +8,14 @@ import (
 	"testing"
 
 	"github.com/leaderrun/leaderrun/cmd"
+	"github.com/leaderrun/leaderrun/internal/handovers"
 )
 
 // TestManUpToDate fails when docs/leaderrun.1 is not what the command
 // definitions generate: run `go generate ./...` and commit the result.
 func TestManUpToDate(t *testing.T) {
 	var b bytes.Buffer
-	if err := Write(&b, cmd.ManualOf()); err != nil {
+	if err := Write(&b, cmd.ManualOf(handovers.Options()...)); err != nil {
 		t.Fatal(err)
 	}
 	have, err := os.ReadFile("../../docs/leaderrun.1")
@@ -46,7 +47,7 @@ func TestReadmeExitTable(t *testing.T) {
 // every exit code.
 func TestManContents(t *testing.T) {
 	var b bytes.Buffer
-	if err := Write(&b, cmd.ManualOf()); err != nil {
+	if err := Write(&b, cmd.ManualOf(handovers.Options()...)); err != nil {
 		t.Fatal(err)
 	}
 	page := b.String()
@@ -55,7 +56,7 @@ func TestManContents(t *testing.T) {
 			t.Errorf("no section %s", s)
 		}
 	}
-	app := cmd.ManualOf()
+	app := cmd.ManualOf(handovers.Options()...)
 	for _, f := range app.Flags {
 		if n := f.Names[0]; n != "help" && !strings.Contains(page, `\fB\-\-`+strings.ReplaceAll(n, "-", `\-`)+`\fR`) {
 			t.Errorf("flag --%s is missing", n)

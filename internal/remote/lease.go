@@ -1,7 +1,8 @@
-// Package remote holds what the command lines over a lease backend
-// (leaderrun-etcd, leaderrun-pg, each in a module of its own) decide
-// alike: how a lease's TTL and --grace give the margin by which a term
-// ends before the lease can expire.
+// Package remote holds what the lease backends (etcd, pg, each in a
+// module of its own) and their command lines decide alike: the deadline
+// by which a session's terms end (Deadline), and how a lease's TTL and
+// --grace give the margin by which a term ends before the lease can
+// expire (Lease).
 package remote
 
 import (

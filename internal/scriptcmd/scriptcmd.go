@@ -164,7 +164,16 @@ func sleep(ts *testscript.TestScript, neg bool, args []string) {
 // pidIn reads the pid in file, refusing one below 2 (kill(2) would take
 // -1 for every process, 0 for the test's group).
 func pidIn(ts *testscript.TestScript, file string) int {
-	b, err := os.ReadFile(ts.MkAbs(file))
+	// A shell's `echo $$ > FILE` makes FILE before it writes the line:
+	// waitfile may return in between. The line is waited for, briefly.
+	var b []byte
+	var err error
+	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(5 * time.Millisecond) {
+		b, err = os.ReadFile(ts.MkAbs(file))
+		if err != nil || bytes.HasSuffix(b, []byte("\n")) || time.Now().After(deadline) {
+			break
+		}
+	}
 	ts.Check(err)
 	pid, err := strconv.Atoi(strings.TrimSpace(string(b)))
 	ts.Check(err)

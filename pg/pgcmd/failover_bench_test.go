@@ -52,7 +52,9 @@ import (
 //     and its watchdog are both SIGKILLed, COMMAND left running; another
 //     wrapper waits on host A, behind B. It learns of the death from the
 //     kernel (a pidfd of the leader, whose term marker is in its lock
-//     directory), fences A's COMMAND and ends the term.
+//     directory), fences A's COMMAND and ends the term. The kill comes
+//     once that waiter is ready (leaderrun-pg: its connection for ends of
+//     sessions, which it opens and warms as it starts to wait, is idle).
 //   - psql-advisory-lock: psql is SIGKILLed; its COMMAND runs on.
 func BenchmarkCLIFailover(b *testing.B) {
 	ws := benchWrappers(b, "15s")
@@ -97,6 +99,10 @@ func BenchmarkCLIHandover(b *testing.B) {
 type wrapper struct {
 	start  func(host, dir, name, cmdline string) *exec.Cmd
 	queued func(ctx context.Context, name string) (int, error)
+	// ready, if set, reports whether the waiter of pid is ready to end
+	// a dead holder's term (leaderrun-pg: its connection for ends of
+	// sessions, which it opens and warms as it starts to wait, is idle).
+	ready func(ctx context.Context, pid int) (bool, error)
 }
 
 // trial is one kind of term end: the wrapper, and what is killed.
@@ -121,10 +127,17 @@ func benchWrappers(b *testing.B, ttl string) map[string]wrapper {
 		b.Fatal(err)
 	}
 	b.Cleanup(func() { admin.Close(context.Background()) })
-	ws := map[string]wrapper{"leaderrun-pg": pgWrapper(cliBinary(b), url, ttl, lk)}
-	// Another build of leaderrun-pg, to compare two versions in one run.
+	ws := map[string]wrapper{"leaderrun-pg": pgWrapper(cliBinary(b), url, "bench", ttl, queuedIn(lk), admin)}
+	// Another build of leaderrun-pg, to compare two versions in one run,
+	// in a schema of its own, which it creates: its functions are its
+	// own (a Locker of this build would bring them to this revision, so
+	// its queue is counted in SQL).
 	if bin := os.Getenv("LEADERRUN_PG_CLI_BEFORE"); bin != "" {
-		ws["leaderrun-pg-before"] = pgWrapper(bin, url, ttl, lk)
+		ws["leaderrun-pg-before"] = pgWrapper(bin, url, "bench_before", ttl, func(ctx context.Context, name string) (int, error) {
+			var n int
+			err := admin.QueryRow(ctx, "SELECT count(*) FROM bench_before.requests WHERE name = $1 AND epoch IS NULL", name).Scan(&n)
+			return n, err
+		}, admin)
 	}
 	if _, err := exec.LookPath("psql"); err == nil {
 		ws["psql-advisory-lock"] = wrapper{
@@ -146,16 +159,30 @@ func benchWrappers(b *testing.B, ttl string) map[string]wrapper {
 	return ws
 }
 
-// pgWrapper is leaderrun-pg at --ttl ttl.
-func pgWrapper(bin, url, ttl string, lk *pg.Locker) wrapper {
+// queuedIn counts the waiters of a name in lk's schema.
+func queuedIn(lk *pg.Locker) func(ctx context.Context, name string) (int, error) {
+	return func(ctx context.Context, name string) (int, error) {
+		s, err := lk.Query(ctx, name)
+		return len(s.Pending), err
+	}
+}
+
+// pgWrapper is leaderrun-pg at --ttl ttl in schema; queued counts the
+// waiters of a name; admin, a connection of the benchmark's, sees the
+// waiters' connections.
+func pgWrapper(bin, url, schema, ttl string, queued func(ctx context.Context, name string) (int, error), admin *pgx.Conn) wrapper {
 	return wrapper{
 		start: func(host, dir, name, cmdline string) *exec.Cmd {
-			return exec.Command(bin, "--pg-url", url, "--pg-schema", "bench", "--ttl", ttl, "--grace", "0s",
+			return exec.Command(bin, "--pg-url", url, "--pg-schema", schema, "--ttl", ttl, "--grace", "0s",
 				"--dir", dir, "--host", host, "--name", name, "--", "sh", "-c", cmdline)
 		},
-		queued: func(ctx context.Context, name string) (int, error) {
-			s, err := lk.Query(ctx, name)
-			return len(s.Pending), err
+		queued: queued,
+		ready: func(ctx context.Context, pid int) (bool, error) {
+			var n int
+			// Open, and idle after its warm-up (a transaction rolled back).
+			err := admin.QueryRow(ctx, "SELECT count(*) FROM pg_stat_activity WHERE application_name LIKE $1 AND state = 'idle' AND query ILIKE 'rollback%'",
+				fmt.Sprintf("leaderrun end %% pid %d", pid)).Scan(&n)
+			return n > 0, err
 		},
 	}
 }
@@ -366,6 +393,7 @@ func failoverOnce(b testing.TB, admin *pgx.Conn, w wrapper, kill victims, name s
 		// watchLocalHolder passes over a leader whose wrapper is already
 		// gone when it looks).
 		waitPidfd(b, a2.Process.Pid, a.Process.Pid)
+		waitReady(b, w, a2.Process.Pid)
 		kids := backendtest.ChildrenOf(a.Process.Pid) // the watchdog and COMMAND
 		if len(kids) < 2 {
 			b.Fatalf("found %d children of the wrapper, want its watchdog and COMMAND", len(kids))
@@ -417,6 +445,24 @@ func failoverOnce(b testing.TB, admin *pgx.Conn, w wrapper, kill victims, name s
 		syscall.Kill(aCommand, syscall.SIGKILL) // psql's orphan
 	}
 	return gap, overlap
+}
+
+// waitReady waits until the waiter of pid is ready to end a dead
+// holder's term (wrapper.ready): the trial measures a waiter that has
+// waited a while, not one whose connections are still being opened.
+func waitReady(b testing.TB, w wrapper, pid int) {
+	if w.ready == nil {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	for ctx.Err() == nil {
+		if ok, err := w.ready(ctx, pid); err == nil && ok {
+			return
+		}
+		time.Sleep(2 * time.Millisecond)
+	}
+	b.Fatalf("the waiter %d was not ready to end a dead holder's term within 20s", pid)
 }
 
 // waitQueued waits until n wait for name.

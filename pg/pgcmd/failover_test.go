@@ -40,7 +40,7 @@ func TestDeadHolderEnded(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer admin.Close(context.Background())
-	w := pgWrapper(bin, url, "60s", lk)
+	w := pgWrapper(bin, url, "bench", "60s", queuedIn(lk), admin)
 	for _, tc := range []struct {
 		name string
 		kill victims

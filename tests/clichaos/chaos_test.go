@@ -685,17 +685,14 @@ func (c *cliChaos) report() {
 		len(c.procs), c.n.steals, len(terms), restarts, grandchildren, c.n.kills, c.n.leaderKills, c.n.terms, c.n.leaderTerms)
 	for _, sig := range []syscall.Signal{syscall.SIGKILL, syscall.SIGTERM} {
 		if f := failover[sig]; len(f) > 0 {
-			slices.Sort(f)
-			fig += fmt.Sprintf("; leader %v to next COMMAND's start (%d): median %v, p99 %v, max %v", sig, len(f),
-				f[len(f)/2].Round(time.Microsecond), f[len(f)*99/100].Round(time.Microsecond), f[len(f)-1].Round(time.Microsecond))
+			fig += fmt.Sprintf("; leader %v to next COMMAND's start: %s", sig, chaos.Quantiles(f))
 		}
 	}
 	fig += fmt.Sprintf("; longest gap between terms %v", maxGap.Round(time.Microsecond))
 	fig += fmt.Sprintf("; combined faults: %d SIGSTOPs of waiters, %d leader kills with 1-3 waiters stopped, %d stealers killed mid-steal, %d lock directories removed or moved under a leader", c.n.stops, c.n.combined, c.n.deadStealers, c.n.dirFaults)
 	if st, limit, starved, worst := c.stalls(); len(st) > 0 {
-		slices.Sort(st)
-		fig += fmt.Sprintf("; stalls (free or dead-held name while a waiter could run, %d gaps): p50 %v, p99 %v, max %v (bound %v); %d gaps with two or more waiters stopped left out as the documented limit, %d while the test itself was starved (its sleep overran by over 100ms)", len(st),
-			st[len(st)/2].Round(time.Microsecond), st[len(st)*99/100].Round(time.Microsecond), st[len(st)-1].Round(time.Microsecond), *cliChaosStallBound, limit, starved)
+		fig += fmt.Sprintf("; stalls (free or dead-held name while a waiter could run, gaps): %s (bound %v); %d gaps with two or more waiters stopped left out as the documented limit, %d while the test itself was starved (its sleep overran by over 100ms)",
+			chaos.Quantiles(st), *cliChaosStallBound, limit, starved)
 		if st[len(st)-1] > *cliChaosStallBound {
 			t.Errorf("a runnable waiter waited %v with the name free or held by a dead term (the bound is %v): %s", st[len(st)-1], *cliChaosStallBound, worst)
 		}

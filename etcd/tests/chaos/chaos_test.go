@@ -837,15 +837,6 @@ func (c *chaos) waiterFaultBefore(s signalled) bool {
 	return false
 }
 
-func stats(ds []time.Duration) string {
-	if len(ds) == 0 {
-		return "none"
-	}
-	slices.Sort(ds)
-	return fmt.Sprintf("%d: median %v, p90 %v, max %v", len(ds), ds[len(ds)/2].Round(time.Millisecond),
-		ds[len(ds)*9/10].Round(time.Millisecond), ds[len(ds)-1].Round(time.Millisecond))
-}
-
 // overBound says how a stall from begin to end went past the documented
 // bounds, or "": a stall must end within -etcdchaos.stallbound (TTL + 1s)
 // of its beginning and of the last stop, kill or cut-off of a wrapper
@@ -919,16 +910,6 @@ func (c *chaos) stallFrom(prev drv.Term, from int64, w *wrapper) string {
 		return "its start"
 	}
 	return fmt.Sprintf("the last write of term %d (wrapper %d on %s, last %s)", prev.Epoch, prev.Wrapper, prev.Host, prev.LastKind)
-}
-
-// pstats is stats with the 99th percentile.
-func pstats(ds []time.Duration) string {
-	if len(ds) == 0 {
-		return "none"
-	}
-	slices.Sort(ds)
-	return fmt.Sprintf("%d gaps: p50 %v, p99 %v, max %v", len(ds), ds[len(ds)/2].Round(time.Millisecond),
-		ds[len(ds)*99/100].Round(time.Millisecond), ds[len(ds)-1].Round(time.Millisecond))
 }
 
 // partsHeld says, of the partitions, how many cut the leader's host off
@@ -1050,14 +1031,14 @@ func (c *chaos) report() {
 	t.Logf("etcdchaos figures: %d wrappers on 3 hosts, %d terms (A %d, B %d, C %d), epochs %d to %d, %d wrapper SIGKILLs (%d of the leader), %d wrapper SIGSTOPs (%d of the leader), etcd faults: %d member SIGKILL+restart, %d member SIGSTOP+CONT (%d of them the raft leader's, past the TTL), %d quorum losses, %d partitions of a member; %d partitions of a host (%s); 0 overlapping COMMANDs, 0 refused fenced writes (checked above)",
 		len(c.procs), len(terms), perHost["A"], perHost["B"], perHost["C"], terms[0].Epoch, terms[len(terms)-1].Epoch, c.n.kills, c.n.leaderKills, c.n.stops, c.n.leaderStops, c.n.memberKills, c.n.memberStops+c.n.longStops, c.n.longStops, c.n.quorumLosses, c.n.memberCuts, len(c.parts), c.partsHeld())
 	t.Logf("etcdchaos figures: stalls (per gap between terms, the longest wait of a wrapper never signalled while the name was free or held by an ended term): with no fault within a lease %s; with a partition %s; with an etcd fault %s; a cut host's own waiters (not stalls: they cannot be granted while cut) waited up to %v",
-		pstats(stallQuiet), pstats(stallCut), pstats(stallFault), cutWait.Round(time.Millisecond))
+		drv.Quantiles(stallQuiet), drv.Quantiles(stallCut), drv.Quantiles(stallFault), cutWait.Round(time.Millisecond))
 	if worst > 0 {
 		t.Logf("etcdchaos figures: the longest stall: %s", worstWhat)
 		t.Logf("etcdchaos figures: the longest a stall went on after its beginning or the last fault near it (what the bounds measure): %v, after %s", sinceFault.Round(time.Millisecond), sinceWhat)
 	}
-	t.Logf("etcdchaos figures: leader SIGKILL to the next COMMAND's start, no etcd fault near and no waiter killed or stopped in the TTL before: %s; others (the queue waits for a dead waiter's lease, or etcd recovers): %s", stats(killFail), stats(killFailFault))
+	t.Logf("etcdchaos figures: leader SIGKILL to the next COMMAND's start, no etcd fault near and no waiter killed or stopped in the TTL before: %s; others (the queue waits for a dead waiter's lease, or etcd recovers): %s", drv.Quantiles(killFail), drv.Quantiles(killFailFault))
 	t.Logf("etcdchaos figures: leader SIGSTOP to the last write of its COMMAND, stopped by the watchdog: %s; to the next COMMAND's start (no etcd fault near): %s; longest gap between terms %v",
-		stats(stopRanOn), stats(stopFail), maxGap.Round(time.Millisecond))
+		drv.Quantiles(stopRanOn), drv.Quantiles(stopFail), maxGap.Round(time.Millisecond))
 	codes := map[string]int{}
 	for _, w := range c.procs {
 		k := fmt.Sprintf("%v:exit %d", w.fate, w.status.ExitStatus())

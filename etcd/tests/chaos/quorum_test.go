@@ -2,6 +2,7 @@ package chaos
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"os"
 	"os/exec"
@@ -28,30 +29,10 @@ import (
 // A's COMMAND is gone: the fenced log and the running flock must show no
 // overlap, whatever the order in which quorum returns and A's lease goes.
 func TestQuorumLossHolder(t *testing.T) {
-	if testing.Short() {
-		t.Skip("multi-process test over etcd; skipped with -short")
-	}
-	etcdtest.Require(t)
-	cl, err := etcdtest.Start(etcdtest.Options{Members: 3})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cl.Close()
-	tmp := t.TempDir()
-	res := filepath.Join(tmp, "res")
-	self, err := os.Executable()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, d := range []string{res, filepath.Join(tmp, "hostA"), filepath.Join(tmp, "hostB")} {
-		if err := os.Mkdir(d, 0o700); err != nil {
-			t.Fatal(err)
-		}
-	}
+	cl, res, start := quorumSetUp(t)
 	// --ttl 6s --grace 2s: renewals every second, the term's deadline 3s
 	// after the last one acknowledged, SIGKILL 2s after that, and the
 	// lease on the server 1s later still.
-	start := starter(t, cl, tmp, res, self)
 	logHas := func(kind, host string) bool {
 		b, _ := os.ReadFile(filepath.Join(res, "log"))
 		for _, s := range strings.Split(string(b), "\n") {
@@ -154,6 +135,47 @@ func waitRenewed(t *testing.T, cl *etcdtest.Cluster) {
 	})
 }
 
+// quorumSetUp starts a cluster of three members for a quorum test (closed
+// at its end) and returns it, the results' directory and the test's
+// starter.
+func quorumSetUp(t *testing.T) (*etcdtest.Cluster, string, func(host string, hold time.Duration, stubborn bool) *qproc) {
+	if testing.Short() {
+		t.Skip("multi-process test over etcd; skipped with -short")
+	}
+	etcdtest.Require(t)
+	cl, err := etcdtest.Start(etcdtest.Options{Members: 3})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(cl.Close)
+	tmp := t.TempDir()
+	res := filepath.Join(tmp, "res")
+	if err := os.Mkdir(res, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	self, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return cl, res, starter(t, cl, tmp, res, self)
+}
+
+// waitInLine waits until n requests wait in line for the quorum tests'
+// name, as `leaderrun-etcd status --json` shows them.
+func waitInLine(t *testing.T, cl *etcdtest.Cluster, n int) {
+	t.Helper()
+	dir := t.TempDir()
+	proctest.Eventually(t, fmt.Sprintf("%d waiters in line", n), func() bool {
+		out, err := exec.Command(drv.Bin, "status", "chaos", "--json", "--dir", dir, "--etcd-endpoints", strings.Join(cl.Endpoints(), ","), "--etcd-prefix", "/quorum/").Output()
+		var snap struct{ Pending []json.RawMessage }
+		if err == nil && json.Unmarshal(out, &snap) == nil && len(snap.Pending) == n {
+			return true
+		}
+		time.Sleep(50 * time.Millisecond) // each look starts a process
+		return false
+	})
+}
+
 // qproc is a wrapper of TestQuorumLossHolder; err and out are read once
 // done is closed.
 type qproc struct {
@@ -205,25 +227,7 @@ func starter(t *testing.T, cl *etcdtest.Cluster, tmp, res, self string) func(hos
 // exceeded" as code Unknown), queues again instead of exiting 70: once
 // the quorum is back, each one leads in turn and exits 0, with no overlap.
 func TestQuorumLossWaiters(t *testing.T) {
-	if testing.Short() {
-		t.Skip("multi-process test over etcd; skipped with -short")
-	}
-	etcdtest.Require(t)
-	cl, err := etcdtest.Start(etcdtest.Options{Members: 3})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cl.Close()
-	tmp := t.TempDir()
-	res := filepath.Join(tmp, "res")
-	if err := os.Mkdir(res, 0o700); err != nil {
-		t.Fatal(err)
-	}
-	self, err := os.Executable()
-	if err != nil {
-		t.Fatal(err)
-	}
-	start := starter(t, cl, tmp, res, self)
+	cl, res, start := quorumSetUp(t)
 	a := start("A", 30*time.Second, false)
 	proctest.Eventually(t, "A's COMMAND starts", func() bool {
 		b, _ := os.ReadFile(filepath.Join(res, "log"))
@@ -239,7 +243,7 @@ func TestQuorumLossWaiters(t *testing.T) {
 	for i := range n {
 		ws = append(ws, start(string(rune('B'+i%2)), 50*time.Millisecond, false))
 	}
-	time.Sleep(2 * time.Second) // the waiters are in line
+	waitInLine(t, cl, n)
 	for _, m := range cl.Members[:2] {
 		m.Signal(syscall.SIGSTOP)
 	}

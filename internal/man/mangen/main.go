@@ -15,6 +15,7 @@ import (
 	"os"
 
 	"github.com/leaderrun/leaderrun/cmd"
+	"github.com/leaderrun/leaderrun/internal/handovers"
 	"github.com/leaderrun/leaderrun/internal/man"
 )
 
@@ -39,7 +40,7 @@ func main() {
 		}
 	}
 	var b bytes.Buffer
-	if err := man.Write(&b, cmd.ManualOf()); err != nil {
+	if err := man.Write(&b, cmd.ManualOf(handovers.Options()...)); err != nil {
 		fmt.Fprintln(os.Stderr, "mangen:", err)
 		os.Exit(1)
 	}

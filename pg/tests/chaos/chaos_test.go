@@ -277,7 +277,7 @@ func runChaos(t *testing.T, d time.Duration, split bool) int {
 		commands, overlaps, strings.Join(fs, ", "), strings.Join(codes, ", "), liveness.Round(time.Millisecond))
 	clean, killed := stalls(lines)
 	t.Logf("stalls, one COMMAND's end to the next one's start: after a clean end %s; after a COMMAND killed, from its start %s",
-		quantiles(clean), quantiles(killed))
+		drv.Quantiles(clean), drv.Quantiles(killed))
 	if commands == 0 {
 		t.Error("no COMMAND ran at all")
 	}
@@ -315,16 +315,6 @@ func stalls(lines []string) (clean, killed []time.Duration) {
 		}
 	}
 	return clean, killed
-}
-
-// quantiles says n, p50, p99 and max of ds.
-func quantiles(ds []time.Duration) string {
-	if len(ds) == 0 {
-		return "none"
-	}
-	slices.Sort(ds)
-	q := func(p int) time.Duration { return ds[min(len(ds)-1, len(ds)*p/100)].Round(time.Millisecond) }
-	return fmt.Sprintf("n %d, p50 %v, p99 %v, max %v", len(ds), q(50), q(99), ds[len(ds)-1].Round(time.Millisecond))
 }
 
 // lastLine is the last non-empty line of s.
