@@ -73,7 +73,7 @@ func (l *Locker) Query(ctx context.Context, name string) (Snapshot, error) {
 	if l.alone {
 		return snap, nil
 	}
-	table, terr := oslock.LockTable()
+	table, terr := lockTable()
 	if err := l.query(ctx, name, table, usable(table, terr), &snap); err != nil {
 		return Snapshot{}, err
 	}
@@ -87,7 +87,7 @@ func (l *Locker) QueryAll(ctx context.Context) (Snapshot, error) {
 	if err != nil {
 		return snap, err
 	}
-	table, terr := oslock.LockTable()
+	table, terr := lockTable()
 	for _, n := range names {
 		if err := l.query(ctx, n, table, usable(table, terr), &snap); err != nil {
 			return snap, err
@@ -95,6 +95,9 @@ func (l *Locker) QueryAll(ctx context.Context) (Snapshot, error) {
 	}
 	return snap, nil
 }
+
+// lockTable reads /proc/locks; tests replace it.
+var lockTable = oslock.LockTable
 
 // usable reports whether /proc/locks can be trusted for liveness: some
 // sandboxes show it present but empty, which would make every holder look
@@ -118,11 +121,24 @@ func (l *Locker) query(ctx context.Context, name string, table map[oslock.FileID
 	granted := map[int]bool{}
 	if q != nil {
 		defer q.Close()
+		var fresh map[oslock.FileID][]oslock.LockHolder
 		live := func(id oslock.FileID, pid int) bool {
-			if haveTable {
-				return len(table[id]) > 0
+			if !haveTable {
+				return oslock.StateOf(pid) != oslock.ProcGone
 			}
-			return oslock.StateOf(pid) != oslock.ProcGone
+			if len(table[id]) > 0 {
+				return true
+			}
+			// The kernel gives /proc/locks a page per read, and an
+			// entry is skipped when locks ahead of it go between two
+			// reads: a live ticket missing from the table is looked
+			// for in a second reading before it is called dead.
+			if fresh == nil {
+				if fresh, _ = lockTable(); fresh == nil {
+					fresh = map[oslock.FileID][]oslock.LockHolder{}
+				}
+			}
+			return len(fresh[id]) > 0
 		}
 		if err := queryQueue(q, name, live, granted, snap); err != nil {
 			return err

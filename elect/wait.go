@@ -365,6 +365,13 @@ func (a *acquirer) lockHolders(skip map[int]bool) []int {
 	if err != nil {
 		return nil
 	}
+	if len(table[id]) == 0 {
+		// /proc/locks is read a page at a time and can skip an entry
+		// when other locks go meanwhile (see Query): look again.
+		if table, err = oslock.LockTable(); err != nil {
+			return nil
+		}
+	}
 	var pids []int
 	for _, h := range table[id] {
 		if h.PID != os.Getpid() && h.PID > 0 && !skip[h.PID] {

@@ -1,3 +1,5 @@
+//go:build unix
+
 package backendtest
 
 import (
@@ -11,6 +13,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 // The pieces of the CLI failover benchmarks of leaderrun-etcd and
@@ -22,7 +26,7 @@ import (
 // and the lines written to it.
 func FIFO(tb testing.TB) (string, <-chan string) {
 	fifo := filepath.Join(tb.TempDir(), "fifo")
-	if err := syscall.Mkfifo(fifo, 0o600); err != nil {
+	if err := unix.Mkfifo(fifo, 0o600); err != nil {
 		tb.Fatal(err)
 	}
 	f, err := os.OpenFile(fifo, os.O_RDWR, 0)

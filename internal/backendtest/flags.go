@@ -1,3 +1,5 @@
+//go:build unix
+
 package backendtest
 
 import "github.com/leaderrun/leaderrun/cmd"

@@ -1,3 +1,5 @@
+//go:build unix
+
 // Package backendtest is the test harness that the command lines over a
 // remote backend (leaderrun-etcd, leaderrun-pg, each in a module of its
 // own) share: the test binary run as the command by the scripts, the
