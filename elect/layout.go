@@ -14,5 +14,4 @@ const (
 	stealMarker  = layout.StealMarker
 	handoffFile  = layout.HandoffFile
 	tmpPrefix    = layout.TmpPrefix
-	sparePrefix  = layout.SparePrefix
 )

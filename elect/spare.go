@@ -35,7 +35,10 @@ import (
 // They are not kept in a group-shared directory, where a spare could be
 // another member's.
 
-const spareSlots = 4
+const (
+	sparePrefix = ".spare-"
+	spareSlots  = 4
+)
 
 // spareName is the name of an inbox's slot, spareBeaconName a beacon's,
 // spareTicketName a ticket file's.

@@ -22,8 +22,6 @@
 //	    .yield            "Y <epoch> <hand-over id>": the waiter the leader of
 //	                      that epoch hands the lock to out of turn
 //	    .tmp-<pid>-<hex>  a ticket, beacon or inbox being made, before its link
-//	    .spare-{t,w,m}N   a released ticket file, beacon or inbox (N is 0 to 3)
-//	                      that nobody holds, for the next request to join
 //	<name>.sock           the leader's bus socket (package bus)
 //	<name>.sock.tmp       the bus socket being bound, before its rename
 //	<name>.cmd.<id>       a term marker of the leaderrun command: the term's
@@ -46,7 +44,6 @@ const (
 	StealMarker   = ".steal"
 	HandoffFile   = ".yield"
 	TmpPrefix     = ".tmp-"
-	SparePrefix   = ".spare-"
 	SocketSuffix  = ".sock"
 	SocketTemp    = ".sock.tmp"
 	TermMarkerSep = ".cmd."
