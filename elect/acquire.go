@@ -148,7 +148,7 @@ func (a *acquirer) join(ctx context.Context, rec record) error {
 			}
 		}
 		var err error
-		if a.tk, err = publish(a.q, entry{name: ticketName(s.seq, a.req.Steal), seq: s.seq, steal: a.req.Steal}, rec, !a.l.group); err != nil {
+		if a.tk, err = publish(a.q, entry{name: ticketName(s.seq, a.req.Steal), seq: s.seq, steal: a.req.Steal}, rec); err != nil {
 			return err
 		}
 		a.takePlace()

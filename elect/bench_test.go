@@ -259,23 +259,3 @@ func writeSamples(b *testing.B, suffix string, s []time.Duration) {
 		b.Error(err)
 	}
 }
-
-// BenchmarkUncontended: one request at a time in one process, Acquire
-// then Release, as every `leaderrun -- COMMAND` pays for its lock: the
-// ticket and its FIFOs made, the grant, the release. The queue sees many
-// requests come and go, as a busy name's does.
-func BenchmarkUncontended(b *testing.B) {
-	l, err := Open(Config{Dir: b.TempDir()})
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer l.Close()
-	ctx := b.Context()
-	for b.Loop() {
-		lead, err := l.Acquire(ctx, "u", Request{})
-		if err != nil {
-			b.Fatal(err)
-		}
-		lead.Release()
-	}
-}

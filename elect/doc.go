@@ -107,11 +107,7 @@
 // stealers write into the inbox); .steal exists while a steal may be
 // queued; .yield names the waiter a leader hands the lock to out of turn
 // (Elector.YieldTo; stale once that leader's term is over); .tmp-* are
-// tickets, beacons, inboxes and .yield being made; .spare-m0 to .spare-m3
-// and .spare-t0 to .spare-t3 are inboxes and ticket files of released
-// holders, which nobody holds, and which the next requests to join take
-// instead of making new ones (not in a group-shared directory;
-// Locker.Prune removes them). Beside them,
+// tickets, beacons, inboxes and .yield being made. Beside them,
 // the bus (package bus) serves <name>.sock, bound as <name>.sock.tmp and
 // renamed into place, and the leaderrun command keeps a term marker
 // <name>.cmd.<id> while a term's COMMAND may run. The module's internal

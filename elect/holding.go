@@ -220,14 +220,12 @@ func (h *holding) release() error {
 	h.claim.Close() // first: a newcomer elsewhere waits on it, not on the lock
 	errs := []error{h.lockF.Close()}
 	h.mu.Lock()
-	h.tk.releaseTicket()
+	h.tk.unlink()
 	h.mu.Unlock()
 	h.tk.beacon.Close()
-	// The beacon's name goes after the hang-up that wakes the successor
-	// (a listing skips it, and its name is never used again), the
-	// inbox's once it is closed: each put aside for the next request to
-	// join (see spare.go).
-	putSpare(h.q, h.tk.e.name+beaconSuffix, spareBeaconName(h.tk.e.seq), h.tk.spare)
+	// The FIFOs' names go after the hang-up that wakes the successor: a
+	// listing skips them, and their names are never used again.
+	h.tk.unlinkFIFOs()
 	nudgeAfter(h.q, h.tk.e.seq)
 	if h.unwatch != nil {
 		close(h.unwatch)
@@ -238,7 +236,6 @@ func (h *holding) release() error {
 	}
 	h.tk.inbox.Close() // ends the reader
 	<-h.done
-	putSpare(h.q, h.tk.e.name+inboxSuffix, spareName(h.tk.e.seq), h.tk.spare)
 	errs = append(errs, h.q.Close())
 	h.l.untrack(h.lead)
 	return errors.Join(errs...)

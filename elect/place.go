@@ -31,7 +31,7 @@ func (a *acquirer) beacon(name string) (*os.File, error) {
 		f.Close()
 		delete(a.beacons, name)
 	}
-	f, err := openBeaconOf(a.q, name+beaconSuffix)
+	f, err := a.q.OpenBeacon(name+beaconSuffix, false)
 	if err != nil {
 		return nil, err
 	}
@@ -118,7 +118,7 @@ func (a *acquirer) keepTicket() error {
 			}
 		}
 	}
-	t, err := publish(a.q, a.tk.e, a.tk.rec, false)
+	t, err := publish(a.q, a.tk.e, a.tk.rec)
 	if err != nil {
 		return err
 	}

@@ -248,12 +248,7 @@ func TestStoppedHolderShowsStopped(t *testing.T) {
 func ticketsOf(t *testing.T, names []string) []string {
 	t.Helper()
 	var tickets []string
-	spares := 0
 	for _, n := range names {
-		if isSpare(n) {
-			spares++ // a released inbox or ticket file, kept for the next to join
-			continue
-		}
 		if _, ok := parseTicket(n); ok {
 			tickets = append(tickets, n)
 			if !slices.Contains(names, n+beaconSuffix) || !slices.Contains(names, n+inboxSuffix) {
@@ -261,8 +256,8 @@ func ticketsOf(t *testing.T, names []string) []string {
 			}
 		}
 	}
-	if len(names) != 3*len(tickets)+spares || spares > 2*spareSlots {
-		t.Errorf("queue holds more than tickets, their beacons and spare inboxes: %v", names)
+	if len(names) != 3*len(tickets) {
+		t.Errorf("queue holds more than tickets and their beacons: %v", names)
 	}
 	return tickets
 }

@@ -198,9 +198,8 @@ func queryOutsiders(d *oslock.Dir, name string, table map[oslock.FileID][]oslock
 }
 
 // Prune removes what dead processes left in name's queue: tickets and
-// half-made temporary files, and the files released holders put aside for
-// reuse (see the Files section). Waiters remove dead tickets they meet on
-// their own; Prune is for tidying up after the last contender died.
+// half-made temporary files. Waiters remove dead tickets they meet on their
+// own; Prune is for tidying up after the last contender died.
 func (l *Locker) Prune(ctx context.Context, name string) error {
 	if err := ValidateName(name); err != nil {
 		return err

@@ -160,22 +160,18 @@ type ticket struct {
 	size   int      // of the record as last written
 	beacon *os.File // the owner's read-write ends
 	inbox  *os.File
-	spare  bool // spare files are taken and kept (see spare.go)
 }
 
 // publish creates the locked ticket e in q with its beacon: each is made
-// under a temporary name, locked, and then moved to its final name,
-// so that neither is ever visible unlocked. With spare, each is a spare
-// one when there is one (see spare.go).
-func publish(q *oslock.Dir, e entry, rec record, spare bool) (*ticket, error) {
-	t := &ticket{q: q, e: e, rec: rec, spare: spare}
+// under a temporary name, locked, and then linked under its final name,
+// so that neither is ever visible unlocked.
+func publish(q *oslock.Dir, e entry, rec record) (*ticket, error) {
+	t := &ticket{q: q, e: e, rec: rec}
 	var err error
-	if t.inbox, err = retry(func() (*os.File, bool, error) { return publishBeacon(q, e.name+inboxSuffix, spareName, spare, e.seq) }); err != nil {
+	if t.inbox, err = retry(func() (*os.File, bool, error) { return publishBeacon(q, e.name+inboxSuffix) }); err != nil {
 		return nil, err
 	}
-	if t.beacon, err = retry(func() (*os.File, bool, error) {
-		return publishBeacon(q, e.name+beaconSuffix, spareBeaconName, spare, e.seq)
-	}); err == nil {
+	if t.beacon, err = retry(func() (*os.File, bool, error) { return publishBeacon(q, e.name+beaconSuffix) }); err == nil {
 		t.f, err = retry(func() (*os.File, bool, error) { return publishTicket(t) })
 	}
 	if err != nil {
@@ -229,33 +225,22 @@ func (t *ticket) renewBeacon() error {
 	return nil
 }
 
-// publishBeacon makes one attempt at the beacon (or inbox); again is set
-// when a cleaner raced with it over the temporary name. With spare, a
-// spare one is taken from slot when there is one (seq: the ticket's
-// number).
-func publishBeacon(q *oslock.Dir, name string, slot func(uint64) string, spare bool, seq uint64) (f *os.File, again bool, err error) {
+// publishBeacon makes one attempt at the beacon; again is set when a
+// cleaner raced with it over the temporary name.
+func publishBeacon(q *oslock.Dir, name string) (f *os.File, again bool, err error) {
 	tmp := tmpName()
-	if spare {
-		f = takeSpare(q, tmp, slot, seq)
-	}
-	if f == nil {
-		if err := q.MakeBeacon(tmp, 0o600); err != nil {
-			return nil, false, err
-		}
+	if err := q.MakeBeacon(tmp, 0o600); err != nil {
+		return nil, false, err
 	}
 	defer func() {
-		if err != nil {
-			q.Remove(tmp) // moved to its final name otherwise
-			if f != nil {
-				f.Close()
-				f = nil
-			}
+		q.Remove(tmp)
+		if err != nil && f != nil {
+			f.Close()
+			f = nil
 		}
 	}()
-	if f == nil {
-		if f, err = q.OpenBeacon(tmp, true); err != nil {
-			return nil, errors.Is(err, fs.ErrNotExist), err
-		}
+	if f, err = q.OpenBeacon(tmp, true); err != nil {
+		return nil, errors.Is(err, fs.ErrNotExist), err
 	}
 	ok, err := oslock.TryLock(f, true)
 	if err != nil {
@@ -264,24 +249,19 @@ func publishBeacon(q *oslock.Dir, name string, slot func(uint64) string, spare b
 	if !ok {
 		return f, true, fs.ErrExist // a cleaner is probing the fresh file
 	}
-	return f, false, moveFinal(q, tmp, name)
+	return f, false, linkFinal(q, tmp, name)
 }
 
 // publishTicket makes one attempt at t's ticket file.
 func publishTicket(t *ticket) (f *os.File, again bool, err error) {
 	q, tmp := t.q, tmpName()
-	t.size = 0
-	if t.spare {
-		f, t.size = takeSpareTicket(q, tmp, t.e.seq)
-	}
-	if f == nil {
-		if f, err = q.OpenFile(tmp, os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o600); err != nil {
-			return nil, false, err
-		}
+	f, err = q.OpenFile(tmp, os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o600)
+	if err != nil {
+		return nil, false, err
 	}
 	defer func() {
+		q.Remove(tmp)
 		if err != nil {
-			q.Remove(tmp) // moved to its final name otherwise
 			f.Close()
 			f = nil
 		}
@@ -300,12 +280,12 @@ func publishTicket(t *ticket) (f *os.File, again bool, err error) {
 	if t.id, err = oslock.IDOf(f); err != nil {
 		return f, false, err
 	}
-	return f, false, moveFinal(q, tmp, t.e.name)
+	return f, false, linkFinal(q, tmp, t.e.name)
 }
 
-// moveFinal gives the temporary file tmp its final name, in place of tmp.
-func moveFinal(q *oslock.Dir, tmp, name string) error {
-	err := q.Move(tmp, name)
+// linkFinal gives the temporary file tmp its final name.
+func linkFinal(q *oslock.Dir, tmp, name string) error {
+	err := q.Link(tmp, name)
 	if errors.Is(err, fs.ErrExist) {
 		return fmt.Errorf("%w: %s/%s exists but was not handed out by the ticket counter; nothing was changed. If no process is using this lock, remove the queue directory %s",
 			ErrCorrupt, q.Path(), name, q.Path())
@@ -379,13 +359,8 @@ func probe(q *oslock.Dir, e entry) (alive bool, err error) {
 	}
 	defer f.Close()
 	ok, err := oslock.TryLock(f, false)
-	if err != nil {
-		return false, err
-	}
-	if !ok {
-		// Locked: alive, if the name still refers to it (a file put
-		// aside and taken by a later request is another ticket now).
-		return sameFile(q, e.name, f), nil
+	if err != nil || !ok {
+		return !ok, err
 	}
 	// Nobody holds it: its owner died. The name is unique for ever, but
 	// check that it is still this file before removing it.
@@ -399,16 +374,6 @@ func probe(q *oslock.Dir, e entry) (alive bool, err error) {
 		}
 	}
 	return false, nil
-}
-
-// sameFile reports whether name in q still refers to the open file f.
-func sameFile(q *oslock.Dir, name string, f *os.File) bool {
-	id, err := oslock.IDOf(f)
-	if err != nil {
-		return false
-	}
-	cur, _, err := q.Lstat(name)
-	return err == nil && cur == id
 }
 
 // removeDeadBeacon removes the beacon (or temporary FIFO) name when nobody
@@ -449,11 +414,6 @@ func readRecord(q *oslock.Dir, name string) (record, error) {
 			n, _ = f.ReadAt(b, 0)
 		}
 		r, err := decodeRecord(b[:n])
-		if err == nil && !sameFile(q, name, f) {
-			// Put aside since we opened it (see spare.go): the
-			// ticket is gone, and this is another one's record.
-			return record{}, fs.ErrNotExist
-		}
 		if err == nil || attempt == 3 {
 			return r, err
 		}
@@ -462,7 +422,7 @@ func readRecord(q *oslock.Dir, name string) (record, error) {
 }
 
 // prune removes the tickets, beacons and temporary files of dead processes
-// from q, and the spare inboxes (see spare.go).
+// from q.
 func prune(ctx context.Context, d *oslock.Dir, name string, q *oslock.Dir) error {
 	names, err := q.Names()
 	if err != nil {
@@ -487,9 +447,9 @@ func prune(ctx context.Context, d *oslock.Dir, name string, q *oslock.Dir) error
 			if _, _, err := q.Lstat(base); errors.Is(err, fs.ErrNotExist) {
 				removeDeadBeacon(q, n)
 			}
-		} else if strings.HasPrefix(n, tmpPrefix) || isSpare(n) {
+		} else if strings.HasPrefix(n, tmpPrefix) {
 			if _, err := probe(q, entry{name: n}); err != nil {
-				removeDeadBeacon(q, n) // a half-made beacon, or a spare inbox
+				removeDeadBeacon(q, n) // a half-made beacon
 			}
 		}
 	}

@@ -269,7 +269,7 @@ func (a *acquirer) watchGranted(w *waitSet, queue []entry) (granted []entry, own
 		if err != nil || r.Epoch == 0 {
 			continue
 		}
-		if f, err := openBeaconOf(a.q, e.name+beaconSuffix); err == nil {
+		if f, err := a.q.OpenBeacon(e.name+beaconSuffix, false); err == nil {
 			beacons = append(beacons, f)
 			w.hangup(f)
 			owners[r.PID] = true

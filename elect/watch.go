@@ -145,7 +145,7 @@ func (l *Locker) arm(ctx context.Context, name string) *watchArm {
 						continue
 					}
 				}
-				f, err := openBeaconOf(q, e.name+beaconSuffix)
+				f, err := q.OpenBeacon(e.name+beaconSuffix, false)
 				if err != nil {
 					continue
 				}

@@ -81,12 +81,6 @@ func (d *Dir) RemoveDir(name string) error { return d.sysRemoveDir(name) }
 // fails with fs.ErrExist if newname exists: it never replaces a file.
 func (d *Dir) Link(oldname, newname string) error { return d.sysLink(oldname, newname) }
 
-// Move renames oldname to newname inside the directory, failing with
-// fs.ErrExist if newname exists: it never replaces a file. It is Link and
-// a removal of oldname in one step where the filesystem can
-// (renameat2(2) with RENAME_NOREPLACE on Linux), and those two elsewhere.
-func (d *Dir) Move(oldname, newname string) error { return d.sysMove(oldname, newname) }
-
 // Rename renames oldname to newname inside the directory, replacing newname.
 func (d *Dir) Rename(oldname, newname string) error { return d.sysRename(oldname, newname) }
 

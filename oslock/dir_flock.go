@@ -385,12 +385,3 @@ func sysLstatPath(path string) (FileID, int, error) {
 	}
 	return FileID{Dev: uint64(st.Dev), Ino: uint64(st.Ino)}, int(st.Uid), nil
 }
-
-// linkMove is Move as a link and a removal of the old name.
-func (d *Dir) linkMove(oldname, newname string) error {
-	if err := d.sysLink(oldname, newname); err != nil {
-		return err
-	}
-	d.sysRemove(oldname)
-	return nil
-}

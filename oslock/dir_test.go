@@ -160,30 +160,3 @@ func TestDirRefusesPlantedSymlinks(t *testing.T) {
 		t.Errorf("changed:\nbefore:\n%s\nafter:\n%s", before, after)
 	}
 }
-
-// TestMove: Move renames, and never replaces: a name that exists is left
-// as it is, and so is the one that was to be moved.
-func TestMove(t *testing.T) {
-	path := t.TempDir()
-	d, err := OpenDir(path, DirOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer d.Close()
-	os.WriteFile(filepath.Join(path, "a"), []byte("a"), 0o600)
-	os.WriteFile(filepath.Join(path, "b"), []byte("b"), 0o600)
-	if err := d.Move("a", "c"); err != nil {
-		t.Fatal(err)
-	}
-	if d.Exists("a") || !d.Exists("c") {
-		t.Fatalf("after Move a c: a there %v, c there %v", d.Exists("a"), d.Exists("c"))
-	}
-	if err := d.Move("c", "b"); !errors.Is(err, fs.ErrExist) {
-		t.Fatalf("Move onto an existing name: %v; want fs.ErrExist", err)
-	}
-	for name, want := range map[string]string{"b": "b", "c": "a"} {
-		if got, _ := os.ReadFile(filepath.Join(path, name)); string(got) != want {
-			t.Errorf("%s holds %q after a refused Move; want %q", name, got, want)
-		}
-	}
-}

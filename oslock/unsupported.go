@@ -24,7 +24,6 @@ func (d *Dir) sysRemove(name string) error               { return ErrUnsupported
 func (d *Dir) sysRemoveDir(name string) error            { return ErrUnsupported }
 func (d *Dir) sysLink(oldname, newname string) error     { return ErrUnsupported }
 func (d *Dir) sysRename(oldname, newname string) error   { return ErrUnsupported }
-func (d *Dir) sysMove(oldname, newname string) error     { return ErrUnsupported }
 func (d *Dir) sysLstat(name string) (FileID, int, error) { return FileID{}, 0, ErrUnsupported }
 func (d *Dir) sysExists(name string) bool                { return false }
 func (d *Dir) sysResolvedPath(name string) string        { return d.path + "/" + name }
