@@ -71,7 +71,10 @@ func TestCancelLeavesNothingBehind(t *testing.T) {
 			t.Fatalf("ticket left behind: %v", got)
 		}
 	}
-	if got := openFDs(t); got != fds {
+	// A leak is more descriptors after. Fewer is an earlier test's
+	// Locker finishing its teardown meanwhile (its goroutines close
+	// their descriptors after Close returns), which CI met under load.
+	if got := openFDs(t); got > fds {
 		t.Fatalf("fd leak: %d open before, %d after", fds, got)
 	}
 	// Timeouts too, with the deadline as the cause.
