@@ -115,6 +115,15 @@ func TestBus(t *testing.T) {
 	if ev := nextEvent(t, mc, "new leader"); ev.Kind != bus.EventLeader || ev.Leader.Epoch != r.lead.Epoch() {
 		t.Fatalf("%+v, want the new leader of epoch %d", ev, r.lead.Epoch())
 	}
+	// The publisher follows the bus on connections of its own and may
+	// still know the old term, whose publications fail with
+	// ErrLeaderChanged: it publishes once it has heard the new leader.
+	for {
+		ev := nextEvent(t, pc, "the publisher hears the new leader")
+		if ev.Kind == bus.EventLeader && ev.Leader.Epoch == r.lead.Epoch() {
+			break
+		}
+	}
 	if err := pc.Publish(ctx, []byte("to b")); err != nil {
 		t.Fatal(err)
 	}
