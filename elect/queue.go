@@ -327,10 +327,16 @@ func (t *ticket) unpublish() {
 // unlink removes the ticket's name (if it is still ours) and closes the
 // ticket file, leaving the beacon and inbox.
 func (t *ticket) unlink() {
+	t.unname()
+	t.f.Close()
+}
+
+// unname removes the ticket's name if it is still ours, leaving the file
+// open (and locked) until the caller closes it.
+func (t *ticket) unname() {
 	if t.present() {
 		t.q.Remove(t.e.name)
 	}
-	t.f.Close()
 }
 
 // unlinkFIFOs removes the names of the ticket's beacon and inbox.
