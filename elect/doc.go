@@ -46,13 +46,15 @@
 //     [MaxEpoch], so it reads the same as an int64, in a shell and in JSON.
 //   - On Linux, waiting costs nothing and takes no scarce resource, however
 //     many inotify instances the user's other programs hold: a waiter sleeps
-//     in the Go runtime's poller until the beacon (a FIFO) of the ticket just
-//     ahead of it hangs up, which the kernel makes happen when its owner
-//     releases or dies; no inotify instance is used. One release wakes the
-//     next waiter and the one behind it. A cancelled or timed-out request
-//     leaves no ticket, descriptor or goroutine behind. Only when nothing
-//     can be slept on (a lock held by a process /proc/locks does not show)
-//     does a request poll (1ms to 100ms), and Query says so. Off Linux a
+//     in ppoll(2) (at most four waits a process; the others in the Go
+//     runtime's poller, which takes no thread) until the beacon (a FIFO) of
+//     the ticket just ahead of it hangs up, which the kernel makes happen
+//     when its owner releases or dies; no inotify instance is used. One
+//     release wakes the next waiter and the one behind it. A cancelled or
+//     timed-out request leaves no ticket, descriptor or goroutine behind.
+//     Only when nothing can be slept on (a lock held by a process
+//     /proc/locks does not show) does a request poll (1ms to 100ms), and
+//     Query says so. Off Linux a
 //     waiter polls (see Platform notes). A holder uses at most the
 //     process's one inotify instance, to learn that its lock file was
 //     removed, and never the user's last one, and the process's one watch

@@ -51,6 +51,8 @@ type behind struct {
 	head        bool          // b waits on nobody: it is at the head of the line
 	bahead      []entry       // the tickets ahead of b
 	again       bool          // look at the queue again at once
+	aheadB      *os.File      // the beacon of the one b waits on, watched too
+	bExclusive  bool          // b is an ordinary exclusive request
 }
 
 // lookAt opens b's beacon and reads b's record. again says that b was
@@ -119,6 +121,7 @@ func (a *acquirer) watchAhead(w *waitSet, ahead []entry, b entry, rb record, rer
 			}
 			w.hangup(f)
 			bw.stall = 0
+			bw.aheadB, bw.bExclusive = f, rb.Mode == Exclusive && !b.steal
 		}
 	}
 	if a.stopped(rb.PID) {
@@ -141,8 +144,15 @@ func (a *acquirer) sleepBehind(w *waitSet, b entry, bw behind) error {
 	stall := bw.stall
 	for {
 		fired, err := w.wait(stall)
-		if err != nil || fired {
+		if err != nil {
 			return err
+		}
+		if fired {
+			if a.aheadGone(w, &bw) {
+				stall = bw.stall
+				continue
+			}
+			return nil
 		}
 		if bw.holderWatch {
 			if err := a.stealStopped([]entry{b}); err != nil {
@@ -158,6 +168,24 @@ func (a *acquirer) sleepBehind(w *waitSet, b entry, bw behind) error {
 		}
 		stall = again
 	}
+}
+
+// aheadGone is the usual wake-up of the one behind the next in line: the
+// holder ahead of b, the head of the line, hung up, and b is the head
+// now. Nothing else changed for us, so instead of looking at the queue
+// again (as many system calls as a grant) we sleep on: on b's beacon, with
+// the stall timer that checks that b takes its turn, as watchAhead would
+// arm for a b at the head of the line. It applies only in the plain case:
+// exclusive requests and no steal that may be queued (a stepped-back
+// grant renews its beacon when a steal comes).
+func (a *acquirer) aheadGone(w *waitSet, bw *behind) bool {
+	if bw.aheadB == nil || w.last != bw.aheadB || len(bw.bahead) != 1 || !bw.bExclusive ||
+		a.req.Steal || a.req.Mode != Exclusive || stealsMaybe(a.q) || !w.drop(bw.aheadB) {
+		return false
+	}
+	bw.aheadB, bw.bahead = nil, nil
+	bw.head, bw.stall = true, StallBound
+	return true
 }
 
 // pass lets this request go ahead of b, found stopped, and of the

@@ -86,9 +86,11 @@ func (w *waitSet) pollWait(d time.Duration) (bool, error) {
 		deadline = time.Now().Add(d)
 	}
 	first := true
+	w.last = nil
 	for {
 		for i, p := range w.polls {
 			if (first || fds[i].Revents != 0) && readyFD(int(fds[i].Fd), p.toEOF) {
+				w.last = p.f
 				return true, nil
 			}
 		}

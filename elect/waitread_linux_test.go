@@ -120,3 +120,77 @@ func waitGoroutines() int {
 	}
 	return n
 }
+
+// TestAheadGoneSleepsOn: the one behind the next in line, woken by the
+// hang-up of the holder ahead of the next one, sleeps on (on the next
+// one's beacon, with the stall timer) instead of looking at the queue
+// again; not when a steal may be queued, when more than the holder was
+// ahead, or when what woke it was not the holder's hang-up.
+func TestAheadGoneSleepsOn(t *testing.T) {
+	l, _ := testLocker(t)
+	a := &acquirer{l: l, name: "g", passed: map[string]bool{}, pids: map[string]int{}}
+	var err error
+	if a.dir, err = l.current(); err != nil {
+		t.Fatal(err)
+	}
+	if err := a.openQueue(); err != nil {
+		t.Fatal(err)
+	}
+	defer a.cleanupTest()
+	beacon := func(name string) (owner, reader *os.File) {
+		t.Helper()
+		if err := a.q.MakeBeacon(name, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		if owner, err = a.q.OpenBeacon(name, true); err != nil {
+			t.Fatal(err)
+		}
+		if reader, err = a.q.OpenBeacon(name, false); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { owner.Close(); reader.Close() })
+		return owner, reader
+	}
+	holder := entry{name: ticketName(1, false), seq: 1}
+	for i, c := range []struct {
+		steal  bool
+		bahead []entry
+		want   bool
+	}{
+		{false, []entry{holder}, true},
+		{true, []entry{holder}, false},
+		{false, []entry{{name: ticketName(0, true), steal: true}, holder}, false},
+	} {
+		_, b := beacon(ticketName(uint64(10*i+2), false) + beaconSuffix)
+		hOwner, h := beacon(ticketName(uint64(10*i+1), false) + beaconSuffix)
+		if c.steal {
+			if err := markSteal(a.q); err != nil {
+				t.Fatal(err)
+			}
+		}
+		w := newWaitSet(context.Background())
+		w.hangup(b)
+		w.hangup(h)
+		bw := behind{aheadB: h, bExclusive: true, bahead: c.bahead}
+		hOwner.Close()
+		if fired, err := w.wait(time.Minute); !fired || err != nil {
+			t.Fatalf("case %d: the holder's hang-up: fired %v, %v", i, fired, err)
+		}
+		got := a.aheadGone(w, &bw)
+		if got != c.want {
+			t.Errorf("case %d: aheadGone %v, want %v", i, got, c.want)
+		}
+		if got {
+			if !bw.head || bw.stall != StallBound || len(w.polls) != 1 || w.polls[0].f != b {
+				t.Errorf("case %d: sleeps on with head %v, stall %v, polls %d", i, bw.head, bw.stall, len(w.polls))
+			}
+			if fired, err := w.wait(10 * time.Millisecond); fired || err != nil {
+				t.Errorf("case %d: nothing more happened, and the wait says fired %v, %v", i, fired, err)
+			}
+		}
+		w.close()
+		if c.steal {
+			unmarkSteal(a.dir, a.name, a.q)
+		}
+	}
+}

@@ -23,7 +23,8 @@ type waitSet struct {
 	files  []*os.File // read by their goroutines until close kicks them (Linux)
 	polls  []pollee   // waited for by wait's poll(2) in the caller's thread (Linux)
 	mu     sync.Mutex
-	wake   int // an eventfd that wakes wait's poll, or -1 (Linux)
+	wake   int      // an eventfd that wakes wait's poll, or -1 (Linux)
+	last   *os.File // the file whose event ended the last wait, if it was polled
 }
 
 // pollee is a FIFO that wait polls: a beacon (toEOF: its hang-up) or an
@@ -80,6 +81,19 @@ func (w *waitSet) add(fn func(context.Context) error) {
 }
 
 func (w *waitSet) empty() bool { return w.n == 0 }
+
+// drop takes the polled file f out of the set, and reports whether it
+// was there.
+func (w *waitSet) drop(f *os.File) bool {
+	for i, p := range w.polls {
+		if p.f == f {
+			w.polls = append(w.polls[:i], w.polls[i+1:]...)
+			w.n--
+			return true
+		}
+	}
+	return false
+}
 
 // events returns the channel that is closed at the first event, for a
 // caller that selects on it beside other channels (Watch): from then on
