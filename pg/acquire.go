@@ -95,6 +95,12 @@ type acquirer struct {
 	killAt  time.Time
 	killed  map[int64]bool
 
+	// The watch of the blocker's connection, kept from one wait to the
+	// next while the blocker stays (watchBlocker).
+	watched int64
+	died    <-chan struct{}
+	unwatch func()
+
 	msgs  <-chan string
 	unsub func()
 }
@@ -124,6 +130,7 @@ func (l *Locker) acquire(ctx context.Context, s *session, name string, req elect
 }
 
 func (a *acquirer) run(ctx context.Context) (*elect.Leadership, error) {
+	defer a.endWatch()
 	v, err := a.enqueue()
 	if err != nil {
 		return nil, err
@@ -211,8 +218,9 @@ func (a *acquirer) unlessHanded(f func() (verdict, error)) (v verdict, stale boo
 
 // lingering is what the request waits for once the connection of its
 // blocker, session sid, has gone, if it can be told without an evaluate:
-// when sid has no waiting request of the name and its lease lives by the
-// server's clock, only its terms block, and they hold until that lease
+// when that connection is gone indeed (the watch also ends when it could
+// not be made), sid has no waiting request of the name and its lease
+// lives by the server's clock, only its terms block, and they hold until that lease
 // expires (their holder may not know yet) or the session is ended (by
 // the holder's watchdog, a steal's KillAfter), which tells this request.
 // An evaluate would change nothing then, and would lock the name, so the
@@ -224,7 +232,7 @@ func (a *acquirer) lingering(sid int64) (verdict, bool) {
 	v, stale, err := a.unlessHanded(func() (verdict, error) {
 		var left float64
 		err := a.s.do(func(c context.Context, conn *pgx.Conn) error {
-			return conn.QueryRow(c, a.l.lingerSQL(), sid, a.name).Scan(&left)
+			return conn.QueryRow(c, a.l.lingerSQL(), sid, a.name, a.l.schema).Scan(&left)
 		})
 		live := false
 		return verdict{state: "wait", blocker: &sid, blockerLive: &live, waitS: &left}, err
@@ -339,6 +347,7 @@ func (a *acquirer) wait(ctx context.Context, v verdict) (msg string, gone bool, 
 	case msg := <-a.msgs:
 		return msg, false, nil
 	case <-died:
+		a.endWatch() // over: a later wait on the same blocker watches anew
 		return "", true, nil
 	case <-timer:
 	case <-kill:
@@ -351,12 +360,25 @@ func (a *acquirer) wait(ctx context.Context, v verdict) (msg string, gone bool, 
 // channel closed when its connection goes, if it lives, or else the
 // expiry of its lease by the server's clock; and the function that stops
 // watching. Nothing for no blocker, or one of the request's own session.
+//
+// The watch of a live blocker's connection outlives the wait: it is kept
+// while the blocker stays the same, so that a notification that changes
+// nothing of it (a wake this request's own evaluate caused) does not
+// close that watch's connection, whose statement sleeps on the lock, and
+// open another; it ends with the request (endWatch).
 func (a *acquirer) watchBlocker(blocker int64, v verdict) (<-chan struct{}, <-chan time.Time, func()) {
+	live := v.blockerLive != nil && *v.blockerLive && blocker != 0 && blocker != a.s.id
+	if a.unwatch != nil && (!live || blocker != a.watched) {
+		a.endWatch()
+	}
 	switch {
 	case blocker == 0 || blocker == a.s.id:
-	case v.blockerLive != nil && *v.blockerLive:
-		g, unwatch := a.l.watchDeath(blocker)
-		return g, nil, unwatch
+	case live:
+		if a.unwatch == nil {
+			a.died, a.unwatch = a.l.watchDeath(blocker)
+			a.watched = blocker
+		}
+		return a.died, nil, func() {}
 	case v.waitS != nil:
 		// Its connection is gone: the lease expires by the server's
 		// clock in this long. A little later, so that the server agrees
@@ -365,6 +387,14 @@ func (a *acquirer) watchBlocker(blocker int64, v verdict) (<-chan struct{}, <-ch
 		return nil, t.C, func() { t.Stop() }
 	}
 	return nil, nil, func() {}
+}
+
+// endWatch ends the watch of the blocker's connection, if any.
+func (a *acquirer) endWatch() {
+	if a.unwatch != nil {
+		a.unwatch()
+		a.unwatch, a.died, a.watched = nil, nil, 0
+	}
 }
 
 // kill ends the session of a holder that did not let go within the

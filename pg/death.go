@@ -80,7 +80,8 @@ func (l *Locker) sleepOn(ctx context.Context, sid int64, w *deathWatch) {
 }
 
 // spareIdle is how long the connection of a watch that has fired is kept
-// for the next watch (keepSpare).
+// for the next watch (keepSpare), unless a test says otherwise
+// (Locker.spareIdle).
 const spareIdle = time.Second
 
 // watchConn is the spare watch connection if there is one, else a new one.
@@ -110,7 +111,7 @@ func (l *Locker) keepSpare(c *pgx.Conn) {
 		return
 	}
 	l.spare = c
-	time.AfterFunc(spareIdle, func() {
+	time.AfterFunc(l.spareIdle, func() {
 		l.watchMu.Lock()
 		idle := l.spare == c
 		if idle {

@@ -108,14 +108,16 @@ func TestGenericPlans(t *testing.T) {
 // connection went is kept for the next watch, not closed then (a
 // backend's exit costs the server processor time in the moment of a
 // failover): a waiter whose blocker went (a waiter ahead of it) watches
-// the next blocker on the same backend, and the connection is closed once
-// it has been idle for spareIdle.
+// the next blocker on the same backend (the spare is kept a minute here,
+// so that a loaded machine cannot make it idle too long); the connection
+// is closed once it has been idle for spareIdle (TestWatchConnectionClosed).
 func TestWatchConnectionKept(t *testing.T) {
 	srv := sharedServer(t)
 	schema := testSchema(t)
 	cfg := Config{TTL: 20 * time.Second}
 	h, x := open(t, srv, schema, cfg), open(t, srv, schema, cfg)
 	w := open(t, srv, schema, Config{TTL: 20 * time.Second, Host: "wkept"})
+	w.spareIdle = time.Minute
 	ctx := t.Context()
 	lh, err := h.Acquire(ctx, "wk", elect.Request{})
 	if err != nil {
@@ -168,19 +170,53 @@ func TestWatchConnectionKept(t *testing.T) {
 	if next := watchBackend(); next != first {
 		t.Fatalf("the waiter watches the holder on backend %d, not on %d, which watched the waiter ahead", next, first)
 	}
-	// The holder's connection goes: the watch fires, and its connection
-	// is kept a while, then closed.
-	terminate(t, srv, backendPID(t, h))
-	for deadline := time.Now().Add(10 * spareIdle); ; time.Sleep(10 * time.Millisecond) {
+	if err := h.EndSession(ctx, hsid); err != nil {
+		t.Fatal(err)
+	}
+	r := recvGrant(t, g)
+	if r.err != nil {
+		t.Fatal(r.err)
+	}
+	r.lead.Release()
+}
+
+// TestWatchConnectionClosed: the connection of a watch that has fired,
+// kept for the next watch, is closed once it has been idle for spareIdle.
+func TestWatchConnectionClosed(t *testing.T) {
+	srv := sharedServer(t)
+	schema := testSchema(t)
+	h := open(t, srv, schema, Config{TTL: 20 * time.Second})
+	w := open(t, srv, schema, Config{TTL: 20 * time.Second, Host: "wclosed"})
+	ctx := t.Context()
+	lh, err := h.Acquire(ctx, "wc", elect.Request{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer lh.Release()
+	g := acquireAsync(ctx, w, "wc", elect.Request{})
+	waitQueued(t, h, "wc", 1)
+	su := srv.Super(t)
+	watches := func() int {
+		t.Helper()
 		var n int
-		if err := su.QueryRow(ctx, "SELECT count(*) FROM pg_stat_activity WHERE application_name LIKE 'leaderrun watch wkept %'").Scan(&n); err != nil {
+		if err := su.QueryRow(ctx, "SELECT count(*) FROM pg_stat_activity WHERE application_name LIKE 'leaderrun watch wclosed %'").Scan(&n); err != nil {
 			t.Fatal(err)
 		}
-		if n == 0 {
-			break
-		}
+		return n
+	}
+	for deadline := time.Now().Add(10 * time.Second); watches() == 0; time.Sleep(2 * time.Millisecond) {
 		if time.Now().After(deadline) {
-			t.Fatalf("%d watch connections of the waiter left %v after its last watch fired", n, 10*spareIdle)
+			t.Fatal("the waiter opened no watch of the holder's connection within 10s")
+		}
+	}
+	hsid, err := h.Session(lh)
+	if err != nil {
+		t.Fatal(err)
+	}
+	terminate(t, srv, backendPID(t, h))
+	for deadline := time.Now().Add(10*spareIdle + 10*time.Second); watches() > 0; time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("the waiter's watch connection is open %v after its watch fired", 10*spareIdle+10*time.Second)
 		}
 	}
 	if err := h.EndSession(ctx, hsid); err != nil {

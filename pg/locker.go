@@ -95,6 +95,8 @@ type Locker struct {
 	watchMu  sync.Mutex
 	watchers map[int64]*deathWatch
 	spare    *pgx.Conn // a watch's connection kept for the next (keepSpare)
+	// spareIdle is how long spare is kept: spareIdle, set by Open.
+	spareIdle time.Duration
 
 	roundTrips atomic.Int64 // statements on session connections, for the benchmarks
 }
@@ -103,7 +105,7 @@ type Locker struct {
 // the first request does.
 func Open(cfg Config) (*Locker, error) {
 	l := &Locker{schema: cfg.Schema, ttl: cfg.TTL, margin: cfg.Margin, host: cfg.Host,
-		terms: map[*elect.Leadership]*holding{}, watchers: map[int64]*deathWatch{}}
+		terms: map[*elect.Leadership]*holding{}, watchers: map[int64]*deathWatch{}, spareIdle: spareIdle}
 	if l.schema == "" {
 		l.schema = DefaultSchema
 	}
