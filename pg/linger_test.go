@@ -39,17 +39,8 @@ func TestLingeringLocksNothing(t *testing.T) {
 	wpid := backendPID(t, w)
 	rt0 := w.roundTrips.Load()
 	terminate(t, srv, backendPID(t, h))
-	// w's watch of h's connection fires.
-	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(time.Millisecond) {
-		w.watchMu.Lock()
-		watching := w.watchers[sid] != nil
-		w.watchMu.Unlock()
-		if !watching {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("w's watch of the holder's connection did not fire within 10s")
-		}
+	if !watchEnded(w, sid, 10*time.Second) {
+		t.Fatal("w's watch of the holder's connection did not fire within 10s")
 	}
 	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(2 * time.Millisecond) {
 		var state, wait string
@@ -71,14 +62,7 @@ func TestLingeringLocksNothing(t *testing.T) {
 		}
 	}
 	tx.Rollback(ctx)
-	if err := h.EndSession(ctx, sid); err != nil {
-		t.Fatal(err)
-	}
-	r := recvGrant(t, g)
-	if r.err != nil {
-		t.Fatal(r.err)
-	}
-	r.lead.Release()
+	endAndGrant(t, h, sid, g)
 }
 
 // TestGenericPlans: a Locker's connections ask for generic plans (the
@@ -170,14 +154,7 @@ func TestWatchConnectionKept(t *testing.T) {
 	if next := watchBackend(); next != first {
 		t.Fatalf("the waiter watches the holder on backend %d, not on %d, which watched the waiter ahead", next, first)
 	}
-	if err := h.EndSession(ctx, hsid); err != nil {
-		t.Fatal(err)
-	}
-	r := recvGrant(t, g)
-	if r.err != nil {
-		t.Fatal(r.err)
-	}
-	r.lead.Release()
+	endAndGrant(t, h, hsid, g)
 }
 
 // TestWatchConnectionClosed: the connection of a watch that has fired,
@@ -219,7 +196,30 @@ func TestWatchConnectionClosed(t *testing.T) {
 			t.Fatalf("the waiter's watch connection is open %v after its watch fired", 10*spareIdle+10*time.Second)
 		}
 	}
-	if err := h.EndSession(ctx, hsid); err != nil {
+	endAndGrant(t, h, hsid, g)
+}
+
+// watchEnded reports whether l's watch of session sid's connection has
+// ended (fired) within d.
+func watchEnded(l *Locker, sid int64, d time.Duration) bool {
+	for deadline := time.Now().Add(d); ; time.Sleep(time.Millisecond) {
+		l.watchMu.Lock()
+		watching := l.watchers[sid] != nil
+		l.watchMu.Unlock()
+		if !watching {
+			return true
+		}
+		if time.Now().After(deadline) {
+			return false
+		}
+	}
+}
+
+// endAndGrant ends session sid, as the holder's watchdog would, and
+// checks that the waiter's grant comes on g; it releases it.
+func endAndGrant(t *testing.T, h *Locker, sid int64, g <-chan grant) {
+	t.Helper()
+	if err := h.EndSession(t.Context(), sid); err != nil {
 		t.Fatal(err)
 	}
 	r := recvGrant(t, g)
