@@ -95,6 +95,12 @@ type acquirer struct {
 	killAt  time.Time
 	killed  map[int64]bool
 
+	// The watch of the blocker's connection, kept from one wait to the
+	// next while the blocker stays (watchBlocker).
+	watched int64
+	died    <-chan struct{}
+	unwatch func()
+
 	msgs  <-chan string
 	unsub func()
 }
@@ -124,6 +130,7 @@ func (l *Locker) acquire(ctx context.Context, s *session, name string, req elect
 }
 
 func (a *acquirer) run(ctx context.Context) (*elect.Leadership, error) {
+	defer a.endWatch()
 	v, err := a.enqueue()
 	if err != nil {
 		return nil, err
@@ -144,13 +151,19 @@ func (a *acquirer) run(ctx context.Context) (*elect.Leadership, error) {
 		case "lost":
 			return nil, fmt.Errorf("%w: request %d of %s was removed while it waited (its session ended, or someone removed it)", elect.ErrSessionLost, a.ticket, a.name)
 		}
-		msg, err := a.wait(ctx, v)
+		msg, gone, err := a.wait(ctx, v)
 		if err != nil {
 			return nil, err
 		}
 		if g, ok := a.handed(msg); ok {
 			v = g
 			continue
+		}
+		if gone {
+			if w, ok := a.lingering(*v.blocker); ok {
+				v = w
+				continue
+			}
 		}
 		if v, err = a.reevaluate(); err != nil {
 			return nil, err
@@ -159,41 +172,75 @@ func (a *acquirer) run(ctx context.Context) (*elect.Leadership, error) {
 }
 
 // reevaluate is evaluate, except that a grant told with a notification
-// while it runs is taken at once: the end of a holder's connection wakes
-// its successor (watchBlocker) a moment before the holder's watchdog ends
-// the term and hands the name on, and the grant need not wait for the
-// round trip. The evaluate left behind ends on its own; it changes
-// nothing of a granted request. Any other notification meanwhile means
-// that the verdict may be stale, and the request evaluates again.
+// while it runs is taken at once (unlessHanded). Any other notification
+// meanwhile means that the verdict may be stale, and the request
+// evaluates again.
 func (a *acquirer) reevaluate() (verdict, error) {
+	ticket := a.ticket
 	for {
-		type result struct {
-			v   verdict
-			err error
-		}
-		res := make(chan result, 1)
-		ticket := a.ticket
-		go func() {
-			v, err := a.evaluate(ticket)
-			res <- result{v, err}
-		}()
-		stale := false
-	wait:
-		for {
-			select {
-			case r := <-res:
-				if r.err != nil || r.v.state != "wait" || !stale {
-					return r.v, r.err
-				}
-				break wait
-			case msg := <-a.msgs:
-				if g, ok := a.handed(msg); ok {
-					return g, nil
-				}
-				stale = true
-			}
+		v, stale, err := a.unlessHanded(func() (verdict, error) { return a.evaluate(ticket) })
+		if err != nil || v.state != "wait" || !stale {
+			return v, err
 		}
 	}
+}
+
+// unlessHanded runs f, a round trip on the session's connection, and
+// returns its verdict, unless a grant is told with a notification
+// meanwhile, which is taken at once: the end of a holder's connection
+// wakes its successor (watchBlocker) a moment before the holder's
+// watchdog ends the term and hands the name on, and the grant need not
+// wait for the round trip. The statement left behind ends on its own; it
+// changes nothing of a granted request. stale says that another
+// notification came meanwhile, so f's verdict may be out of date.
+func (a *acquirer) unlessHanded(f func() (verdict, error)) (v verdict, stale bool, err error) {
+	type result struct {
+		v   verdict
+		err error
+	}
+	res := make(chan result, 1)
+	go func() {
+		v, err := f()
+		res <- result{v, err}
+	}()
+	for {
+		select {
+		case r := <-res:
+			return r.v, stale, r.err
+		case msg := <-a.msgs:
+			if g, ok := a.handed(msg); ok {
+				return g, false, nil
+			}
+			stale = true
+		}
+	}
+}
+
+// lingering is what the request waits for once the connection of its
+// blocker, session sid, has gone, if it can be told without an evaluate:
+// when that connection is gone indeed (the watch also ends when it could
+// not be made), sid has no waiting request of the name and its lease
+// lives by the server's clock, only its terms block, and they hold until that lease
+// expires (their holder may not know yet) or the session is ended (by
+// the holder's watchdog, a steal's KillAfter), which tells this request.
+// An evaluate would change nothing then, and would lock the name, so the
+// watchdog's end, which comes in that very moment, would wait behind it:
+// a read that locks nothing tells the lease's expiry instead (revision 1
+// tables). A grant told meanwhile is taken (unlessHanded). Otherwise, or
+// when anything else was told meanwhile, false: the request evaluates.
+func (a *acquirer) lingering(sid int64) (verdict, bool) {
+	v, stale, err := a.unlessHanded(func() (verdict, error) {
+		var left float64
+		err := a.s.do(func(c context.Context, conn *pgx.Conn) error {
+			return conn.QueryRow(c, a.l.lingerSQL(), sid, a.name, a.l.schema).Scan(&left)
+		})
+		live := false
+		return verdict{state: "wait", blocker: &sid, blockerLive: &live, waitS: &left}, err
+	})
+	if err != nil || stale {
+		return verdict{}, false
+	}
+	return v, true
 }
 
 // handed reads a grant told with the notification (hand): "granted EPOCH
@@ -273,22 +320,22 @@ func (a *acquirer) evaluate(ticket int64) (verdict, error) {
 
 // wait sleeps until something may have changed for a waiting request: a
 // notification addressed to it (returned: a grant told with it is taken
-// as is), the end of its blocker's connection, the expiry of its
+// as is), the end of its blocker's connection (gone), the expiry of its
 // blocker's lease once that connection is gone, or a steal's KillAfter.
 // It polls nothing: each of these is one wake-up.
-func (a *acquirer) wait(ctx context.Context, v verdict) (string, error) {
+func (a *acquirer) wait(ctx context.Context, v verdict) (msg string, gone bool, err error) {
 	blocker := int64(0)
 	if v.blocker != nil {
 		blocker = *v.blocker
 	}
-	gone, timer, stop := a.watchBlocker(blocker, v)
+	died, timer, stop := a.watchBlocker(blocker, v)
 	defer stop()
 	var kill <-chan time.Time
 	if !a.killAt.IsZero() && blocker != 0 && blocker != a.s.id && !a.killed[blocker] {
 		d := time.Until(a.killAt)
 		if d <= 0 {
 			a.kill(blocker)
-			return "", nil
+			return "", false, nil
 		}
 		t := time.NewTimer(d)
 		defer t.Stop()
@@ -296,27 +343,42 @@ func (a *acquirer) wait(ctx context.Context, v verdict) (string, error) {
 	}
 	select {
 	case <-ctx.Done():
-		return "", context.Cause(ctx)
+		return "", false, context.Cause(ctx)
 	case msg := <-a.msgs:
-		return msg, nil
-	case <-gone:
+		return msg, false, nil
+	case <-died:
+		a.endWatch() // over: a later wait on the same blocker watches anew
+		return "", true, nil
 	case <-timer:
 	case <-kill:
 		a.kill(blocker)
 	}
-	return "", nil
+	return "", false, nil
 }
 
 // watchBlocker returns what tells of the end of the blocking session: a
 // channel closed when its connection goes, if it lives, or else the
 // expiry of its lease by the server's clock; and the function that stops
 // watching. Nothing for no blocker, or one of the request's own session.
+//
+// The watch of a live blocker's connection outlives the wait: it is kept
+// while the blocker stays the same, so that a notification that changes
+// nothing of it (a wake this request's own evaluate caused) does not
+// close that watch's connection, whose statement sleeps on the lock, and
+// open another; it ends with the request (endWatch).
 func (a *acquirer) watchBlocker(blocker int64, v verdict) (<-chan struct{}, <-chan time.Time, func()) {
+	live := v.blockerLive != nil && *v.blockerLive && blocker != 0 && blocker != a.s.id
+	if a.unwatch != nil && (!live || blocker != a.watched) {
+		a.endWatch()
+	}
 	switch {
 	case blocker == 0 || blocker == a.s.id:
-	case v.blockerLive != nil && *v.blockerLive:
-		g, unwatch := a.l.watchDeath(blocker)
-		return g, nil, unwatch
+	case live:
+		if a.unwatch == nil {
+			a.died, a.unwatch = a.l.watchDeath(blocker)
+			a.watched = blocker
+		}
+		return a.died, nil, func() {}
 	case v.waitS != nil:
 		// Its connection is gone: the lease expires by the server's
 		// clock in this long. A little later, so that the server agrees
@@ -325,6 +387,14 @@ func (a *acquirer) watchBlocker(blocker int64, v verdict) (<-chan struct{}, <-ch
 		return nil, t.C, func() { t.Stop() }
 	}
 	return nil, nil, func() {}
+}
+
+// endWatch ends the watch of the blocker's connection, if any.
+func (a *acquirer) endWatch() {
+	if a.unwatch != nil {
+		a.unwatch()
+		a.unwatch, a.died, a.watched = nil, nil, 0
+	}
 }
 
 // kill ends the session of a holder that did not let go within the

@@ -214,3 +214,66 @@ func BenchmarkWaiters(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkEndSession measures a watchdog's end of a dead holder's term
+// at the library's level: a holder and its waiter (two Lockers), and a
+// third Locker's SessionEnd for the holder's session, opened and warmed
+// ahead (PrepareEndSession). The holder's connection is first ended
+// (pg_terminate_backend, as when its process dies: the waiter's watch of
+// it fires) in dead=true, left alone in dead=false. Reported: the end's
+// round trip (end-ms) and the time from the start to the waiter's grant
+// (grant-ms), p50 of each.
+func BenchmarkEndSession(b *testing.B) {
+	for _, dead := range []bool{false, true} {
+		b.Run("dead="+strconv.FormatBool(dead), func(b *testing.B) {
+			srv := sharedServer(b)
+			schema := testSchema(b)
+			ctx := context.Background()
+			su := srv.Super(b)
+			var ends, grants []time.Duration
+			for i := 0; b.Loop(); i++ {
+				cfg := Config{TTL: 20 * time.Second}
+				h, w, e := open(b, srv, schema, cfg), open(b, srv, schema, cfg), open(b, srv, schema, cfg)
+				name := "es" + strconv.Itoa(i)
+				lh, err := h.Acquire(ctx, name, elect.Request{})
+				if err != nil {
+					b.Fatal(err)
+				}
+				g := acquireAsync(ctx, w, name, elect.Request{})
+				waitQueued(b, h, name, 1)
+				sid, _ := h.Session(lh)
+				se := e.PrepareEndSession(sid)
+				<-se.ready
+				time.Sleep(20 * time.Millisecond) // the waiter's warm-up done
+				t0 := time.Now()
+				if dead {
+					h.mu.Lock()
+					pid := h.sess.conn.PgConn().PID()
+					h.mu.Unlock()
+					su.Exec(ctx, "SELECT pg_terminate_backend($1)", pid)
+				}
+				t1 := time.Now()
+				if err := se.End(ctx); err != nil {
+					b.Fatal(err)
+				}
+				ends = append(ends, time.Since(t1))
+				r := recvGrant(b, g)
+				if r.err != nil {
+					b.Fatal(r.err)
+				}
+				grants = append(grants, r.at.Sub(t0))
+				r.lead.Release()
+				se.Close()
+				for _, l := range []*Locker{h, w, e} {
+					l.Close()
+				}
+			}
+			ms := func(ds []time.Duration) float64 {
+				slices.Sort(ds)
+				return float64(ds[len(ds)/2].Microseconds()) / 1000
+			}
+			b.ReportMetric(ms(ends), "end-ms")
+			b.ReportMetric(ms(grants), "grant-ms")
+		})
+	}
+}

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/leaderrun/leaderrun/bus"
 	"github.com/leaderrun/leaderrun/elect"
@@ -102,8 +103,7 @@ type BusServer struct {
 	lead *elect.Leadership
 	ch   string
 
-	mu     sync.Mutex
-	conn   *pgx.Conn // publishes, one at a time, in order; opened on use
+	mu     sync.Mutex // held by each send: one at a time, in order
 	closed bool
 	seq    uint64
 	seen   map[string]uint64 // members' publications, by id: a repeat is not sequenced twice
@@ -172,15 +172,17 @@ func (s *BusServer) send(m busMsg) error {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	if s.conn == nil {
-		c, err := s.l.connect(ctx, "bus", map[string]string{"statement_timeout": "5000", "synchronous_commit": "on"})
-		if err != nil {
-			return err
-		}
-		s.conn = c
-	}
-	tag, err := s.conn.Exec(ctx, "SELECT pg_notify($1, $2) FROM "+s.l.q+".requests WHERE ticket = $3 AND session_id = $4 AND epoch = $5",
-		s.ch, string(p), s.t.ticket, s.t.s.id, int64(s.lead.Epoch()))
+	// On the Locker's connection for reads, open already (Ping, Query):
+	// a connection of the bus's own would cost the server a backend's
+	// start as the term begins and its exit as the holder dies, the two
+	// moments of a failover (BenchmarkCLIFailover).
+	var tag pgconn.CommandTag
+	err = s.l.withAdmin(ctx, func(c *pgx.Conn) error {
+		var err error
+		tag, err = c.Exec(ctx, "SELECT pg_notify($1, $2) FROM "+s.l.q+".requests WHERE ticket = $3 AND session_id = $4 AND epoch = $5",
+			s.ch, string(p), s.t.ticket, s.t.s.id, int64(s.lead.Epoch()))
+		return err
+	})
 	if err != nil {
 		return s.l.pgErr("publishing", err)
 	}
@@ -226,8 +228,7 @@ func (s *BusServer) Serve(ctx context.Context) error {
 	return nil
 }
 
-// close tells the members the term's bus is over and closes the
-// publishing connection.
+// close tells the members the term's bus is over.
 func (s *BusServer) close(reason string) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -240,20 +241,12 @@ func (s *BusServer) close(reason string) {
 	p, _ := json.Marshal(m)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()
-	notify := func(c *pgx.Conn) error {
+	// On the connection the messages went on, open since Serve said
+	// "leader": the term's release waits for this.
+	s.l.withAdmin(ctx, func(c *pgx.Conn) error {
 		_, err := c.Exec(ctx, "SELECT pg_notify($1, $2)", s.ch, string(p))
 		return err
-	}
-	// On the publishing connection, open since Serve said "leader": the
-	// term's release waits for this, and a connection opened now (the
-	// Query one, if no Query was made) would cost it milliseconds.
-	if s.conn == nil || notify(s.conn) != nil {
-		s.l.withAdmin(ctx, notify)
-	}
-	if s.conn != nil {
-		s.conn.Close(context.Background())
-		s.conn = nil
-	}
+	})
 }
 
 // BusDial are a member's choices.

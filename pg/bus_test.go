@@ -7,6 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
+
 	"github.com/leaderrun/leaderrun/bus"
 	"github.com/leaderrun/leaderrun/elect"
 )
@@ -160,8 +162,9 @@ func TestBusLeaderDies(t *testing.T) {
 }
 
 // TestBusEndOnPublishingConn: the leader tells its members that the term
-// is over on the publishing connection it already has, not on one opened
-// then, since the term's release waits for it; the member hears it.
+// is over on the connection its messages went on, open since it said it
+// leads (the Locker's connection for queries), not on one opened then,
+// since the term's release waits for it; the member hears it.
 func TestBusEndOnPublishingConn(t *testing.T) {
 	srv := sharedServer(t)
 	schema := testSchema(t)
@@ -183,6 +186,15 @@ func TestBusEndOnPublishingConn(t *testing.T) {
 	}
 	defer mc.Close()
 	nextEvent(t, mc, "join")
+	var publishing *pgx.Conn
+	for deadline := time.Now().Add(10 * time.Second); publishing == nil; time.Sleep(time.Millisecond) {
+		a.admin.mu.Lock()
+		publishing = a.admin.c
+		a.admin.mu.Unlock()
+		if publishing == nil && time.Now().After(deadline) {
+			t.Fatal("the leader did not say it leads, on its Locker's connection for queries, within 10s")
+		}
+	}
 	la.Release()
 	select {
 	case <-served:
@@ -193,9 +205,9 @@ func TestBusEndOnPublishingConn(t *testing.T) {
 		t.Fatalf("after the release the member heard %+v, want the leader lost", ev)
 	}
 	a.admin.mu.Lock()
-	opened := a.admin.c != nil
+	after := a.admin.c
 	a.admin.mu.Unlock()
-	if opened {
-		t.Fatal("the leader opened its Query connection to say the term is over")
+	if after != publishing || after.IsClosed() {
+		t.Fatal("the leader opened a connection to say the term is over")
 	}
 }

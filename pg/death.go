@@ -3,6 +3,8 @@ package pg
 import (
 	"context"
 	"time"
+
+	"github.com/jackc/pgx/v5"
 )
 
 // deathWatch sleeps, on a connection of its own, on the advisory lock that
@@ -55,11 +57,15 @@ func (l *Locker) sleepOn(ctx context.Context, sid int64, w *deathWatch) {
 		l.watchMu.Unlock()
 		close(w.gone)
 	}()
-	c, err := l.connect(ctx, "watch", map[string]string{"statement_timeout": "0", "lock_timeout": "0", "idle_session_timeout": "0"})
+	c, err := l.watchConn(ctx)
 	if err == nil {
 		// Held by the statement only: the implicit transaction ends with it.
 		_, err = c.Exec(ctx, "SELECT pg_advisory_xact_lock_shared(hashtext($1), ($2::bigint % 2147483647)::int)", l.schema, sid)
-		c.Close(context.Background())
+		if err == nil {
+			l.keepSpare(c)
+		} else {
+			c.Close(context.Background())
+		}
 	}
 	if err != nil && ctx.Err() == nil {
 		// Could not watch (the server is restarting, no connection slot
@@ -71,4 +77,49 @@ func (l *Locker) sleepOn(ctx context.Context, sid int64, w *deathWatch) {
 		case <-t.C:
 		}
 	}
+}
+
+// spareIdle is how long the connection of a watch that has fired is kept
+// for the next watch (keepSpare), unless a test says otherwise
+// (Locker.spareIdle).
+const spareIdle = time.Second
+
+// watchConn is the spare watch connection if there is one, else a new one.
+func (l *Locker) watchConn(ctx context.Context) (*pgx.Conn, error) {
+	l.watchMu.Lock()
+	c := l.spare
+	l.spare = nil
+	l.watchMu.Unlock()
+	if c != nil && !c.IsClosed() {
+		return c, nil
+	}
+	return l.connect(ctx, "watch", map[string]string{"statement_timeout": "0", "lock_timeout": "0", "idle_session_timeout": "0"})
+}
+
+// keepSpare keeps c, a watch connection whose blocker's connection has
+// just gone, for the next watch, and closes it once it has been idle for
+// spareIdle. Not closing it at once matters: a backend's exit costs the
+// server milliseconds of processor time, and the end of a holder's
+// connection is the very moment its watchdog ends its term and its
+// successor starts (BenchmarkCLIFailover); a waiter whose blocker changes
+// (the one ahead of it went) connects no more for its next watch.
+func (l *Locker) keepSpare(c *pgx.Conn) {
+	l.watchMu.Lock()
+	defer l.watchMu.Unlock()
+	if l.closing.Err() != nil || l.spare != nil {
+		go c.Close(context.Background())
+		return
+	}
+	l.spare = c
+	time.AfterFunc(l.spareIdle, func() {
+		l.watchMu.Lock()
+		idle := l.spare == c
+		if idle {
+			l.spare = nil
+		}
+		l.watchMu.Unlock()
+		if idle {
+			c.Close(context.Background())
+		}
+	})
 }

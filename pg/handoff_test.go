@@ -80,19 +80,11 @@ func TestHandoffDuringEvaluate(t *testing.T) {
 	s := liveSession(t, w)
 	s.cmu.Lock()
 	terminate(t, sharedServer(t), backendPID(t, h))
-	// w's watch of h's connection fires: w evaluates, and its evaluate
-	// waits for the connection held here.
-	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(time.Millisecond) {
-		w.watchMu.Lock()
-		watching := w.watchers[sid] != nil
-		w.watchMu.Unlock()
-		if !watching {
-			break
-		}
-		if time.Now().After(deadline) {
-			s.cmu.Unlock()
-			t.Fatal("w's watch of the holder's connection did not fire within 10s")
-		}
+	// w's watch of h's connection fires: w reads the holder's lease, and
+	// its read waits for the connection held here.
+	if !watchEnded(w, sid, 10*time.Second) {
+		s.cmu.Unlock()
+		t.Fatal("w's watch of the holder's connection did not fire within 10s")
 	}
 	if err := w.EndSession(t.Context(), sid); err != nil {
 		s.cmu.Unlock()

@@ -94,6 +94,9 @@ type Locker struct {
 
 	watchMu  sync.Mutex
 	watchers map[int64]*deathWatch
+	spare    *pgx.Conn // a watch's connection kept for the next (keepSpare)
+	// spareIdle is how long spare is kept: spareIdle, set by Open.
+	spareIdle time.Duration
 
 	roundTrips atomic.Int64 // statements on session connections, for the benchmarks
 }
@@ -102,7 +105,7 @@ type Locker struct {
 // the first request does.
 func Open(cfg Config) (*Locker, error) {
 	l := &Locker{schema: cfg.Schema, ttl: cfg.TTL, margin: cfg.Margin, host: cfg.Host,
-		terms: map[*elect.Leadership]*holding{}, watchers: map[int64]*deathWatch{}}
+		terms: map[*elect.Leadership]*holding{}, watchers: map[int64]*deathWatch{}, spareIdle: spareIdle}
 	if l.schema == "" {
 		l.schema = DefaultSchema
 	}
@@ -156,6 +159,14 @@ func (l *Locker) connect(ctx context.Context, what string, params map[string]str
 	}
 	if cc.RuntimeParams["application_name"] == "" {
 		cc.RuntimeParams["application_name"] = fmt.Sprintf("leaderrun %s %s pid %d", what, l.host, os.Getpid())
+	}
+	if cc.RuntimeParams["plan_cache_mode"] == "" {
+		// Every statement here, and in the functions, has the same plan
+		// whatever its parameters (a few rows by key): without this, a
+		// backend plans each of them again on each of its first five
+		// runs, and a watchdog's end of a dead term, on a connection
+		// warmed once, is such a run (BenchmarkEndSession).
+		cc.RuntimeParams["plan_cache_mode"] = "force_generic_plan"
 	}
 	for k, v := range params {
 		cc.RuntimeParams[k] = v
@@ -382,7 +393,12 @@ func (l *Locker) Close() error {
 	for _, w := range l.watchers {
 		w.stop()
 	}
+	spare := l.spare
+	l.spare = nil
 	l.watchMu.Unlock()
+	if spare != nil {
+		spare.Close(context.Background())
+	}
 	l.admin.close()
 	l.ends.close()
 	return errors.Join(errs...)

@@ -23,6 +23,17 @@ func (l *Locker) evaluateSQL() string {
 	return "SELECT state, epoch, granted, blocker, blocker_live, wait_s FROM " + l.q + ".evaluate($1, $2)"
 }
 
+// lingerSQL reads the seconds left on the lease of session $1 if it lives,
+// its connection is gone (its advisory lock can be had, as conn_gone
+// tells; $3 is the schema) and it has no waiting request of name $2
+// (acquirer.lingering); no row otherwise. It locks no row.
+func (l *Locker) lingerSQL() string {
+	return "SELECT extract(epoch FROM s.expires_at - clock_timestamp())::float8 FROM " + l.q + ".sessions s " +
+		"WHERE s.id = $1 AND s.expires_at > clock_timestamp() AND NOT EXISTS (SELECT 1 FROM " + l.q +
+		".requests r WHERE r.session_id = s.id AND r.name = $2 AND r.epoch IS NULL)" +
+		" AND pg_try_advisory_xact_lock_shared(hashtext($3), (s.id % 2147483647)::int)"
+}
+
 // warmName is a name no one else uses, for the rows of a warm-up.
 func (l *Locker) warmName() string {
 	return fmt.Sprintf("leaderrun warm-up %s %d %x", l.host, os.Getpid(), time.Now().UnixNano())
@@ -75,7 +86,8 @@ func (l *Locker) warmEnd(ctx context.Context, c *pgx.Conn) error {
 }
 
 // warmSession readies the session connection c for a waiter's evaluate
-// (the wait on a live holder, then the grant) and a holder's leave that
+// (the wait on a live holder, then the grant), its read of a holder whose
+// connection went (lingering), and a holder's leave that
 // hands the name to a waiter of its own session.
 func (l *Locker) warmSession(ctx context.Context, c *pgx.Conn) error {
 	tx, err := c.Begin(ctx)
@@ -84,8 +96,12 @@ func (l *Locker) warmSession(ctx context.Context, c *pgx.Conn) error {
 	}
 	defer tx.Rollback(context.Background())
 	name := l.warmName()
-	held, _, err := l.warmRequest(ctx, tx, name, true, 0)
+	held, hsid, err := l.warmRequest(ctx, tx, name, true, 0)
 	if err != nil {
+		return err
+	}
+	var left float64 // the read of a holder whose connection went
+	if err := tx.QueryRow(ctx, l.lingerSQL(), hsid, name, l.schema).Scan(&left); err != nil {
 		return err
 	}
 	ticket, sid, err := l.warmRequest(ctx, tx, name, false, 0)

@@ -38,9 +38,9 @@ func TestWarmUp(t *testing.T) {
 		})
 		return err == nil && n == 1
 	}
-	for !prepared(w.evaluateSQL()) || !prepared(w.leaveSQL()) {
+	for !prepared(w.evaluateSQL()) || !prepared(w.leaveSQL()) || !prepared(w.lingerSQL()) {
 		if ctx.Err() != nil {
-			t.Fatal("the waiting session's backend has not prepared evaluate and leave within 30s")
+			t.Fatal("the waiting session's backend has not prepared evaluate, leave and the read of a holder whose connection went within 30s")
 		}
 		time.Sleep(10 * time.Millisecond)
 	}

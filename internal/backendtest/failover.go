@@ -104,14 +104,19 @@ func Reap(c *exec.Cmd) {
 	c.Wait()
 }
 
-// Report reports one kind's gaps (sorted in place) as p50-ms, p90-ms and
-// max-ms, and its overlaps, each metric named prefix+unit ("" or
-// "KIND-"), and returns the p50 in ms.
+// Report reports one kind's gaps (sorted in place) as p50-ms, p90-ms,
+// mean-ms and max-ms, and its overlaps, each metric named prefix+unit (""
+// or "KIND-"), and returns the p50 in ms.
 func Report(b *testing.B, prefix string, gaps []time.Duration, overlaps int) float64 {
 	slices.Sort(gaps)
 	ms := func(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
 	p50 := ms(gaps[len(gaps)/2])
+	var sum time.Duration
+	for _, g := range gaps {
+		sum += g
+	}
 	b.ReportMetric(p50, prefix+"p50-ms")
+	b.ReportMetric(ms(sum/time.Duration(len(gaps))), prefix+"mean-ms")
 	b.ReportMetric(ms(gaps[len(gaps)*9/10]), prefix+"p90-ms")
 	b.ReportMetric(ms(gaps[len(gaps)-1]), prefix+"max-ms")
 	b.ReportMetric(float64(overlaps), prefix+"overlaps")

@@ -178,11 +178,17 @@ func pgWrapper(bin, url, schema, ttl string, queued func(ctx context.Context, na
 		},
 		queued: queued,
 		ready: func(ctx context.Context, pid int) (bool, error) {
-			var n int
-			// Open, and idle after its warm-up (a transaction rolled back).
-			err := admin.QueryRow(ctx, "SELECT count(*) FROM pg_stat_activity WHERE application_name LIKE $1 AND state = 'idle' AND query ILIKE 'rollback%'",
-				fmt.Sprintf("leaderrun end %% pid %d", pid)).Scan(&n)
-			return n > 0, err
+			// Its connection for ends of sessions open, and idle after
+			// its warm-up (a transaction rolled back); its session's
+			// connection idle (warmed); its watch of the blocker's
+			// connection asleep on that connection's lock.
+			var ok bool
+			err := admin.QueryRow(ctx, `SELECT
+				EXISTS (SELECT 1 FROM pg_stat_activity WHERE application_name LIKE $1 AND state = 'idle' AND query ILIKE 'rollback%')
+				AND EXISTS (SELECT 1 FROM pg_stat_activity WHERE application_name LIKE $2 AND state = 'idle')
+				AND EXISTS (SELECT 1 FROM pg_stat_activity WHERE application_name LIKE $3 AND state = 'active' AND wait_event_type = 'Lock')`,
+				fmt.Sprintf("leaderrun end %% pid %d", pid), fmt.Sprintf("leaderrun session %% pid %d", pid), fmt.Sprintf("leaderrun watch %% pid %d", pid)).Scan(&ok)
+			return ok, err
 		},
 	}
 }
@@ -375,6 +381,7 @@ func failoverOnce(b testing.TB, admin *pgx.Conn, w wrapper, kill victims, name s
 	backendtest.Start(b, bw)
 	defer backendtest.Reap(bw)
 	waitQueued(b, w, name, 1)
+	waitReady(b, w, bw.Process.Pid)
 	var pids []int
 	var halfway int // the process to kill once it stops half-way
 	if kill == wrapperAndWatchdog || kill == localWaiterHalfway {
