@@ -46,15 +46,7 @@ func TestHeadCodec(t *testing.T) {
 // above its own number.
 func TestHeadSparesLookups(t *testing.T) {
 	l, dir := testLocker(t)
-	a := &acquirer{l: l, name: "h", passed: map[string]bool{}, pids: map[string]int{}}
-	var err error
-	if a.dir, err = l.current(); err != nil {
-		t.Fatal(err)
-	}
-	if err := a.openQueue(); err != nil {
-		t.Fatal(err)
-	}
-	defer a.cleanupTest()
+	a := testAcquirer(t, l, "h")
 	// Tickets 1 to 6 are all there (as files nobody locks, which only a
 	// lookup would tell): the hint alone decides.
 	for n := uint64(1); n <= 6; n++ {
@@ -100,6 +92,23 @@ func TestHeadSparesLookups(t *testing.T) {
 			t.Errorf("head %d: ahead %v, want %v", c.head, got, c.want)
 		}
 	}
+}
+
+// testAcquirer is a request for name in l's directory, with its queue
+// open and no ticket, for tests of its parts; it is cleaned up at the
+// test's end.
+func testAcquirer(t *testing.T, l *Locker, name string) *acquirer {
+	t.Helper()
+	a := &acquirer{l: l, name: name, passed: map[string]bool{}, pids: map[string]int{}}
+	var err error
+	if a.dir, err = l.current(); err != nil {
+		t.Fatal(err)
+	}
+	if err := a.openQueue(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(a.cleanupTest)
+	return a
 }
 
 func (a *acquirer) cleanupTest() {

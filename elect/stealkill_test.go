@@ -14,14 +14,7 @@ func TestKillSparesSteppedBack(t *testing.T) {
 	}
 	defer lead.Release()
 	p := joinInOrder(t, l, dir, "k", 1)[0]
-	a := &acquirer{l: l, name: "k", passed: map[string]bool{}, pids: map[string]int{}}
-	if a.dir, err = l.current(); err != nil {
-		t.Fatal(err)
-	}
-	if err := a.openQueue(); err != nil {
-		t.Fatal(err)
-	}
-	defer a.cleanupTest()
+	a := testAcquirer(t, l, "k")
 	if err := a.openLock(); err != nil {
 		t.Fatal(err)
 	}

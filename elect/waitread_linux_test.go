@@ -128,17 +128,10 @@ func waitGoroutines() int {
 // ahead, or when what woke it was not the holder's hang-up.
 func TestAheadGoneSleepsOn(t *testing.T) {
 	l, _ := testLocker(t)
-	a := &acquirer{l: l, name: "g", passed: map[string]bool{}, pids: map[string]int{}}
-	var err error
-	if a.dir, err = l.current(); err != nil {
-		t.Fatal(err)
-	}
-	if err := a.openQueue(); err != nil {
-		t.Fatal(err)
-	}
-	defer a.cleanupTest()
+	a := testAcquirer(t, l, "g")
 	beacon := func(name string) (owner, reader *os.File) {
 		t.Helper()
+		var err error
 		if err := a.q.MakeBeacon(name, 0o600); err != nil {
 			t.Fatal(err)
 		}
