@@ -20,7 +20,8 @@ import (
 // parsed): build another with New for the next.
 type App struct {
 	root    *cli.Command
-	open    Opener // nil: elect.Open's flock backend
+	arity   map[string]bool // whether each of root's flags takes a value (takesValueOf)
+	open    Opener          // nil: elect.Open's flock backend
 	flags   []BackendFlag
 	usage   string
 	ender   func(ctx context.Context, token string) error
@@ -125,6 +126,7 @@ leaderrun send APP [--] [ARG...]`,
 	// app's flags are its own (status has no -n), each subcommand has its
 	// own --dir and backend flags.
 	localFlags(root)
+	a.arity = takesValueOf(root.Flags)
 	if a.usage != "" {
 		root.Usage = a.usage
 	}
@@ -227,8 +229,8 @@ func (a *App) Run(ctx context.Context, args []string) error {
 // run parses args and runs the command they name: Run without the
 // completion of flag values, the poller and the printing of the error.
 func (a *App) run(ctx context.Context, args []string) error {
-	args = passThrough(protectDashDash(completionArgs(args), a.root.Flags), a.root)
-	if runsCommand(args, a.root) {
+	args = passThrough(protectDashDash(completionArgs(args), a.arity), a.root, a.arity)
+	if runsCommand(args, a.root, a.arity) {
 		// urfave/cli sets up every subcommand before it parses (their
 		// help, their flags): not for a line that runs COMMAND.
 		a.root.Commands = nil

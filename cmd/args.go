@@ -24,8 +24,8 @@ var stopAtCommand = 1
 // which refuses such a word: `leaderrun send app --new-window` hands
 // --new-window to the primary. The command's own flags (--forward-stdin)
 // are still its own anywhere before that word or a --.
-func passThrough(args []string, root *cli.Command) []string {
-	at := subcommandAt(args, root.Flags)
+func passThrough(args []string, root *cli.Command, appValue map[string]bool) []string {
+	at := subcommandAt(args, appValue)
 	if at >= len(args) || args[at] != "send" && args[at] != "publish" {
 		return args
 	}
@@ -56,10 +56,9 @@ func passThrough(args []string, root *cli.Command) []string {
 
 // subcommandAt is the index in args of the first word after the app's
 // own flags (`leaderrun --dir D who NAME --json`): the subcommand, if
-// any, or COMMAND, or a --.
-func subcommandAt(args []string, appFlags []cli.Flag) int {
+// any, or COMMAND, or a --. appValue is the app's flag-arity map.
+func subcommandAt(args []string, appValue map[string]bool) int {
 	at := 1
-	appValue := takesValueOf(appFlags)
 	for at < len(args) && strings.HasPrefix(args[at], "-") && args[at] != "-" && args[at] != "--" {
 		name, _, hasValue := strings.Cut(strings.TrimLeft(args[at], "-"), "=")
 		if appValue[name] && !hasValue {
@@ -73,11 +72,11 @@ func subcommandAt(args []string, appFlags []cli.Flag) int {
 // runsCommand reports whether args is a line of the default action that
 // asks for no help, version or completion: the app's flags, then COMMAND
 // or a -- (or nothing, for the usage error).
-func runsCommand(args []string, root *cli.Command) bool {
+func runsCommand(args []string, root *cli.Command, appValue map[string]bool) bool {
 	if n := len(args); n > 1 && args[n-1] == "--generate-shell-completion" {
 		return false
 	}
-	at := subcommandAt(args, root.Flags)
+	at := subcommandAt(args, appValue)
 	for _, w := range args[1:min(at, len(args))] {
 		if !strings.HasPrefix(w, "-") {
 			continue // a flag's value
@@ -100,9 +99,9 @@ func isFlagWord(a string) bool {
 // protectDashDash doubles the `--` that ends leaderrun's own flags, so that
 // urfave/cli, which drops it while parsing, leaves one in front of COMMAND
 // and does not take a COMMAND named like a subcommand (who, status) for
-// that subcommand. runAction removes it again.
-func protectDashDash(args []string, flags []cli.Flag) []string {
-	takesValue := takesValueOf(flags)
+// that subcommand. runAction removes it again. takesValue is the app's
+// flag-arity map.
+func protectDashDash(args []string, takesValue map[string]bool) []string {
 	for i := 1; i < len(args); i++ {
 		a := args[i]
 		switch {
@@ -125,8 +124,8 @@ func protectDashDash(args []string, flags []cli.Flag) []string {
 	return args
 }
 
-// The flag-arity map: protectDashDash and the completion ask it whether
-// a flag takes a value.
+// The flag-arity map: protectDashDash, the handover and the completion
+// ask it whether a flag takes a value. The app's is built once (App.arity).
 //
 // takesValueOf maps each flag name to whether it takes a value.
 func takesValueOf(flags []cli.Flag) map[string]bool {

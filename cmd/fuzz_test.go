@@ -95,7 +95,7 @@ func FuzzArgs(f *testing.F) {
 	flags := New().root.Flags
 	f.Fuzz(func(t *testing.T, s string) {
 		args := append([]string{"leaderrun"}, strings.Split(s, "\x00")...)
-		p := protectDashDash(slices.Clone(args), flags)
+		p := protectDashDash(slices.Clone(args), takesValueOf(flags))
 		j := 0 // where the inserted --, if any, is
 		if !slices.Equal(p, args) {
 			// The inserted -- follows a -- (not always the first: -w --
@@ -107,7 +107,7 @@ func FuzzArgs(f *testing.F) {
 				t.Fatalf("protectDashDash(%q) = %q: not one -- doubled", args, p)
 			}
 		}
-		if pt := passThrough(slices.Clone(p), New().root); !slices.Equal(pt, p) {
+		if pt := passThrough(slices.Clone(p), New().root, takesValueOf(New().root.Flags)); !slices.Equal(pt, p) {
 			i := 0
 			for i < len(p) && pt[i] == p[i] {
 				i++

@@ -92,7 +92,6 @@ func (a *App) handOver(args []string) {
 // own flags or a subcommand's: before a `--`, and not the value of another
 // flag.
 func (app *App) namesHandover(args []string) (Handover, bool) {
-	takesValue := takesValueOf(append(runFlags(), singleFlags()...))
 	for i := 1; i < len(args); i++ {
 		a := args[i]
 		if a == "--" {
@@ -110,7 +109,7 @@ func (app *App) namesHandover(args []string) (Handover, bool) {
 				return h, true
 			}
 		}
-		if takesValue[name] && !hasValue {
+		if app.arity[name] && !hasValue {
 			i++
 		}
 	}

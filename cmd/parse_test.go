@@ -101,7 +101,7 @@ func TestProtectDashDash(t *testing.T) {
 		{[]string{"lr", "who", "--", "x"}, []string{"lr", "who", "--", "x"}},
 		{[]string{"lr", "-n", "sleep", "1"}, []string{"lr", "-n", "sleep", "1"}},
 	} {
-		if got := protectDashDash(tc.in, app.root.Flags); !slices.Equal(got, tc.want) {
+		if got := protectDashDash(tc.in, app.arity); !slices.Equal(got, tc.want) {
 			t.Errorf("protectDashDash(%q) = %q, want %q", tc.in, got, tc.want)
 		}
 	}
@@ -155,7 +155,7 @@ func TestRunsCommand(t *testing.T) {
 		{[]string{"lr", "--version"}, false},
 		{[]string{"lr", "--na", "--generate-shell-completion"}, false},
 	} {
-		if got := runsCommand(tc.in, root); got != tc.want {
+		if got := runsCommand(tc.in, root, takesValueOf(root.Flags)); got != tc.want {
 			t.Errorf("runsCommand(%q) = %v, want %v", tc.in, got, tc.want)
 		}
 	}

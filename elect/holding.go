@@ -202,9 +202,9 @@ func (h *holding) watchPath(end func(error)) {
 	}()
 }
 
-// release gives the lock up: the kernel lock first, then the ticket, and
-// the beacon last, so that the successor, woken by the beacon's hang-up,
-// finds the lock free.
+// release gives the lock up: the kernel lock first, then the ticket's
+// name, and then the beacon, so that the successor, woken by the beacon's
+// hang-up, finds the lock free and the ticket gone.
 func (h *holding) release() error {
 	// The successor sleeps on our beacon: it is closed as soon as the
 	// lock is free and the ticket gone, and the rest is put away after.
@@ -220,11 +220,16 @@ func (h *holding) release() error {
 	h.claim.Close() // first: a newcomer elsewhere waits on it, not on the lock
 	errs := []error{h.lockF.Close()}
 	h.mu.Lock()
-	h.tk.unlink()
+	h.tk.unname()
 	h.mu.Unlock()
 	h.tk.beacon.Close()
-	// The FIFOs' names go after the hang-up that wakes the successor: a
-	// listing skips them, and their names are never used again.
+	// The ticket file is closed, and the FIFOs' names go, after the
+	// hang-up that wakes the successor: freeing the ticket's inode takes
+	// the filesystem a while, and its name is gone already; a listing
+	// skips the FIFOs, and their names are never used again.
+	h.mu.Lock()
+	h.tk.f.Close()
+	h.mu.Unlock()
 	h.tk.unlinkFIFOs()
 	nudgeAfter(h.q, h.tk.e.seq)
 	if h.unwatch != nil {

@@ -1,6 +1,8 @@
 package elect
 
 import (
+	"errors"
+	"io/fs"
 	"os"
 
 	"github.com/leaderrun/leaderrun/oslock"
@@ -53,21 +55,8 @@ func Nudge(dir, name string) {
 // nudgeAfter is a release's look at the line behind the ticket it just
 // gave up (whose number was seq).
 func nudgeAfter(q *oslock.Dir, seq uint64) {
-	if !stealsMaybe(q) {
-		// The usual line: the next two numbers are the next two
-		// waiters; when both run, they (or the one behind them) take
-		// their turns without help.
-		healthy := 0
-		for n := seq + 1; n <= seq+2; n++ {
-			r, err := readRecord(q, ticketName(n, false))
-			if err != nil || r.Epoch != 0 || oslock.StateOf(r.PID) == oslock.ProcStopped {
-				break
-			}
-			healthy++
-		}
-		if healthy == 2 {
-			return
-		}
+	if !stealsMaybe(q) && lineRuns(q, seq) {
+		return
 	}
 	queue, err := listQueue(q)
 	if err != nil {
@@ -99,3 +88,42 @@ func nudgeLine(q *oslock.Dir, queue []entry) {
 		}
 	}
 }
+
+// lineRuns reports whether the usual line follows the ticket numbered seq
+// that a release just gave up: the next numbers are the next holder,
+// which may have been granted already (its beacon hung up before this
+// look), or even have come and gone, and then the next two waiters, both
+// running. When they run, they (or the one behind them) take their turns
+// without help, and the release need not list the queue, which it would
+// read whole. Anything else (more numbers missing, a stopped waiter, more
+// than one holder) is left to nudgeLine.
+func lineRuns(q *oslock.Dir, seq uint64) bool {
+	healthy, granted, missing := 0, 0, 0
+	for n := seq + 1; healthy < 2; n++ {
+		r, err := readRecord(q, ticketName(n, false))
+		switch {
+		case errors.Is(err, fs.ErrNotExist):
+			// Gone (released, given up) since the beacon's hang-up:
+			// the release may have been slow to look.
+			if missing++; missing > lineGone {
+				return false
+			}
+		case err != nil:
+			return false
+		case r.Epoch != 0:
+			// The next holder: skipped, as nudgeLine skips holders.
+			if granted++; granted > 1 {
+				return false
+			}
+		case oslock.StateOf(r.PID) == oslock.ProcStopped:
+			return false
+		default:
+			healthy++
+		}
+	}
+	return true
+}
+
+// lineGone is how many tickets right behind a released one lineRuns lets
+// have gone before it lists the queue instead.
+const lineGone = 4

@@ -159,10 +159,15 @@ func (a *acquirer) aheadNow() ([]entry, error) {
 		if len(a.known) > headAfter {
 			head = a.headHint()
 		}
+		// Only tickets at or after the first whose beacon we keep can be
+		// kept by it: the many below it are dropped without a lookup.
+		first, any := a.firstBeacon()
 		kept := a.known[:0]
 		for _, e := range a.known {
 			if (e.steal || e.seq >= head) && a.q.Exists(e.name) {
 				kept = append(kept, e)
+			} else if !any || before(e, first) {
+				continue
 			} else if f := a.beacons[e.name]; f != nil && !oslock.HungUp(f) {
 				kept = append(kept, e)
 			}
@@ -180,6 +185,17 @@ func (a *acquirer) aheadNow() ([]entry, error) {
 		ahead = a.stillAhead(ahead)
 	}
 	return ahead, nil
+}
+
+// firstBeacon is, in queue order, the first of the tickets whose beacons
+// we keep; any is false when we keep none.
+func (a *acquirer) firstBeacon() (first entry, any bool) {
+	for n := range a.beacons {
+		if e, ok := parseTicket(n); ok && (!any || before(e, first)) {
+			first, any = e, true
+		}
+	}
+	return first, any
 }
 
 // moved reports whether ticket b is one we know only by its beacon: its

@@ -327,10 +327,16 @@ func (t *ticket) unpublish() {
 // unlink removes the ticket's name (if it is still ours) and closes the
 // ticket file, leaving the beacon and inbox.
 func (t *ticket) unlink() {
+	t.unname()
+	t.f.Close()
+}
+
+// unname removes the ticket's name if it is still ours, leaving the file
+// open (and locked) until the caller closes it.
+func (t *ticket) unname() {
 	if t.present() {
 		t.q.Remove(t.e.name)
 	}
-	t.f.Close()
 }
 
 // unlinkFIFOs removes the names of the ticket's beacon and inbox.
@@ -396,22 +402,23 @@ func removeDeadBeacon(q *oslock.Dir, name string) {
 
 // readRecord reads a ticket's content without locking it.
 func readRecord(q *oslock.Dir, name string) (record, error) {
-	f, err := q.OpenFile(name, os.O_RDONLY, 0)
-	if err != nil {
-		return record{}, err
-	}
-	defer f.Close()
 	// Most records are a few hundred bytes: a larger buffer only for a
-	// larger one.
+	// larger one. Each read opens the ticket anew (an open, a stat, a
+	// read and a close: no descriptor is kept).
 	var small [1024]byte
 	b := small[:]
 	// The owner rewrites its record in place (once granted, once
 	// deposed), so a read may meet a write half-done: read again.
 	for attempt := 0; ; attempt++ {
-		n, _ := f.ReadAt(b, 0)
+		n, err := q.ReadFile(name, b)
+		if err != nil {
+			return record{}, err
+		}
 		if n == len(b) && len(b) < maxRecord {
 			b = make([]byte, maxRecord)
-			n, _ = f.ReadAt(b, 0)
+			if n, err = q.ReadFile(name, b); err != nil {
+				return record{}, err
+			}
 		}
 		r, err := decodeRecord(b[:n])
 		if err == nil || attempt == 3 {

@@ -57,8 +57,11 @@ func (a *acquirer) killHolders() error {
 			continue
 		}
 		// Still in the way: it holds our lock file, or (a lock file
-		// replaced since) its granted ticket is still there.
-		if alive, err := probe(a.q, entry{name: name}); err != nil || !alive {
+		// replaced since) its granted ticket is still there. A ticket
+		// that is there but no longer granted is a waiter: one that
+		// wrote its grant, saw our ticket and stepped back (deposed in
+		// between), which is never killed.
+		if alive, err := probe(a.q, entry{name: name}); err != nil || !alive || !a.granted(name) {
 			if !known || !holds(table[id], pid) {
 				continue
 			}
@@ -69,6 +72,12 @@ func (a *acquirer) killHolders() error {
 		oslock.Kill(pid)
 	}
 	return nil
+}
+
+// granted reports whether the ticket name's record says it holds a grant.
+func (a *acquirer) granted(name string) bool {
+	r, err := readRecord(a.q, name)
+	return err == nil && r.Epoch != 0
 }
 
 // stealNotice is what a stealer, whose ticket is named by, writes into

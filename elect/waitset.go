@@ -21,11 +21,21 @@ type waitSet struct {
 	wg     sync.WaitGroup
 	n      int
 	files  []*os.File // read by their goroutines until close kicks them (Linux)
+	polls  []pollee   // waited for by wait's poll(2) in the caller's thread (Linux)
+	mu     sync.Mutex
+	wake   int // an eventfd that wakes wait's poll, or -1 (Linux)
+}
+
+// pollee is a FIFO that wait polls: a beacon (toEOF: its hang-up) or an
+// inbox (anything that arrives).
+type pollee struct {
+	f     *os.File
+	toEOF bool
 }
 
 func newWaitSet(parent context.Context) *waitSet {
 	ctx, cancel := context.WithCancel(parent)
-	return &waitSet{parent: parent, ctx: ctx, cancel: cancel, fired: make(chan struct{})}
+	return &waitSet{parent: parent, ctx: ctx, cancel: cancel, fired: make(chan struct{}), wake: -1}
 }
 
 // hangup adds the hang-up of the beacon f, opened read-only.
@@ -64,16 +74,38 @@ func (w *waitSet) add(fn func(context.Context) error) {
 			// An event, or an error from the kernel: either way the
 			// caller looks again, which is always safe.
 			w.once.Do(func() { close(w.fired) })
+			w.wakeUp()
 		}
 	}()
 }
 
 func (w *waitSet) empty() bool { return w.n == 0 }
 
+// events returns the channel that is closed at the first event, for a
+// caller that selects on it beside other channels (Watch): from then on
+// every file is waited for by a goroutine of its own.
+func (w *waitSet) events() <-chan struct{} {
+	for _, p := range w.polls {
+		w.readGo(p.f, p.toEOF)
+	}
+	w.polls = nil
+	return w.fired
+}
+
 // wait blocks until an event, the parent context's end (its cause is
 // returned), or d (when d > 0) has passed; fired tells an event from the
-// timer.
+// timer. Where the files can be polled (Linux) the calling goroutine
+// sleeps in poll(2) itself: an event wakes this one thread, which goes on
+// at once, with no goroutine to hand the event over.
 func (w *waitSet) wait(d time.Duration) (fired bool, err error) {
+	if len(w.polls) > 0 {
+		return w.pollWait(d)
+	}
+	return w.chanWait(w.fired, d)
+}
+
+// chanWait is wait on the channel fired.
+func (w *waitSet) chanWait(fired <-chan struct{}, d time.Duration) (bool, error) {
 	var timeout <-chan time.Time
 	if d > 0 {
 		t := time.NewTimer(d)
@@ -83,7 +115,7 @@ func (w *waitSet) wait(d time.Duration) (fired bool, err error) {
 	select {
 	case <-w.parent.Done():
 		return false, context.Cause(w.parent)
-	case <-w.fired:
+	case <-fired:
 		return true, nil
 	case <-timeout:
 		return false, nil
@@ -96,4 +128,5 @@ func (w *waitSet) close() {
 	w.kick()
 	w.wg.Wait()
 	w.unkick()
+	w.closeWake()
 }

@@ -185,7 +185,7 @@ func (a *watchArm) wait() bool {
 	select {
 	case <-a.ctx.Done():
 		return false
-	case <-a.ws.fired:
+	case <-a.ws.events():
 	case <-c1:
 	case <-c2:
 	case <-tick:

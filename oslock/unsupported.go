@@ -26,13 +26,16 @@ func (d *Dir) sysLink(oldname, newname string) error     { return ErrUnsupported
 func (d *Dir) sysRename(oldname, newname string) error   { return ErrUnsupported }
 func (d *Dir) sysLstat(name string) (FileID, int, error) { return FileID{}, 0, ErrUnsupported }
 func (d *Dir) sysExists(name string) bool                { return false }
-func (d *Dir) sysResolvedPath(name string) string        { return d.path + "/" + name }
-func (d *Dir) sysID() (FileID, error)                    { return FileID{}, ErrUnsupported }
-func (d *Dir) dup() (*Dir, error)                        { return nil, ErrUnsupported }
-func sysIDOf(f *os.File) (FileID, error)                 { return FileID{}, ErrUnsupported }
-func sysDirOwner(path string) (int, error)               { return -1, ErrUnsupported }
-func sysCheckFS(path string) error                       { return ErrUnsupported }
-func sysLstatPath(path string) (FileID, int, error)      { return FileID{}, 0, ErrUnsupported }
+func (d *Dir) sysReadFile(name string, buf []byte) (int, error) {
+	return 0, ErrUnsupported
+}
+func (d *Dir) sysResolvedPath(name string) string   { return d.path + "/" + name }
+func (d *Dir) sysID() (FileID, error)               { return FileID{}, ErrUnsupported }
+func (d *Dir) dup() (*Dir, error)                   { return nil, ErrUnsupported }
+func sysIDOf(f *os.File) (FileID, error)            { return FileID{}, ErrUnsupported }
+func sysDirOwner(path string) (int, error)          { return -1, ErrUnsupported }
+func sysCheckFS(path string) error                  { return ErrUnsupported }
+func sysLstatPath(path string) (FileID, int, error) { return FileID{}, 0, ErrUnsupported }
 
 func (d *Dir) openBeacon(name string, owner bool) (*os.File, error) { return nil, ErrUnsupported }
 func (d *Dir) makeBeacon(name string, perm os.FileMode) error       { return ErrUnsupported }

@@ -27,11 +27,16 @@ func buildCLI(ctx context.Context, root, dir string) (string, error) {
 	if err == nil && len(strings.TrimSpace(string(out))) == 0 {
 		return "", fmt.Errorf("the CLI (main.go, cmd/) is not committed yet")
 	}
-	bin := filepath.Join(dir, "leaderrun")
-	cmd := exec.CommandContext(ctx, "go", "build", "-o", bin, ".")
+	return goBuild(ctx, root, ".", filepath.Join(dir, "leaderrun"))
+}
+
+// goBuild builds the command pkg of the module at root into bin, as `go
+// build` does by default.
+func goBuild(ctx context.Context, root, pkg, bin string) (string, error) {
+	cmd := exec.CommandContext(ctx, "go", "build", "-o", bin, pkg)
 	cmd.Dir = root
 	if out, err := cmd.CombinedOutput(); err != nil {
-		return "", fmt.Errorf("go build: %v: %s", err, firstLine(out))
+		return "", fmt.Errorf("go build %s: %v: %s", pkg, err, firstLine(out))
 	}
 	return bin, nil
 }

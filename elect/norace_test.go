@@ -1,0 +1,5 @@
+//go:build !race
+
+package elect
+
+const raceBuild = false
