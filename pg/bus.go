@@ -57,13 +57,31 @@ func (l *Locker) busChan(name string) string {
 	return "lrb_" + hex.EncodeToString(sum[:])
 }
 
-// listenOn opens a connection that LISTENs on channel ch.
+// listenOn opens a connection that LISTENs on channel ch: the spare
+// watch connection if there is one (keepSpare: a leader granted as the
+// holder's connection went has one, and its term's start then costs the
+// server no backend's start), renamed for what, else a new one.
 func (l *Locker) listenOn(ctx context.Context, what, ch string) (*pgx.Conn, error) {
+	listen := "LISTEN " + pgx.Identifier{ch}.Sanitize()
+	if c := l.takeSpare(); c != nil {
+		name := l.appName(what)
+		if n := l.cc.RuntimeParams["application_name"]; n != "" {
+			name = n // the connection string's
+		}
+		name, err := c.PgConn().EscapeString(name)
+		if err == nil {
+			_, err = c.Exec(ctx, "SET application_name = '"+name+"'; "+listen)
+		}
+		if err == nil {
+			return c, nil
+		}
+		c.Close(context.Background())
+	}
 	c, err := l.connect(ctx, what, map[string]string{"statement_timeout": "10000"})
 	if err != nil {
 		return nil, err
 	}
-	if _, err := c.Exec(ctx, "LISTEN "+pgx.Identifier{ch}.Sanitize()); err != nil {
+	if _, err := c.Exec(ctx, listen); err != nil {
 		c.Close(context.Background())
 		return nil, l.pgErr("LISTEN", err)
 	}

@@ -86,14 +86,23 @@ const spareIdle = time.Second
 
 // watchConn is the spare watch connection if there is one, else a new one.
 func (l *Locker) watchConn(ctx context.Context) (*pgx.Conn, error) {
+	if c := l.takeSpare(); c != nil {
+		return c, nil
+	}
+	return l.connect(ctx, "watch", map[string]string{"statement_timeout": "0", "lock_timeout": "0", "idle_session_timeout": "0"})
+}
+
+// takeSpare takes the spare watch connection (keepSpare), if it is open:
+// idle, out of any transaction, with no statement or lock timeout.
+func (l *Locker) takeSpare() *pgx.Conn {
 	l.watchMu.Lock()
 	c := l.spare
 	l.spare = nil
 	l.watchMu.Unlock()
-	if c != nil && !c.IsClosed() {
-		return c, nil
+	if c != nil && c.IsClosed() {
+		return nil
 	}
-	return l.connect(ctx, "watch", map[string]string{"statement_timeout": "0", "lock_timeout": "0", "idle_session_timeout": "0"})
+	return c
 }
 
 // keepSpare keeps c, a watch connection whose blocker's connection has

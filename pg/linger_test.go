@@ -228,3 +228,65 @@ func endAndGrant(t *testing.T, h *Locker, sid int64, g <-chan grant) {
 	}
 	r.lead.Release()
 }
+
+// TestBusListensOnSpare: a leader granted as its holder's connection went
+// (its watch of it fired, and keeps its connection: keepSpare) serves its
+// bus on that connection, renamed, instead of starting a backend in the
+// moment of the failover.
+func TestBusListensOnSpare(t *testing.T) {
+	srv := sharedServer(t)
+	schema := testSchema(t)
+	h := open(t, srv, schema, Config{TTL: 20 * time.Second})
+	w := open(t, srv, schema, Config{TTL: 20 * time.Second, Host: "wspare"})
+	w.spareIdle = time.Minute
+	ctx := t.Context()
+	lh, err := h.Acquire(ctx, "bs", elect.Request{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer lh.Release()
+	g := acquireAsync(ctx, w, "bs", elect.Request{})
+	waitQueued(t, h, "bs", 1)
+	su := srv.Super(t)
+	backendOf := func(app string) int {
+		t.Helper()
+		for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(2 * time.Millisecond) {
+			var pid int
+			err := su.QueryRow(ctx, "SELECT pid FROM pg_stat_activity WHERE application_name LIKE $1", app).Scan(&pid)
+			if err == nil {
+				return pid
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("no backend of %s within 10s: %v", app, err)
+			}
+		}
+	}
+	watch := backendOf("leaderrun watch wspare %")
+	sid, err := h.Session(lh)
+	if err != nil {
+		t.Fatal(err)
+	}
+	terminate(t, srv, backendPID(t, h))
+	if !watchEnded(w, sid, 10*time.Second) {
+		t.Fatal("the waiter's watch of the holder's connection did not fire within 10s")
+	}
+	if err := h.EndSession(ctx, sid); err != nil {
+		t.Fatal(err)
+	}
+	r := recvGrant(t, g)
+	if r.err != nil {
+		t.Fatal(r.err)
+	}
+	defer r.lead.Release()
+	srvBus, err := w.ListenBus(r.lead)
+	if err != nil {
+		t.Fatal(err)
+	}
+	bctx, cancel := context.WithCancel(ctx)
+	served := make(chan error, 1)
+	go func() { served <- srvBus.Serve(bctx) }()
+	defer func() { cancel(); <-served }()
+	if bus := backendOf("leaderrun bus wspare %"); bus != watch {
+		t.Fatalf("the leader's bus listens on backend %d, not on %d, its watch's", bus, watch)
+	}
+}

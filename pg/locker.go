@@ -158,7 +158,7 @@ func (l *Locker) connect(ctx context.Context, what string, params map[string]str
 		cc.RuntimeParams = map[string]string{}
 	}
 	if cc.RuntimeParams["application_name"] == "" {
-		cc.RuntimeParams["application_name"] = fmt.Sprintf("leaderrun %s %s pid %d", what, l.host, os.Getpid())
+		cc.RuntimeParams["application_name"] = l.appName(what)
 	}
 	if cc.RuntimeParams["plan_cache_mode"] == "" {
 		// Every statement here, and in the functions, has the same plan
@@ -180,6 +180,12 @@ func (l *Locker) connect(ctx context.Context, what string, params map[string]str
 		return nil, fmt.Errorf("pg: the server is PostgreSQL %d; leaderrun needs %d or later (idle_session_timeout)", v, MinServerVersion)
 	}
 	return c, nil
+}
+
+// appName is the application_name of a connection of the Locker's for
+// what.
+func (l *Locker) appName(what string) string {
+	return fmt.Sprintf("leaderrun %s %s pid %d", what, l.host, os.Getpid())
 }
 
 func serverMajor(c *pgx.Conn) int {
