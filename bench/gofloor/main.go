@@ -1,3 +1,5 @@
+//go:build linux
+
 // Command gofloor is the least a Go program can do for `leaderrun --name x
 // -- COMMAND`: take an exclusive flock(2) on FILE, run COMMAND with
 // os/exec, wait, and exit with its code. It does nothing else (no queue, no
