@@ -123,6 +123,17 @@ func spawn(t *testing.T, dir, name string, extra ...string) *proctest.Proc {
 }
 
 // testLocker opens a Locker on a fresh private directory.
+// testDir opens a lock directory of the test's own, closed at its end.
+func testDir(t *testing.T) *oslock.Dir {
+	t.Helper()
+	d, err := oslock.OpenDir(t.TempDir(), oslock.DirOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { d.Close() })
+	return d
+}
+
 func testLocker(t *testing.T) (*Locker, string) {
 	t.Helper()
 	dir := t.TempDir()

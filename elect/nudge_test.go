@@ -15,12 +15,7 @@ import (
 // not list the whole queue, also when the next ticket has come and gone
 // meanwhile; anything unusual is left to the listing.
 func TestLineRunsPastNewHolder(t *testing.T) {
-	dir := t.TempDir()
-	d, err := oslock.OpenDir(dir, oslock.DirOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer d.Close()
+	d := testDir(t)
 	q, err := d.Sub("n"+queueSuffix, true, oslock.DirOptions{})
 	if err != nil {
 		t.Fatal(err)

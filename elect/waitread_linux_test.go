@@ -8,8 +8,6 @@ import (
 	"strings"
 	"testing"
 	"time"
-
-	"github.com/leaderrun/leaderrun/oslock"
 )
 
 // TestWaitPollsInCaller: on Linux a wait on beacons and an inbox sleeps in
@@ -19,12 +17,7 @@ import (
 // member waited for by a goroutine (a process's exit); the timer runs out
 // when nothing happens.
 func TestWaitPollsInCaller(t *testing.T) {
-	dir := t.TempDir()
-	d, err := oslock.OpenDir(dir, oslock.DirOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer d.Close()
+	d := testDir(t)
 	fifo := func(name string) (owner, reader func() *os.File) {
 		if err := d.MakeBeacon(name, 0o600); err != nil {
 			t.Fatal(err)
