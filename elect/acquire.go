@@ -368,10 +368,21 @@ func (a *acquirer) grant(ctx context.Context, head uint64) (*Leadership, error) 
 	}
 	// A holder of a directory that was at this path before (removed,
 	// moved, mounted over or unmounted since) may still work: wait until
-	// its claim is gone (see claim.go).
-	if err := a.waitClaims(ctx); err != nil {
+	// its claim is gone, and (exclusive) take the claim in the same step,
+	// so that of two such holders one waits for the other (see claim.go).
+	claim, err := a.claim(ctx)
+	if err != nil {
 		return nil, err
 	}
+	if testAfterClaim != nil {
+		testAfterClaim(a.name)
+	}
+	granted := false
+	defer func() {
+		if !granted {
+			claim.Close()
+		}
+	}()
 	var replaced bool
 	st, err := updateState(ctx, a.dir, a.name, grantEpoch(a.lockF, head, &replaced))
 	if err != nil {
@@ -407,7 +418,8 @@ func (a *acquirer) grant(ctx context.Context, head uint64) (*Leadership, error) 
 			return nil, err
 		}
 	}
-	h := &holding{q: a.q, tk: a.tk, lockF: a.lockF, l: a.l, dir: a.dir, name: a.name, claim: a.makeClaim()}
+	granted = true
+	h := &holding{q: a.q, tk: a.tk, lockF: a.lockF, l: a.l, dir: a.dir, name: a.name, claim: claim}
 	lead, end := newLeadership(Term{Name: a.name, Dir: a.l.path, Mode: a.req.Mode, Epoch: st.epoch, Since: now, Release: h.release}, a.dir, h.claim.File())
 	h.lead = lead
 	if err := a.l.track(lead); err != nil {

@@ -41,21 +41,22 @@ func (l *Locker) claimKey(name string) string {
 	return "leaderrun/v1/" + hex.EncodeToString(sum[:16])
 }
 
-// waitClaims waits until no holder of this user (or, in a group-shared
-// directory, of any user) claims the name.
-func (a *acquirer) waitClaims(ctx context.Context) error {
-	me := os.Geteuid()
-	_, err := oslock.WaitClaim(ctx, a.l.claimKey(a.name), func(uid int) bool {
-		return uid == me || a.l.group
-	})
-	return err
-}
+// testAfterClaim, when set by a test, runs in a grant right after its
+// claim step.
+var testAfterClaim func(name string)
 
-// makeClaim claims the name for an exclusive term; nil when it cannot be
-// made (no claims here, or the key is squatted).
-func (a *acquirer) makeClaim() *oslock.Claim {
+// claim waits until no holder of this user (or, in a group-shared
+// directory, of any user) claims the name, and for an exclusive request
+// takes the claim in that same step (nil where claims cannot be made).
+// Waiting and then claiming in two steps would let two holders of
+// directories that were at the path one after the other both find the
+// key free and both lead.
+func (a *acquirer) claim(ctx context.Context) (*oslock.Claim, error) {
+	me := os.Geteuid()
+	ok := func(uid int) bool { return uid == me || a.l.group }
 	if a.req.Mode != Exclusive {
-		return nil
+		_, err := oslock.WaitClaim(ctx, a.l.claimKey(a.name), ok)
+		return nil, err
 	}
-	return oslock.MakeClaim(a.l.claimKey(a.name))
+	return oslock.TakeClaim(ctx, a.l.claimKey(a.name), ok)
 }

@@ -6,8 +6,11 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strconv"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -444,4 +447,84 @@ func TestStealStoppedHolder(t *testing.T) {
 		t.Fatalf("the stopped holder should have been killed: %v", h.Cmd.ProcessState)
 	}
 	w.Send("release")
+}
+
+// Two holders of directories that were at the path one after the other
+// reach their grants together: the second waits for the first's claim,
+// even though the first made it a moment before (the first is held right
+// after its claim step while the directory is replaced).
+func TestReplacedDirGrantWaitsForClaim(t *testing.T) {
+	if runtime.GOOS != "linux" {
+		t.Skip("claims are Linux's")
+	}
+	base := t.TempDir()
+	dir := filepath.Join(base, "locks")
+	if err := os.Mkdir(dir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	la, err := Open(Config{Dir: dir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer la.Close()
+	reached, hold := make(chan struct{}), make(chan struct{})
+	var once atomic.Bool
+	var unhold sync.Once
+	testAfterClaim = func(string) {
+		if once.CompareAndSwap(false, true) {
+			close(reached)
+			<-hold
+		}
+	}
+	defer func() { testAfterClaim = nil }()
+	let := func() { unhold.Do(func() { close(hold) }) }
+	defer let() // before the Lockers close, which wait for the first request
+	ctx := testCtx(t)
+	granted := make(chan *Leadership, 1)
+	go func() {
+		lead, err := la.Acquire(ctx, "r", Request{})
+		if err != nil {
+			t.Error(err)
+		}
+		granted <- lead
+	}()
+	select {
+	case <-reached:
+	case <-ctx.Done():
+		t.Fatal("the first request never reached its grant")
+	}
+	if err := os.Rename(dir, dir+".old"); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Mkdir(dir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	lb, err := Open(Config{Dir: dir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer lb.Close()
+	// The first is granted in the old directory; the second, in the new
+	// one, must not be granted beside it.
+	short, cancel := context.WithTimeout(ctx, 200*time.Millisecond)
+	lead, err := lb.Acquire(short, "r", Request{})
+	cancel()
+	switch {
+	case err == nil:
+		lead.Release()
+		t.Error("granted in the new directory while the old one's holder was being granted")
+	case !errors.Is(err, context.DeadlineExceeded):
+		t.Errorf("the second request: %v, want it to wait", err)
+	}
+	let()
+	first := <-granted
+	if first == nil || t.Failed() {
+		t.FailNow()
+	}
+	first.Release()
+	lead, err = lb.Acquire(ctx, "r", Request{})
+	if err != nil {
+		t.Fatalf("after the first released: %v", err)
+	}
+	lead.Release()
 }

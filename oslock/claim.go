@@ -11,21 +11,18 @@ import (
 // or died, and nothing it handed the descriptor to still has it). It lets
 // a lock holder keep a name fenced when the directory that held its lock
 // file is removed, moved or mounted over: a newcomer in the directory now
-// at the path asks [ClaimHeld] before it leads.
+// at the path takes it with [TakeClaim], which waits for the old
+// holder's, before it leads.
 //
 // What it cannot see: the abstract namespace is per network namespace, so
 // a process in another one (a service with PrivateNetwork=yes) neither
 // sees nor is seen; and the key can be squatted by another user, whose
 // claim is then ignored (its peer's uid is checked) while ours cannot be
-// made. Off Linux there are no claims: Claim returns nil and ClaimHeld
+// made. Off Linux there are no claims: TakeClaim returns nil and WaitClaim
 // reports none.
 type Claim struct {
 	f *os.File
 }
-
-// MakeClaim binds the claim key for this process, or returns nil if it
-// cannot (the key is taken, or the platform has no claims).
-func MakeClaim(key string) *Claim { return sysMakeClaim(key) }
 
 // File returns the claim's descriptor, so that another process that must
 // keep the fence (a watchdog) can be given it; nil for a nil Claim.
@@ -42,6 +39,15 @@ func (c *Claim) Close() error {
 		return nil
 	}
 	return c.f.Close()
+}
+
+// TakeClaim binds the claim key for this process once no other holder
+// has it, waiting for each claim whose owner's uid ok accepts to go, so
+// that of two holders that take the key, one waits for the other. It
+// returns nil without an error where there are no claims, or when the
+// key is squatted (held by a uid ok refuses).
+func TakeClaim(ctx context.Context, key string, ok func(uid int) bool) (*Claim, error) {
+	return sysTakeClaim(ctx, key, ok)
 }
 
 // WaitClaim blocks until nobody holds the claim key, or ctx ends. A claim

@@ -16,17 +16,28 @@ func TestClaim(t *testing.T) {
 	if held, err := WaitClaim(ctx, key, me); held || err != nil {
 		t.Fatalf("unclaimed key: held %v, err %v", held, err)
 	}
-	c := MakeClaim(key)
-	if c == nil {
-		t.Fatal("MakeClaim failed")
+	c, err := TakeClaim(ctx, key, me)
+	if c == nil || err != nil {
+		t.Fatalf("TakeClaim of a free key: %v, %v", c, err)
 	}
-	if MakeClaim(key) != nil {
-		t.Fatal("a second claim of the same key was made")
+	// A second holder waits for the first: here until its context ends.
+	sctx, scancel := context.WithTimeout(ctx, 50*time.Millisecond)
+	if c2, err := TakeClaim(sctx, key, me); c2 != nil || err == nil {
+		t.Fatalf("a second claim of the same key was taken: %v, %v", c2, err)
 	}
-	// Another user's claim is not ours.
+	scancel()
+	// Another user's claim is not ours: not waited for, and not taken.
 	if held, err := WaitClaim(ctx, key, func(int) bool { return false }); held || err != nil {
 		t.Fatalf("claim of a refused uid: held %v, err %v", held, err)
 	}
+	if c2, err := TakeClaim(ctx, key, func(int) bool { return false }); c2 != nil || err != nil {
+		t.Fatalf("TakeClaim of a key squatted by a refused uid: %v, %v", c2, err)
+	}
+	taken := make(chan *Claim, 1)
+	go func() {
+		c2, _ := TakeClaim(ctx, key, me)
+		taken <- c2
+	}()
 	done := make(chan error, 1)
 	go func() {
 		held, err := WaitClaim(ctx, key, me)
@@ -49,9 +60,17 @@ func TestClaim(t *testing.T) {
 	case <-ctx.Done():
 		t.Fatal("WaitClaim did not return after the claim was closed")
 	}
-	// A cancelled wait returns at once.
-	c = MakeClaim(key)
+	// The waiting TakeClaim has it now.
+	select {
+	case c = <-taken:
+		if c == nil {
+			t.Fatal("the waiting TakeClaim got no claim once the first closed")
+		}
+	case <-ctx.Done():
+		t.Fatal("the waiting TakeClaim did not return after the claim was closed")
+	}
 	defer c.Close()
+	// A cancelled wait returns at once.
 	cctx, ccancel := context.WithCancel(ctx)
 	ccancel()
 	if _, err := WaitClaim(cctx, key, me); err == nil {

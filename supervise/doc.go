@@ -43,7 +43,8 @@
 //     the terms of shared holders that still hold the lock, and pids of
 //     another pid namespace are never signalled.
 //   - The watchdog: with no next holder, nothing of a dead supervisor runs
-//     on. Once COMMAND has run for 20 ms, the term has a watchdog, the
+//     on. An exclusive term has a watchdog from before COMMAND starts (a
+//     shared one once COMMAND has run for 20 ms), the
 //     supervisor's own binary re-executed in a process group of its own,
 //     reading a pipe only the supervisor writes (and keeping a copy of the
 //     lock's claim, elect.Leadership.Claim, so that a newcomer in a lock
@@ -78,8 +79,12 @@
 //     so it cannot keep the next leader out. Without a writable cgroup
 //     the fence scans /proc after every crash, in time linear in the
 //     number of processes.
-//   - A supervisor killed within 20 ms of starting COMMAND has no watchdog
-//     yet: its leftovers go when the next holder fences them.
+//   - A shared holder's supervisor killed within 20 ms of starting
+//     COMMAND has no watchdog yet: its leftovers go when the next holder
+//     fences them. (An exclusive term's watchdog starts before COMMAND:
+//     it keeps the name's claim, without which a newcomer in a lock
+//     directory made anew at the path could lead beside a leftover that
+//     no successor fences.)
 //   - Outside Linux there are no Pdeathsig, /proc, pidfds, cgroups or
 //     subreapers: no term is marked, a COMMAND whose supervisor is killed
 //     with SIGKILL keeps running while the next leader starts, and COMMAND

@@ -56,10 +56,11 @@ type Term struct {
 	ended   bool
 }
 
-// watchdogDelay is how long COMMAND runs before its watchdog is started:
-// a COMMAND that is over sooner (leaderrun -- true) does not pay for
-// starting a process, and one that leaderrun dies sooner than that with is
-// left to the next holder's fence.
+// watchdogDelay is how long COMMAND runs before the watchdog of a term
+// that claims no name (a shared one) is started: a COMMAND that is over
+// sooner does not pay for starting a process, and one that leaderrun dies
+// sooner than that with is left to the next holder's fence. A term that
+// claims its name starts its watchdog before COMMAND (startWatchdogNow).
 const watchdogDelay = 20 * time.Millisecond
 
 // beginTerm fences off what earlier terms of name left running, then marks
@@ -238,6 +239,9 @@ func (t *Term) Start(argv, env []string, stdout io.Writer) (*Command, error) {
 	if t == nil {
 		return startChild(argv, env, stdout)
 	}
+	if t.claim != nil {
+		t.startWatchdogNow()
+	}
 	var ch *Command
 	var err error
 	if t.cg != nil {
@@ -282,6 +286,20 @@ func (t *Term) record(ch *Command) {
 		t.wd.command(&t.rec)
 	case t.wdTimer == nil:
 		t.wdTimer = time.AfterFunc(watchdogDelay, t.startWatchdog)
+	}
+}
+
+// startWatchdogNow starts the watchdog of a term that claims its name
+// before COMMAND starts, unless it runs: the claim's copy is what keeps a
+// newcomer in a lock directory made anew at the path from leading while
+// anything of this term may still run, so it must outlive a leaderrun
+// killed at any moment of the term, its first milliseconds too. Without
+// a watchdog (it cannot be started) the timer tries again later.
+func (t *Term) startWatchdogNow() {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.wd == nil && !t.ended {
+		t.wd = startWatchdog(t)
 	}
 }
 
