@@ -418,13 +418,13 @@ func (a *acquirer) grant(ctx context.Context, head uint64) (*Leadership, error) 
 			return nil, err
 		}
 	}
-	granted = true
 	h := &holding{q: a.q, tk: a.tk, lockF: a.lockF, l: a.l, dir: a.dir, name: a.name, claim: claim}
 	lead, end := newLeadership(Term{Name: a.name, Dir: a.l.path, Mode: a.req.Mode, Epoch: st.epoch, Since: now, Release: h.release}, a.dir, h.claim.File())
 	h.lead = lead
 	if err := a.l.track(lead); err != nil {
 		return nil, err
 	}
+	granted = true // the claim is the holding's now
 	h.armPath(end)
 	h.watch(end)
 	if a.req.Steal {

@@ -107,11 +107,22 @@ func TestQuorumLossHolder(t *testing.T) {
 
 // waitRenewed waits until a lease on cl (A's session) has been renewed,
 // as etcd shows it (etcdctl lease timetolive): its remaining TTL, whole
-// seconds that count down between renewals, goes up.
+// seconds that count down between renewals, goes up, or does not go down
+// over more than a second.
 func waitRenewed(t *testing.T, cl *etcdtest.Cluster) {
 	t.Helper()
 	c := cl.Client(t)
-	low := map[clientv3.LeaseID]int64{}
+	// A lease's TTL is told in whole seconds, rounded down, so renewals a
+	// second apart can show the same number every time. So a renewal is
+	// also seen as a TTL that did not drop over more than a second (it
+	// drops by at least one without one); the interval is counted from
+	// the end of the earlier call to the start of the later one, so that
+	// a slow call cannot make it look longer than it was.
+	type sample struct {
+		ttl int64
+		at  time.Time // when the call that read it returned
+	}
+	low, window := map[clientv3.LeaseID]int64{}, map[clientv3.LeaseID]sample{}
 	proctest.Eventually(t, "A's lease renewed", func() bool {
 		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 		defer cancel()
@@ -120,6 +131,7 @@ func waitRenewed(t *testing.T, cl *etcdtest.Cluster) {
 			return false
 		}
 		for _, l := range ls.Leases {
+			asked := time.Now()
 			r, err := c.TimeToLive(ctx, l.ID)
 			if err != nil || r.TTL <= 0 {
 				continue
@@ -129,6 +141,16 @@ func waitRenewed(t *testing.T, cl *etcdtest.Cluster) {
 			}
 			if m, ok := low[l.ID]; !ok || r.TTL < m {
 				low[l.ID] = r.TTL
+			}
+			w, ok := window[l.ID]
+			switch {
+			case !ok:
+				window[l.ID] = sample{r.TTL, time.Now()}
+			case asked.Sub(w.at) > 1100*time.Millisecond:
+				if r.TTL >= w.ttl {
+					return true
+				}
+				window[l.ID] = sample{r.TTL, time.Now()}
 			}
 		}
 		return false
