@@ -14,14 +14,15 @@ import (
 // (oslock.Claim: an abstract socket on Linux), keyed by the directory's
 // path and the name. The claim stays while the holder's work may go on,
 // even when the directory is removed, moved, replaced, mounted over or
-// unmounted, and every grant waits until no claim of the same key is held.
+// unmounted, and every grant waits until no claim of the same key is held
+// (an exclusive one takes the key in that same step: claim, below).
 // So a newcomer in the directory now at the path, where no queue, state or
 // lock file tells it of the old holder (a fresh one, or one that an
 // unmount uncovers with an older state), still does not lead beside it:
 // it leads once the old holder has released (the leaderrun command: once
 // its COMMAND is gone). In a directory that was not replaced the kernel
-// lock already excludes the two; there the claim costs a connect that is
-// refused and a bind, a few microseconds a grant.
+// lock already excludes the two; there the claim costs a bind (a shared
+// grant's wait, a refused connect), a few microseconds a grant.
 //
 // What a claim cannot see is said at oslock.Claim: a holder in another
 // network namespace, and a key squatted by another user. Shared terms are
