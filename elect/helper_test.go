@@ -137,12 +137,18 @@ func testDir(t *testing.T) *oslock.Dir {
 func testLocker(t *testing.T) (*Locker, string) {
 	t.Helper()
 	dir := t.TempDir()
+	return openLocker(t, dir), dir
+}
+
+// openLocker opens a Locker on dir, closed when the test ends.
+func openLocker(t *testing.T, dir string) *Locker {
+	t.Helper()
 	l, err := Open(Config{Dir: dir})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { l.Close() })
-	return l, dir
+	return l
 }
 
 // pending returns the queued pids of name in order.

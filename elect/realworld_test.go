@@ -457,16 +457,7 @@ func TestReplacedDirGrantWaitsForClaim(t *testing.T) {
 	if runtime.GOOS != "linux" {
 		t.Skip("claims are Linux's")
 	}
-	base := t.TempDir()
-	dir := filepath.Join(base, "locks")
-	if err := os.Mkdir(dir, 0o700); err != nil {
-		t.Fatal(err)
-	}
-	la, err := Open(Config{Dir: dir})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer la.Close()
+	la, dir := testLocker(t)
 	reached, hold := make(chan struct{}), make(chan struct{})
 	var once atomic.Bool
 	var unhold sync.Once
@@ -478,7 +469,7 @@ func TestReplacedDirGrantWaitsForClaim(t *testing.T) {
 	}
 	defer func() { testAfterClaim = nil }()
 	let := func() { unhold.Do(func() { close(hold) }) }
-	defer let() // before the Lockers close, which wait for the first request
+	defer let() // before the Lockers close (at cleanup), which wait for the first request
 	ctx := testCtx(t)
 	granted := make(chan *Leadership, 1)
 	go func() {
@@ -499,11 +490,7 @@ func TestReplacedDirGrantWaitsForClaim(t *testing.T) {
 	if err := os.Mkdir(dir, 0o700); err != nil {
 		t.Fatal(err)
 	}
-	lb, err := Open(Config{Dir: dir})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer lb.Close()
+	lb := openLocker(t, dir)
 	// The first is granted in the old directory; the second, in the new
 	// one, must not be granted beside it.
 	short, cancel := context.WithTimeout(ctx, 200*time.Millisecond)

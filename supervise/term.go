@@ -60,7 +60,7 @@ type Term struct {
 // that claims no name (a shared one) is started: a COMMAND that is over
 // sooner does not pay for starting a process, and one that leaderrun dies
 // sooner than that with is left to the next holder's fence. A term that
-// claims its name starts its watchdog before COMMAND (startWatchdogNow).
+// claims its name starts its watchdog before COMMAND (Term.startWatchdog).
 const watchdogDelay = 20 * time.Millisecond
 
 // beginTerm fences off what earlier terms of name left running, then marks
@@ -240,7 +240,7 @@ func (t *Term) Start(argv, env []string, stdout io.Writer) (*Command, error) {
 		return startChild(argv, env, stdout)
 	}
 	if t.claim != nil {
-		t.startWatchdogNow()
+		t.startWatchdog()
 	}
 	var ch *Command
 	var err error
@@ -289,28 +289,24 @@ func (t *Term) record(ch *Command) {
 	}
 }
 
-// startWatchdogNow starts the watchdog of a term that claims its name
-// before COMMAND starts, unless it runs: the claim's copy is what keeps a
-// newcomer in a lock directory made anew at the path from leading while
-// anything of this term may still run, so it must outlive a leaderrun
-// killed at any moment of the term, its first milliseconds too. Without
-// a watchdog (it cannot be started) the timer tries again later.
-func (t *Term) startWatchdogNow() {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	if t.wd == nil && !t.ended {
-		t.wd = startWatchdog(t)
-	}
-}
-
+// startWatchdog starts the term's watchdog unless it runs or the term
+// has ended, and tells it of COMMAND once COMMAND has started. A term that
+// claims its name starts it before COMMAND (Start): the claim's copy is
+// what keeps a newcomer in a lock directory made anew at the path from
+// leading while anything of this term may still run, so it must outlive
+// a leaderrun killed at any moment of the term, its first milliseconds
+// too. Otherwise record's timer starts it; without a watchdog (it could
+// not be started) that timer tries again.
 func (t *Term) startWatchdog() {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	if t.ended {
+	if t.wd != nil || t.ended {
 		return
 	}
 	t.wd = startWatchdog(t)
-	t.wd.command(&t.rec)
+	if t.rec.commandStarted {
+		t.wd.command(&t.rec)
+	}
 }
 
 // Expire ties the term to lead's deadline, for a backend whose terms end
