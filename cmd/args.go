@@ -60,8 +60,7 @@ func passThrough(args []string, root *cli.Command, appValue map[string]bool) []s
 func subcommandAt(args []string, appValue map[string]bool) int {
 	at := 1
 	for at < len(args) && strings.HasPrefix(args[at], "-") && args[at] != "-" && args[at] != "--" {
-		name, _, hasValue := strings.Cut(strings.TrimLeft(args[at], "-"), "=")
-		if appValue[name] && !hasValue {
+		if wantsValue(args[at], appValue) {
 			at++
 		}
 		at++
@@ -96,6 +95,23 @@ func isFlagWord(a string) bool {
 	return strings.HasPrefix(a, "-") && unicode.IsLetter(r)
 }
 
+// wantsValue reports whether urfave/cli takes the word after the flag
+// word a for its value, as it parses: a word with = has its value; a name
+// the command has (--name, or -name in Go's style) is that flag; a single
+// dash and several letters that are no name is a short group (-nE 3),
+// whose last flag takes the value.
+func wantsValue(a string, takesValue map[string]bool) bool {
+	name, _, hasValue := strings.Cut(strings.TrimLeft(a, "-"), "=")
+	if hasValue {
+		return false
+	}
+	if _, known := takesValue[name]; !known && !strings.HasPrefix(a, "--") && len(name) > 1 {
+		_, size := utf8.DecodeLastRuneInString(name)
+		name = name[len(name)-size:]
+	}
+	return takesValue[name]
+}
+
 // protectDashDash doubles the `--` that ends leaderrun's own flags, so that
 // urfave/cli, which drops it while parsing, leaves one in front of COMMAND
 // and does not take a COMMAND named like a subcommand (who, status) for
@@ -110,15 +126,8 @@ func protectDashDash(args []string, takesValue map[string]bool) []string {
 			return append(append(out, "--"), args[i+1:]...)
 		case !strings.HasPrefix(a, "-") || a == "-":
 			return args // COMMAND without --, or a subcommand
-		case !strings.Contains(a, "="):
-			// A short group like -nE 3 ends with the flag that takes the value.
-			name := strings.TrimLeft(a, "-")
-			if !strings.HasPrefix(a, "--") && len(name) > 1 {
-				name = name[len(name)-1:]
-			}
-			if takesValue[name] {
-				i++
-			}
+		case wantsValue(a, takesValue):
+			i++
 		}
 	}
 	return args
