@@ -39,6 +39,8 @@ func (c *termCgroup) remove(ctx context.Context) bool { return true }
 type watchdog struct{}
 
 func startWatchdog(*Term) *watchdog                    { return nil }
+func prepareWatchdog() *watchdog                       { return nil }
+func (wd *watchdog) begin(*Term) bool                  { return false }
 func (wd *watchdog) command(*termRecord)               {}
 func (wd *watchdog) deadline(time.Time, time.Duration) {}
 func (wd *watchdog) say(string)                        {}

@@ -19,7 +19,7 @@ import (
 // cgroup, and COMMAND runs in that cgroup.
 func TestPreparedTerm(t *testing.T) {
 	dir := t.TempDir()
-	p := Prepare()
+	p := Prepare(false)
 	lk, err := elect.Open(elect.Config{Dir: dir})
 	if err != nil {
 		t.Fatal(err)
@@ -57,7 +57,7 @@ func TestPreparedTerm(t *testing.T) {
 // What a waiter prepared goes when it closes it, and what a killed one
 // left (empty, unlocked) goes at the next process's first Prepare.
 func TestPreparedLeftBehind(t *testing.T) {
-	p := Prepare()
+	p := Prepare(false)
 	if p.cg == nil {
 		t.Skip("no cgroup of our own here: nothing to leave behind")
 	}
@@ -66,7 +66,7 @@ func TestPreparedLeftBehind(t *testing.T) {
 		t.Fatalf("closed, its cgroup is still there: %v", err)
 	}
 	// A killed waiter's: its lock went with it. A live one's stays.
-	dead, live := Prepare(), Prepare()
+	dead, live := Prepare(false), Prepare(false)
 	defer live.Close()
 	dead.cg.dir.Close()
 	old := time.Now().Add(-time.Minute)

@@ -50,8 +50,9 @@ type Term struct {
 	token string   // the backend's TermToken, for the watchdog (TermEnder)
 	claim *os.File // elect.Leadership.Claim: the watchdog keeps a copy
 
-	mu      sync.Mutex // guards rec, wd, wdTimer and ended against the timer
+	mu      sync.Mutex // guards rec, wd, pre, wdTimer and ended against the timer
 	wd      *watchdog
+	pre     *watchdog // started while waiting (Prepare), its term not begun
 	wdTimer *time.Timer
 	ended   bool
 }
@@ -121,14 +122,16 @@ func beginTermIn(ctx context.Context, d *oslock.Dir, name string, exclusive bool
 	var err error
 	fenceDir(ctx, d, name, exclusive)
 	t := &Term{d: d, name: name}
-	id, cg, ok := p.take()
+	id, cg, pre, ok := p.take()
 	if !ok {
-		id, cg = newTermID(), nil
+		id, cg, pre = newTermID(), nil, nil
 	}
+	t.pre = pre
 	t.rec = termRecord{id: id, wpid: os.Getpid(), wstart: selfStart(), pidns: selfPidNS}
 	t.file = layout.TermMarkerPrefix(name) + t.rec.id
 	if t.f, err = d.OpenFile(t.file, os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o600); err != nil {
 		d.Close()
+		pre.close()
 		if cg != nil {
 			cg.remove(ctx)
 		}
@@ -303,7 +306,13 @@ func (t *Term) startWatchdog() {
 	if t.wd != nil || t.ended {
 		return
 	}
-	t.wd = startWatchdog(t)
+	if t.pre != nil && t.token == "" && t.pre.begin(t) {
+		t.wd = t.pre
+	} else {
+		t.pre.close()
+		t.wd = startWatchdog(t)
+	}
+	t.pre = nil
 	if t.rec.commandStarted {
 		t.wd.command(&t.rec)
 	}
@@ -324,6 +333,9 @@ func (t *Term) Expire(token string, lead *elect.Leadership, grace time.Duration)
 	t.token = token
 	t.mu.Lock()
 	defer t.mu.Unlock()
+	// A prepared watchdog cannot end a backend's term: this one can.
+	t.pre.close()
+	t.pre = nil
 	if t.wd = startWatchdog(t); t.wd == nil {
 		if strings.Contains(testFence, "nowatchdog") {
 			return nil
@@ -371,6 +383,8 @@ func (t *Term) End() {
 	if t.wdTimer != nil {
 		t.wdTimer.Stop()
 	}
+	t.pre.close()
+	t.pre = nil
 	t.mu.Unlock()
 	t.f.Close()
 	if t.cg != nil {

@@ -46,7 +46,7 @@ func init() {
 		time.Sleep(time.Minute)
 		os.Exit(0)
 	case "sweep": // a new process's first Prepare sweeps (TestPreparedLeftBehind)
-		Prepare().Close()
+		Prepare(false).Close()
 		os.Exit(0)
 	case "forker":
 		for end := time.Now().Add(time.Minute); time.Now().Before(end); {
@@ -62,11 +62,14 @@ func init() {
 
 // helperSupervisor does what leaderrun does around COMMAND, for the
 // tests of the fence and the watchdog: ARGS are --dir DIR --name NAME
-// --grace DURATION [--shared] -- COMMAND [ARG...]. It leads NAME in DIR,
-// begins the term, runs COMMAND in it, and when COMMAND exits, or a
-// terminating signal comes, stops it and ends the term.
+// --grace DURATION [--shared] [--prepared] -- COMMAND [ARG...]. It leads
+// NAME in DIR (with --prepared, having prepared the term and its watchdog
+// first, as leaderrun does while it waits), begins the term, runs COMMAND
+// in it, and when COMMAND exits, or a terminating signal comes, stops it
+// and ends the term.
 func helperSupervisor(args []string) int {
 	var dir, name string
+	var prepared *Prepared
 	grace, mode := time.Second, elect.Exclusive
 	for len(args) > 1 && args[0] != "--" {
 		switch args[0] {
@@ -79,6 +82,8 @@ func helperSupervisor(args []string) int {
 			args = args[1:]
 		case "--shared":
 			mode = elect.Shared
+		case "--prepared":
+			prepared = Prepare(true)
 		}
 		args = args[1:]
 	}
@@ -95,11 +100,12 @@ func helperSupervisor(args []string) int {
 	}
 	lead, err := lk.Acquire(context.Background(), name, elect.Request{Mode: mode})
 	if err != nil {
+		prepared.Close()
 		fmt.Fprintln(os.Stderr, "lr:", err)
 		return 1
 	}
 	defer lead.Release()
-	tm := Begin(context.Background(), lead, dir, nil)
+	tm := Begin(context.Background(), lead, dir, prepared)
 	defer tm.End()
 	env := append(os.Environ(), "LEADERRUN_DIR="+dir, "LEADERRUN_NAME="+name)
 	ch, err := tm.Start(args[1:], tm.Environ(env), os.Stdout)
@@ -520,15 +526,21 @@ func waitStarted(r *termRecord) bool {
 // TestWatchdogNoSuccessor: leaderrun SIGKILLed with nobody waiting; its
 // watchdog ends COMMAND's kids, in its group and in a session of their
 // own, and removes the marker.
+// With --prepared, the watchdog is the one started while the term was
+// prepared, which the term began.
 func TestWatchdogNoSuccessor(t *testing.T) {
-	for _, mode := range []string{"cgroup", "nocgroup"} {
+	for _, mode := range []string{"cgroup", "nocgroup", "cgroup,prepared", "nocgroup,prepared"} {
 		t.Run(mode, func(t *testing.T) {
-			if mode == "cgroup" && newTermCgroupProbe() == "" {
+			if strings.HasPrefix(mode, "cgroup") && newTermCgroupProbe() == "" {
 				t.Skip("no writable cgroup v2 with cgroup.kill here")
 			}
-			env := []string{"TEST_LEADERRUN_FENCE=" + strings.TrimPrefix(mode, "cgroup")}
+			env := []string{"TEST_LEADERRUN_FENCE=" + strings.TrimPrefix(strings.TrimSuffix(mode, ",prepared"), "cgroup")}
+			var flags []string
+			if strings.HasSuffix(mode, ",prepared") {
+				flags = []string{"--prepared"}
+			}
 			dir := termLockDir(t)
-			w := startWrapper(t, dir, "job", "group,setsid", env)
+			w := startWrapper(t, dir, "job", "group,setsid", env, flags...)
 			wd := watchdogOf(t, w.cmd.Process.Pid)
 			w.crash(t)
 			if alive := waitGoneAll(w.all(), 10*time.Second); len(alive) > 0 {
@@ -756,5 +768,97 @@ func TestWatchdogClaimGoesBeforeExit(t *testing.T) {
 	lead.Release()
 	if left := termProcesses(t, w.id); len(left) > 0 {
 		t.Errorf("processes of the crashed term left: %v", left)
+	}
+}
+
+// TestPreparedWatchdogGivenUp: the watchdog started while a term is
+// prepared exits when the request is given up (Close) and when its
+// supervisor dies waiting, and touches nothing: the holder's term and
+// marker stay.
+func TestPreparedWatchdogGivenUp(t *testing.T) {
+	p := Prepare(true)
+	if p.wd == nil {
+		t.Fatal("Prepare(true) started no watchdog")
+	}
+	proctest.EndPID(t, p.wd.pid)
+	pid := p.wd.pid
+	p.Close()
+	if alive := waitGoneAll([]int{pid}, 10*time.Second); len(alive) > 0 {
+		t.Fatalf("the prepared watchdog %d did not exit within 10s of Close", pid)
+	}
+
+	dir := termLockDir(t)
+	holder := startWrapper(t, dir, "job", "group", nil)
+	waiter := helperCmd("lr", "--dir", dir, "--name", "job", "--prepared", "--", os.Args[0], "-test.run=^$", "sleeper")
+	waiter.Env = append(waiter.Env, proctest.RoleEnv+"=helper")
+	if err := waiter.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		waiter.Process.Kill()
+		waiter.Wait()
+	})
+	wd := watchdogOf(t, waiter.Process.Pid)
+	waiter.Process.Kill()
+	waiter.Wait()
+	if alive := waitGoneAll([]int{wd}, 10*time.Second); len(alive) > 0 {
+		t.Fatalf("the prepared watchdog %d did not exit within 10s of its waiter's SIGKILL", wd)
+	}
+	for kind, pid := range holder.pids {
+		if !running(pid) {
+			t.Errorf("the holder's %s %d is gone after a waiter's watchdog exited", kind, pid)
+		}
+	}
+	if names, _ := filepath.Glob(filepath.Join(dir, "job.cmd.*")); len(names) != 1 {
+		t.Errorf("markers after a waiter's watchdog exited: %v, want the holder's", names)
+	}
+}
+
+// TestPreparedWatchdogKeepsClaim: a term begun with the watchdog started
+// while it was prepared hands that watchdog the name's claim, which it
+// keeps until the term is fenced: leaderrun SIGKILLed while its lock
+// directory has been moved away and made anew, a holder in the new one is
+// not granted while the watchdog is stopped before it lets the claim go
+// (TEST_LEADERRUN_FENCE=halfway), and is once it goes on.
+func TestPreparedWatchdogKeepsClaim(t *testing.T) {
+	dir := termLockDir(t)
+	w := startWrapper(t, dir, "job", "group", []string{"TEST_LEADERRUN_FENCE=halfway"}, "--prepared")
+	wd := watchdogOf(t, w.cmd.Process.Pid)
+	if err := os.Rename(dir, dir+".old"); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Mkdir(dir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	w.crash(t)
+	proctest.Eventually(t, "the watchdog stopped halfway", func() bool { return oslock.StateOf(wd) == oslock.ProcStopped })
+	l, err := elect.Open(elect.Config{Dir: dir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	granted := make(chan error, 1)
+	ctx, cancel := context.WithTimeout(t.Context(), 20*time.Second)
+	defer cancel()
+	go func() {
+		lead, err := l.Acquire(ctx, "job", elect.Request{})
+		if err == nil {
+			lead.Release()
+		}
+		granted <- err
+	}()
+	select {
+	case err := <-granted:
+		t.Fatalf("granted in the new directory while the dead term's watchdog keeps the claim (err %v)", err)
+	case <-time.After(300 * time.Millisecond):
+	}
+	syscall.Kill(wd, syscall.SIGCONT)
+	if err := <-granted; err != nil {
+		t.Fatalf("not granted once the watchdog let the claim go: %v", err)
+	}
+	for kind, pid := range w.pids {
+		if running(pid) {
+			t.Errorf("%s %d of the dead term still runs", kind, pid)
+		}
 	}
 }

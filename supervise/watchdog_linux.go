@@ -1,9 +1,10 @@
 package supervise
 
 import (
-	"bufio"
 	"context"
+	"errors"
 	"fmt"
+	"io"
 	"os"
 	"os/signal"
 	"strconv"
@@ -26,16 +27,19 @@ import (
 //
 // It is leaderrun itself (/proc/self/exe) in a hidden role, in a process
 // group of its own (so that Ctrl-C and hang-up do not reach it), with
-// /dev/null for stdio and, as descriptor 3, the read end of a pipe whose
-// write end only leaderrun holds (every descriptor of leaderrun is
-// close-on-exec), and as descriptor 4 the name's claim (see
-// elect.Leadership.Claim), which it holds until the term is over (ended
-// cleanly, or fenced and its marker removed) so that a newcomer in a lock
-// directory made anew at the path does not lead before this term's
-// COMMAND is gone; the next holder, which waits for every claim of the
-// name, then finds no marker left to fence a second time. It reads
-// lines, one message each:
+// /dev/null for stdio and, as descriptor 3, one end of a socket pair
+// (SOCK_SEQPACKET: a message a record) whose other end only leaderrun
+// holds (every descriptor of leaderrun is close-on-exec). It may be
+// started while leaderrun waits in line (Prepare), idle until its term
+// begins, so that a term starts none; or as the term begins, with the
+// term's first message already queued. The messages:
 //
+//	begin NUL id NUL cgroup NUL since NUL dir NUL name
+//	                               the term begins: its id, cgroup (or
+//	                               none), leaderrun's start time, lock
+//	                               directory and name; with the name's
+//	                               claim (see elect.Leadership.Claim)
+//	                               attached (SCM_RIGHTS), if it has one
 //	command <pid> <start> <pgid>   COMMAND (re)started
 //	deadline <mono> <grace>        the term ends at CLOCK_MONOTONIC <mono> ns
 //	                               unless a later deadline comes; <grace> ns
@@ -43,14 +47,22 @@ import (
 //	stopping                       leaderrun is stopping COMMAND itself
 //	end                            the term ended cleanly: exit
 //
-// End of file without "end" means leaderrun is gone: the watchdog fences
-// the term as its successor would (cgroup.kill, or the process group and
-// the term id), given an endterm token ends the term in its backend
-// (etcd: revokes the lease), so that the next holder, on any host, is
-// granted at once instead of after the lease's TTL, and then removes the
-// marker. With a TermEnd.Prepare, it readies that end as it learns the
-// token (PostgreSQL: opens the connection), so that the end is then one
-// round trip.
+// The watchdog holds the claim until the term is over (ended cleanly, or
+// fenced and its marker removed), so that a newcomer in a lock directory
+// made anew at the path does not lead before this term's COMMAND is gone;
+// the next holder, which waits for every claim of the name, then finds no
+// marker left to fence a second time.
+//
+// The end of the socket before begin means no term began (the request was
+// given up, or leaderrun died waiting): the watchdog exits. After begin,
+// the end without "end" means leaderrun is gone: the watchdog fences the
+// term as its successor would (cgroup.kill, or the process group and the
+// term id), given an endterm token ends the term in its backend (etcd:
+// revokes the lease), so that the next holder, on any host, is granted at
+// once instead of after the lease's TTL, and then removes the marker.
+// With a TermEnd.Prepare, it readies that end as it learns the token
+// (PostgreSQL: opens the connection), so that the end is then one round
+// trip.
 //
 // A term with a deadline (a lease that leaderrun must renew, etcd's) also
 // ends when the deadline passes without a later one: leaderrun stopped
@@ -63,15 +75,7 @@ import (
 // leaderrun-etcd's --ttl), so COMMAND is gone before anyone else is
 // granted. Unknown messages are skipped, so that a later version can add
 // one.
-const (
-	watchdogRole   = "LEADERRUN_INTERNAL_ROLE"
-	watchdogTerm   = "LEADERRUN_WATCHDOG_TERM"
-	watchdogCgroup = "LEADERRUN_WATCHDOG_CGROUP"
-	watchdogDir    = "LEADERRUN_WATCHDOG_DIR"
-	watchdogName   = "LEADERRUN_WATCHDOG_NAME"
-	watchdogSince  = "LEADERRUN_WATCHDOG_SINCE" // leaderrun's start time
-	watchdogClaim  = "LEADERRUN_WATCHDOG_CLAIM" // "4": descriptor 4 is the claim
-)
+const watchdogRole = "LEADERRUN_INTERNAL_ROLE"
 
 // A watchdog that has a backend's term to end (App.ender) runs in Main,
 // once the app that knows how is built (roleLate); the others run as the
@@ -101,72 +105,106 @@ var watchdogPID atomic.Int64
 
 func isWatchdog(pid int) bool { return pid > 0 && int64(pid) == watchdogPID.Load() }
 
+// A watchdog is leaderrun's end of a watchdog's socket. Its methods do
+// nothing on a nil *watchdog (none could be started).
 type watchdog struct {
-	pid int
-	w   *os.File
+	pid   int
+	conn  *os.File
+	begun bool
 }
 
-// startWatchdog starts the term's watchdog, or returns nil if it cannot;
-// the term then relies on its successor's fence alone.
-func startWatchdog(t *Term) *watchdog {
+// spawnWatchdog starts a watchdog in role, or returns nil if it cannot.
+// With t, the term's begin is queued first, so that the watchdog knows its
+// term from its first read even if leaderrun dies right after the start.
+func spawnWatchdog(role string, t *Term) *watchdog {
 	if strings.Contains(testFence, "nowatchdog") {
 		return nil
 	}
-	r, w, err := os.Pipe()
+	fds, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_SEQPACKET|unix.SOCK_CLOEXEC, 0)
 	if err != nil {
 		return nil
 	}
-	defer r.Close()
+	theirs := os.NewFile(uintptr(fds[1]), "watchdog")
+	defer theirs.Close()
+	if unix.SetNonblock(fds[0], true) != nil {
+		unix.Close(fds[0])
+		return nil
+	}
+	wd := &watchdog{conn: os.NewFile(uintptr(fds[0]), "watchdog")}
+	if t != nil && !wd.begin(t) {
+		wd.conn.Close()
+		return nil
+	}
 	null, err := os.Open(os.DevNull)
 	if err != nil {
-		w.Close()
+		wd.conn.Close()
 		return nil
 	}
 	defer null.Close()
+	env := []string{watchdogRole + "=" + role}
+	if testFence != "" {
+		env = append(env, "TEST_LEADERRUN_FENCE="+testFence)
+	}
+	p, err := os.StartProcess("/proc/self/exe", []string{"leaderrun-watchdog"}, &os.ProcAttr{
+		Env:   env,
+		Dir:   "/", // not to keep the user's working directory busy
+		Files: []*os.File{null, null, null, theirs},
+		Sys:   &syscall.SysProcAttr{Setpgid: true},
+	})
+	if err != nil {
+		wd.conn.Close()
+		return nil
+	}
+	wd.pid = p.Pid // Release sets p.Pid to -1
+	watchdogPID.Store(int64(wd.pid))
+	// Never waited for: it outlives leaderrun on purpose. As a child of
+	// a subreaper its zombie is collected with COMMAND's orphans.
+	p.Release()
+	return wd
+}
+
+// startWatchdog starts the watchdog of the term t as it begins, or
+// returns nil if it cannot; the term then relies on its successor's fence
+// alone.
+func startWatchdog(t *Term) *watchdog {
 	role := roleEarly
 	if t.token != "" {
 		role = roleLate
 	}
-	files := []*os.File{null, null, null, r}
-	env := []string{
-		watchdogRole + "=" + role,
-		watchdogTerm + "=" + t.rec.id,
-		watchdogCgroup + "=" + t.rec.cgroup,
-		watchdogDir + "=" + t.d.Path(),
-		watchdogName + "=" + t.name,
-		watchdogSince + "=" + strconv.FormatUint(t.rec.wstart, 10),
-	}
+	return spawnWatchdog(role, t)
+}
+
+// prepareWatchdog starts a watchdog that waits, idle, for a term to begin
+// (a prepared term's: see Prepare).
+func prepareWatchdog() *watchdog { return spawnWatchdog(roleEarly, nil) }
+
+// begin tells the watchdog of its term, and hands it the name's claim
+// with it, if the term has one. It reports whether the message went.
+func (wd *watchdog) begin(t *Term) bool {
+	msg := strings.Join([]string{"begin", t.rec.id, t.rec.cgroup, strconv.FormatUint(t.rec.wstart, 10), t.d.Path(), t.name}, "\x00")
+	var oob []byte
 	if t.claim != nil {
-		// Descriptor 4: the name's claim outside the lock directory,
-		// kept until the term is fenced (see elect.Leadership.Claim).
-		files = append(files, t.claim)
-		env = append(env, watchdogClaim+"=4")
+		oob = unix.UnixRights(int(t.claim.Fd()))
 	}
-	if testFence != "" {
-		env = append(env, "TEST_LEADERRUN_FENCE="+testFence)
-	}
-	p, err := os.StartProcess("/proc/self/exe", []string{"leaderrun-watchdog", t.name}, &os.ProcAttr{
-		Env:   env,
-		Dir:   "/", // not to keep the user's working directory busy
-		Files: files,
-		Sys:   &syscall.SysProcAttr{Setpgid: true},
-	})
+	rc, err := wd.conn.SyscallConn()
 	if err != nil {
-		w.Close()
-		return nil
+		return false
 	}
-	pid := p.Pid // Release sets p.Pid to -1
-	watchdogPID.Store(int64(pid))
-	// Never waited for: it outlives leaderrun on purpose. As a child of
-	// a subreaper its zombie is collected with COMMAND's orphans.
-	p.Release()
-	return &watchdog{pid: pid, w: w}
+	var serr error
+	if err := rc.Write(func(fd uintptr) bool {
+		serr = unix.Sendmsg(int(fd), []byte(msg), oob, nil, 0)
+		return serr != unix.EAGAIN
+	}); err != nil || serr != nil {
+		return false
+	}
+	wd.begun = true
+	return true
 }
 
 // command tells the watchdog which COMMAND to kill.
 func (wd *watchdog) command(r *termRecord) {
 	if wd != nil {
-		wd.w.WriteString(commandMsg(r))
+		wd.conn.WriteString(commandMsg(r))
 	}
 }
 
@@ -182,21 +220,24 @@ func (wd *watchdog) deadline(at time.Time, grace time.Duration) {
 	}
 	// time.Until reads Go's monotonic clock, which is CLOCK_MONOTONIC.
 	mono := now.Nano() + int64(time.Until(at))
-	fmt.Fprintf(wd.w, "deadline %d %d\n", mono, int64(grace))
+	fmt.Fprintf(wd.conn, "deadline %d %d\n", mono, int64(grace))
 }
 
 // say sends the watchdog one message line.
 func (wd *watchdog) say(line string) {
 	if wd != nil {
-		wd.w.WriteString(line + "\n")
+		wd.conn.WriteString(line + "\n")
 	}
 }
 
-// close tells the watchdog that the term ended cleanly.
+// close tells the watchdog that the term ended cleanly (or, before its
+// term began, that none will).
 func (wd *watchdog) close() {
 	if wd != nil {
-		wd.w.WriteString("end\n")
-		wd.w.Close()
+		if wd.begun {
+			wd.conn.WriteString("end\n")
+		}
+		wd.conn.Close()
 	}
 }
 
@@ -209,35 +250,38 @@ type watch struct {
 	release  func()
 	grace    time.Duration // from the last deadline
 	stopping bool          // leaderrun is stopping COMMAND itself
-	timer    *time.Timer   // fires at the last deadline; nil without one
-	claim    bool          // descriptor 4 is the name's claim, still open
+	begun    bool          // begin came: the term is this watchdog's
+	dir      string        // the term's lock directory and name, from begin
+	name     string
+	claim    int // the descriptor of the name's claim, still open; -1 without
 }
 
-// closeClaim closes the name's claim, descriptor 4, if this watchdog was
-// given one (without one, descriptor 4 may be anything the runtime opened
-// since, such as its poller's).
+// closeClaim closes the name's claim, if this watchdog was given one.
 func (w *watch) closeClaim() {
-	if w.claim {
-		unix.Close(4)
-		w.claim = false
+	if w.claim >= 0 {
+		unix.Close(w.claim)
+		w.claim = -1
 	}
 }
 
 func runWatchdog(te TermEnd) int {
 	endTerm := te.End
 	signal.Ignore(syscall.SIGINT, syscall.SIGHUP, syscall.SIGQUIT, syscall.SIGTTIN, syscall.SIGTTOU)
-	w := &watch{r: termRecord{id: os.Getenv(watchdogTerm), cgroup: os.Getenv(watchdogCgroup)}, prepare: te.Prepare, claim: os.Getenv(watchdogClaim) == "4"}
+	w := &watch{prepare: te.Prepare, claim: -1}
 	defer func() {
 		if w.release != nil {
 			w.release()
 		}
 	}()
-	w.r.wstart, _ = strconv.ParseUint(os.Getenv(watchdogSince), 10, 64)
-	if !validTermID(w.r.id) {
+	ms, err := openMessages()
+	if err != nil {
 		return 2
 	}
-	if !w.follow(readLines(os.NewFile(3, "watchdog"))) {
-		return 0 // the term ended cleanly
+	if !w.follow(ms) {
+		return 0 // the term ended cleanly, or none began
+	}
+	if !validTermID(w.r.id) {
+		return 2
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 2*fenceBudget)
 	defer cancel()
@@ -257,9 +301,9 @@ func runWatchdog(te TermEnd) int {
 	// path. That is safe: it removes one file, its term's marker, named by
 	// the term's random 128-bit id, which no directory put at the path
 	// since can hold.
-	d, err := oslock.OpenDir(os.Getenv(watchdogDir), oslock.DirOptions{GroupShared: true, AllowUnsafeFS: true})
+	d, err := oslock.OpenDir(w.dir, oslock.DirOptions{GroupShared: true, AllowUnsafeFS: true})
 	if err == nil {
-		d.Remove(layout.TermMarkerPrefix(os.Getenv(watchdogName)) + w.r.id)
+		d.Remove(layout.TermMarkerPrefix(w.name) + w.r.id)
 		d.Close()
 	}
 	// The term is over and its marker gone: the claim goes now, not at
@@ -271,7 +315,7 @@ func runWatchdog(te TermEnd) int {
 	if err == nil {
 		// leaderrun died holding the lock: the waiters next in line
 		// learn of it by themselves unless they are stopped.
-		elect.Nudge(os.Getenv(watchdogDir), os.Getenv(watchdogName))
+		elect.Nudge(w.dir, w.name)
 	}
 	stopAt("exiting")
 	return 0
@@ -287,21 +331,81 @@ func stopAt(hook string) {
 	}
 }
 
-// readLines sends the lines of f, without their newline, until its end.
-func readLines(f *os.File) <-chan string {
-	lines := make(chan string)
-	go func() {
-		defer close(lines)
-		in := bufio.NewReader(f)
-		for {
-			line, err := in.ReadString('\n')
-			if err != nil {
-				return
+// A message is one record of the watchdog's socket, without its
+// newline, with the descriptor that came with it (-1 if none).
+type message struct {
+	text string
+	fd   int
+}
+
+// messages reads the records of the watchdog's socket, descriptor 3,
+// through the runtime's poller, so that a record wakes one thread and
+// the deadlines are the socket's read deadlines.
+type messages struct {
+	f   *os.File
+	buf []byte
+	oob []byte
+}
+
+func openMessages() (*messages, error) {
+	if err := unix.SetNonblock(3, true); err != nil {
+		return nil, err
+	}
+	return &messages{f: os.NewFile(3, "watchdog"), buf: make([]byte, 1<<16), oob: make([]byte, unix.CmsgSpace(4))}, nil
+}
+
+// next returns the next record, io.EOF at the socket's end, or
+// os.ErrDeadlineExceeded once until passes (none if zero).
+func (ms *messages) next(until time.Time) (message, error) {
+	ms.f.SetReadDeadline(until)
+	rc, err := ms.f.SyscallConn()
+	if err != nil {
+		return message{}, err
+	}
+	var n, oobn int
+	var rerr error
+	if err := rc.Read(func(fd uintptr) bool {
+		n, oobn, _, _, rerr = unix.Recvmsg(int(fd), ms.buf, ms.oob, unix.MSG_CMSG_CLOEXEC)
+		return rerr != unix.EAGAIN && rerr != unix.EINTR
+	}); err != nil {
+		return message{}, err
+	}
+	if rerr != nil {
+		return message{}, rerr
+	}
+	if n == 0 && oobn == 0 {
+		return message{}, io.EOF
+	}
+	m := message{text: strings.TrimSuffix(string(ms.buf[:n]), "\n"), fd: -1}
+	if cms, err := unix.ParseSocketControlMessage(ms.oob[:oobn]); err == nil {
+		for _, cm := range cms {
+			fds, _ := unix.ParseUnixRights(&cm)
+			for _, f := range fds {
+				if m.fd < 0 {
+					m.fd = f
+				} else {
+					unix.Close(f)
+				}
 			}
-			lines <- strings.TrimSuffix(line, "\n")
 		}
-	}()
-	return lines
+	}
+	return m, nil
+}
+
+// beginTerm takes the term of a begin message: id, cgroup, leaderrun's
+// start time, lock directory and name, NUL-separated, and fd, its claim
+// (-1 without). A second begin is ignored.
+func (w *watch) beginTerm(val string, fd int) {
+	f := strings.Split(val, "\x00")
+	if w.begun || len(f) != 5 {
+		if fd >= 0 {
+			unix.Close(fd)
+		}
+		return
+	}
+	w.begun, w.claim = true, fd
+	w.r.id, w.r.cgroup, w.dir, w.name = f[0], f[1], f[3], f[4]
+	w.r.wstart, _ = strconv.ParseUint(f[2], 10, 64)
 }
 
 // endInBackend ends the term in its backend: with the end readied for its
@@ -318,46 +422,57 @@ func (w *watch) endInBackend(ctx context.Context, endTerm func(ctx context.Conte
 
 // follow reads leaderrun's messages until the term must be fenced (true:
 // leaderrun is gone, or its deadline passed and COMMAND had its grace) or
-// has ended cleanly (false).
-func (w *watch) follow(lines <-chan string) bool {
-	var deadline, killAt <-chan time.Time
+// has ended cleanly, or none began (false).
+func (w *watch) follow(ms *messages) bool {
+	var deadline, killAt time.Time // zero: none
 	for {
-		select {
-		case line, ok := <-lines:
-			if !ok {
-				return true // leaderrun is gone
+		until := deadline
+		if !killAt.IsZero() {
+			until = killAt
+		}
+		m, err := ms.next(until)
+		switch {
+		case errors.Is(err, os.ErrDeadlineExceeded):
+			if !killAt.IsZero() {
+				return true
 			}
-			key, val, _ := strings.Cut(line, " ")
-			switch key {
-			case "end":
-				// The term ended cleanly: the claim goes at once, so
-				// that the next holder does not wait for this exit.
-				w.closeClaim()
-				return false
-			case "command":
-				var c termRecord
-				if parseCommand(val, &c) {
-					w.r.cpid, w.r.cstart, w.r.pgid, w.r.commandStarted = c.cpid, c.cstart, c.pgid, true
-				}
-			case "endterm":
-				w.endTerm(val)
-			case "stopping":
-				w.stopping = true
-			case "deadline":
-				if killAt == nil {
-					deadline = w.setDeadline(val)
-				}
-			}
-		case <-deadline:
 			// leaderrun did not renew the term in time: it is stopped or
 			// starved, or it is stopping COMMAND itself (stopping).
-			deadline = nil
 			if !w.stopping {
 				termCommand(&w.r)
 			}
-			killAt = time.After(w.grace)
-		case <-killAt:
-			return true
+			deadline, killAt = time.Time{}, time.Now().Add(w.grace)
+			continue
+		case err != nil:
+			return w.begun // leaderrun is gone; before begin, no term began
+		}
+		if key, val, _ := strings.Cut(m.text, "\x00"); key == "begin" {
+			w.beginTerm(val, m.fd)
+			continue
+		}
+		if m.fd >= 0 {
+			unix.Close(m.fd)
+		}
+		key, val, _ := strings.Cut(m.text, " ")
+		switch key {
+		case "end":
+			// The term ended cleanly: the claim goes at once, so
+			// that the next holder does not wait for this exit.
+			w.closeClaim()
+			return false
+		case "command":
+			var c termRecord
+			if parseCommand(val, &c) {
+				w.r.cpid, w.r.cstart, w.r.pgid, w.r.commandStarted = c.cpid, c.cstart, c.pgid, true
+			}
+		case "endterm":
+			w.endTerm(val)
+		case "stopping":
+			w.stopping = true
+		case "deadline":
+			if killAt.IsZero() {
+				deadline = w.setDeadline(val, deadline)
+			}
 		}
 	}
 }
@@ -375,23 +490,17 @@ func (w *watch) endTerm(token string) {
 	w.token = token
 }
 
-// setDeadline reads "<mono> <grace>" and returns a channel that fires
-// then; an unreadable message keeps the last deadline.
-func (w *watch) setDeadline(val string) <-chan time.Time {
+// setDeadline reads "<mono> <grace>" and returns when the watchdog acts
+// on it; an unreadable message keeps the last deadline, was.
+func (w *watch) setDeadline(val string, was time.Time) time.Time {
 	var mono, grace int64
 	var now unix.Timespec
 	if _, err := fmt.Sscanf(val, "%d %d", &mono, &grace); err != nil || grace < 0 || unix.ClockGettime(unix.CLOCK_MONOTONIC, &now) != nil {
-		if w.timer == nil {
-			return nil
-		}
-		return w.timer.C
+		return was
 	}
 	w.grace = time.Duration(grace)
-	if w.timer != nil {
-		w.timer.Stop()
-	}
-	w.timer = time.NewTimer(time.Duration(mono-now.Nano()) + deadlineSlack)
-	return w.timer.C
+	// time.Now's monotonic reading is CLOCK_MONOTONIC.
+	return time.Now().Add(time.Duration(mono-now.Nano()) + deadlineSlack)
 }
 
 // deadlineSlack is how long after a deadline the watchdog acts, so that a
