@@ -14,6 +14,7 @@ var Environment = []EnvRow{
 	{"LEADERRUN_GROUP_SHARED", "Read: as --group-shared."},
 	{"LEADERRUN_ALLOW_UNSAFE_FS", "Read: as --allow-unsafe-fs."},
 	{"LEADERRUN_STEAL_STOPPED", "Read: as --steal-stopped."},
+	{"LEADERRUN_LAZY_WATCHDOG", "Read: as --lazy-watchdog."},
 	{"NOTIFY_SOCKET", "Read (Linux): systemd's notification socket (Type=notify): leaderrun sends READY=1 when it starts leading (at once with --notify-ready=start), STATUS= lines while it waits and leads, and STOPPING=1 when it stops. COMMAND does not get it, so that it cannot report readiness for leaderrun; see --notify-ready. With --single-instance leaderrun sends nothing and the primary's COMMAND gets it."},
 	{"LEADERRUN_NAME", "Set for COMMAND: the lock name."},
 	{"LEADERRUN_EPOCH", "Set for COMMAND: the fencing token, greater for every new leader; pass it to what the job writes, and have that refuse lower epochs."},

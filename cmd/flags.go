@@ -120,6 +120,11 @@ func commandFlags() []cli.Flag {
 			Value: readyLead,
 		},
 		&cli.BoolFlag{
+			Name:    "lazy-watchdog",
+			Usage:   "while waiting in a lock directory's line, keep no watchdog ready (the process that stops COMMAND should leaderrun die; about 0.7 MB of memory of its own): start it when granted, before COMMAND, which then starts that much later",
+			Sources: cli.EnvVars("LEADERRUN_LAZY_WATCHDOG"),
+		},
+		&cli.BoolFlag{
 			Name:  "fanout",
 			Usage: "as leader, publish every stdout line of COMMAND on the bus; while waiting, print the leader's published lines",
 		},

@@ -48,6 +48,7 @@ type runOptions struct {
 	// -s, which contradicts it.
 	exclusive bool
 	ready     string    // --notify-ready
+	lazyWD    bool      // --lazy-watchdog
 	notify    *notifier // NOTIFY_SOCKET (sdnotify.go), or nil
 }
 
@@ -102,6 +103,7 @@ func readRunFlags(c *cli.Command, argv []string) *runOptions {
 		conflict: c.Int("conflict-exit-code"),
 		restart:  c.String("restart"),
 		fanout:   c.Bool("fanout"),
+		lazyWD:   c.Bool("lazy-watchdog"),
 		verbose:  c.Bool("verbose"),
 		req:      elect.Request{IfAvailable: c.Bool("nonblock"), Steal: c.Bool("steal"), Command: argv},
 	}

@@ -106,9 +106,9 @@ func (o *runOptions) whileWaiting(ctx context.Context, lk *opened, wg *sync.Wait
 	}
 	if o.prepared == nil {
 		// The term's id, cgroup and, over a lock directory, its
-		// watchdog, made while waiting rather than after the grant
-		// (supervise.Prepare).
-		wg.Go(func() { o.prepared = supervise.Prepare(lk.local == nil) }) // read after acquire's wg.Wait
+		// watchdog (unless --lazy-watchdog), made while waiting rather
+		// than after the grant (supervise.Prepare).
+		wg.Go(func() { o.prepared = supervise.Prepare(lk.local == nil && !o.lazyWD) }) // read after acquire's wg.Wait
 	}
 	// Returns at once unless lk can end a dead holder's term (etcd).
 	wg.Go(func() { watchLocalHolder(fctx, lk, o.name) }) // localholder_linux.go

@@ -46,12 +46,15 @@
 //     on. An exclusive term has a watchdog from before COMMAND starts (a
 //     shared one once COMMAND has run for 20 ms), the
 //     supervisor's own binary re-executed in a process group of its own,
-//     reading a pipe only the supervisor writes (and keeping a copy of the
-//     lock's claim, elect.Leadership.Claim, so that a newcomer in a lock
-//     directory made anew at the path waits for it). When the supervisor
-//     dies without ending its term, the pipe reaches end of file and the
-//     watchdog fences the term as a successor would, removes its marker
-//     and nudges the line (elect.Nudge).
+//     reading a socket only the supervisor writes (and keeping a copy of
+//     the lock's claim, elect.Leadership.Claim, so that a newcomer in a
+//     lock directory made anew at the path waits for it). A term prepared
+//     while waiting (Prepare) has its watchdog started then, idle until
+//     the term begins it and hands it the claim, so that the grant starts
+//     no process but COMMAND. When the supervisor dies without ending its
+//     term, the socket reaches end of file and the watchdog fences the
+//     term as a successor would, removes its marker and nudges the line
+//     (elect.Nudge).
 //   - The supervisor stopped (SIGSTOP, Ctrl-Z, starved) over a backend
 //     whose terms end unless renewed (a Leadership with a Deadline: etcd,
 //     PostgreSQL): COMMAND does not run past the term. Expire starts the

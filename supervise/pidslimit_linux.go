@@ -14,10 +14,11 @@ import (
 
 // tasksNeeded is how many tasks (threads and processes) a run of
 // leaderrun may take: its own threads at their peak (the Go runtime's,
-// the one that waits for COMMAND, the terminal's watch, the bus) and
-// COMMAND's first process. Measured: 7 to 9 threads in `leaderrun --
-// sleep 1`, with -v, --fanout, in line.
-const tasksNeeded = 10
+// the one that waits for COMMAND, the terminal's watch, the bus),
+// COMMAND's first process and the term's watchdog, started while
+// waiting. Measured: 7 to 9 threads in `leaderrun -- sleep 1`, with -v,
+// --fanout, in line, and 5 tasks for the watchdog.
+const tasksNeeded = 15
 
 // pidsLimit is the error for a pids cgroup (systemd's TasksMax=, a
 // container's pids limit) too close to its limit for leaderrun to run:

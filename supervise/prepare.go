@@ -33,7 +33,7 @@ type Prepared struct {
 	taken bool // by a term, which owns the cgroup and the watchdog from then on
 }
 
-// Prepare prepares a term, with its watchdog if watchdog is true (for a
+// Prepare prepares a term, with its watchdog if withWatchdog is true (for a
 // term of a lock directory: a backend that ends its terms itself, etcd's,
 // starts a watchdog of its own role). It never fails: where no cgroup can
 // be made, the term has its id only, and where no watchdog can be
@@ -41,13 +41,13 @@ type Prepared struct {
 // a goroutine of its own, the check the Go runtime makes once before a
 // first fork (that pidfds work, with a probe child), so that it is not
 // made on the way to COMMAND.
-func Prepare(watchdog bool) *Prepared {
+func Prepare(withWatchdog bool) *Prepared {
 	go warmSpawn()
 	own := ownCgroup() // read once for both
 	sweepCgroups(own)
 	p := &Prepared{id: newTermID()}
 	p.cg = newTermCgroupIn(own, p.id)
-	if watchdog {
+	if withWatchdog {
 		p.wd = prepareWatchdog()
 	}
 	return p

@@ -777,11 +777,12 @@ func TestWatchdogClaimGoesBeforeExit(t *testing.T) {
 // marker stay.
 func TestPreparedWatchdogGivenUp(t *testing.T) {
 	p := Prepare(true)
-	if p.wd == nil {
+	wd := p.wd
+	if wd == nil {
 		t.Fatal("Prepare(true) started no watchdog")
 	}
-	proctest.EndPID(t, p.wd.pid)
-	pid := p.wd.pid
+	proctest.EndPID(t, wd.pid)
+	pid := wd.pid
 	p.Close()
 	if alive := waitGoneAll([]int{pid}, 10*time.Second); len(alive) > 0 {
 		t.Fatalf("the prepared watchdog %d did not exit within 10s of Close", pid)
@@ -798,11 +799,11 @@ func TestPreparedWatchdogGivenUp(t *testing.T) {
 		waiter.Process.Kill()
 		waiter.Wait()
 	})
-	wd := watchdogOf(t, waiter.Process.Pid)
+	wpid := watchdogOf(t, waiter.Process.Pid)
 	waiter.Process.Kill()
 	waiter.Wait()
-	if alive := waitGoneAll([]int{wd}, 10*time.Second); len(alive) > 0 {
-		t.Fatalf("the prepared watchdog %d did not exit within 10s of its waiter's SIGKILL", wd)
+	if alive := waitGoneAll([]int{wpid}, 10*time.Second); len(alive) > 0 {
+		t.Fatalf("the prepared watchdog %d did not exit within 10s of its waiter's SIGKILL", wpid)
 	}
 	for kind, pid := range holder.pids {
 		if !running(pid) {

@@ -192,8 +192,11 @@ func (wd *watchdog) begin(t *Term) bool {
 	}
 	var serr error
 	if err := rc.Write(func(fd uintptr) bool {
-		serr = unix.Sendmsg(int(fd), []byte(msg), oob, nil, 0)
-		return serr != unix.EAGAIN
+		for {
+			if serr = unix.Sendmsg(int(fd), []byte(msg), oob, nil, 0); serr != unix.EINTR {
+				return serr != unix.EAGAIN
+			}
+		}
 	}); err != nil || serr != nil {
 		return false
 	}
@@ -365,8 +368,12 @@ func (ms *messages) next(until time.Time) (message, error) {
 	var n, oobn int
 	var rerr error
 	if err := rc.Read(func(fd uintptr) bool {
-		n, oobn, _, _, rerr = unix.Recvmsg(int(fd), ms.buf, ms.oob, unix.MSG_CMSG_CLOEXEC)
-		return rerr != unix.EAGAIN && rerr != unix.EINTR
+		for {
+			n, oobn, _, _, rerr = unix.Recvmsg(int(fd), ms.buf, ms.oob, unix.MSG_CMSG_CLOEXEC)
+			if rerr != unix.EINTR {
+				return rerr != unix.EAGAIN
+			}
+		}
 	}); err != nil {
 		return message{}, err
 	}
