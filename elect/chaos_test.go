@@ -246,6 +246,22 @@ type chaosProc struct {
 	pauses  [][2]int64 // SIGSTOP to SIGCONT (0: not continued), unix ns
 	queued  []int64    // when it said each of its tickets was queued
 	led     []int64    // when it said it leads
+	gaveUp  []int64    // when it said it abandoned a steal
+}
+
+// doneWith reports whether p was done with a ticket it queued at q by ns:
+// it led, or gave the request up, after q. A contender holds one ticket
+// at a time, and says "queued" only for a ticket it saw waiting, so its
+// later tickets granted at once leave its last queued one behind.
+func (p *chaosProc) doneWith(q, ns int64) bool {
+	for _, ts := range [][]int64{p.led, p.gaveUp} {
+		for _, t := range ts {
+			if t > q && t < ns {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // runnableSince returns since when p has been runnable (started, not
@@ -275,6 +291,22 @@ func (p *chaosProc) runnableSince(ns int64) (since int64, ok bool) {
 		}
 	}
 	return since, true
+}
+
+// describePauses lists p's stops relative to from, for a stall's report.
+func (p *chaosProc) describePauses(from int64) string {
+	if p == nil {
+		return "unknown: not a contender of this test"
+	}
+	var s []string
+	for _, pz := range p.pauses {
+		end := "not continued"
+		if pz[1] != 0 {
+			end = fmt.Sprintf("%+.3fs", float64(pz[1]-from)/1e9)
+		}
+		s = append(s, fmt.Sprintf("%+.3fs to %s", float64(pz[0]-from)/1e9, end))
+	}
+	return "[" + strings.Join(s, ", ") + "]"
 }
 
 // stoppedWithin reports whether p was stopped at some time in [from, to].
@@ -376,6 +408,7 @@ func (c *chaos) line(p *chaosProc, line string) {
 		}
 	case "abandoned":
 		c.n.abandoned++
+		p.gaveUp = append(p.gaveUp, time.Now().UnixNano())
 	case "error", "refused":
 		p.err = line
 	}
@@ -628,7 +661,7 @@ func (c *chaos) stalls() (all []time.Duration, limit, starved int, worst string)
 		all = append(all, gap)
 		if gap > longest {
 			longest = gap
-			worst = fmt.Sprintf("from epoch %d (pid %d) to epoch %d (pid %d), pid %d runnable for all of it; first in line then: %s; around it: %s", prev.epoch, prev.pid, next.epoch, next.pid, who.pid, c.describeLine(from, to), c.eventsAround(from, to))
+			worst = fmt.Sprintf("from epoch %d (pid %d, its stops %s) to epoch %d (pid %d), pid %d runnable for all of it; first in line then: %s; around it: %s", prev.epoch, prev.pid, c.procs[prev.pid].describePauses(from), next.epoch, next.pid, who.pid, c.describeLine(from, to), c.eventsAround(from, to))
 		}
 	}
 	return all, limit, starved, worst
@@ -656,14 +689,26 @@ func (c *chaos) describeLine(from, to int64) string {
 	line := c.lineAt(from)
 	for _, seq := range line[:min(6, len(line))] {
 		p := c.procs[c.owner[seq]]
-		s = append(s, fmt.Sprintf("%s pid %d (stopped %v, exit %+.3fs, granted %+.3fs)", ticketLabel(seq), p.pid, p.stoppedWithin(from, to),
-			float64(p.exitNs-from)/1e9, float64(c.since[seq]-from)/1e9))
+		s = append(s, fmt.Sprintf("%s pid %d (queued %+.3fs, stopped %v, led %d times after, exit %+.3fs, granted %+.3fs)", ticketLabel(seq), p.pid, float64(c.queued[seq]-from)/1e9, p.stoppedWithin(from, to),
+			countAfter(p.led, c.queued[seq]), float64(p.exitNs-from)/1e9, float64(c.since[seq]-from)/1e9))
 	}
 	return strings.Join(s, ", ")
 }
 
+// countAfter counts the times in ts after t.
+func countAfter(ts []int64, t int64) int {
+	n := 0
+	for _, x := range ts {
+		if x > t {
+			n++
+		}
+	}
+	return n
+}
+
 // lineAt rebuilds the line at from from what the contenders said: the
-// tickets queued in the minute before (nobody waits that long here).
+// tickets queued in the minute before (nobody waits that long here) whose
+// contenders had not led or given up since.
 func (c *chaos) lineAt(from int64) []uint64 {
 	if len(c.byQueued) != len(c.queued) {
 		c.byQueued = c.byQueued[:0]
@@ -685,7 +730,7 @@ func (c *chaos) lineAt(from int64) []uint64 {
 		if g, ok := c.since[seq]; ok && g < from {
 			continue // granted already
 		}
-		if p := c.procs[pid]; p == nil || p.exitNs != 0 && p.exitNs < from {
+		if p := c.procs[pid]; p == nil || p.exitNs != 0 && p.exitNs < from || p.doneWith(c.queued[seq], from) {
 			continue
 		}
 		line = append(line, seq)
