@@ -79,6 +79,7 @@ func TestChaos(t *testing.T) {
 		time.Sleep(d)
 		c.noteLag(slept, d)
 		c.act(minLive, maxLive)
+		c.checkStarved()
 	}
 	c.drain()
 	if t.Failed() {
@@ -168,6 +169,39 @@ func (c *chaos) noteLag(since time.Time, d time.Duration) {
 		c.mu.Lock()
 		c.starved = append(c.starved, [2]int64{since.UnixNano(), time.Now().UnixNano()})
 		c.mu.Unlock()
+	}
+}
+
+// starveBound is how long a contender may wait in line, running, without
+// leading: the line holds 30 to 40 contenders whose terms last 1 to 40ms,
+// so each one's turn comes within a second or two.
+const starveBound = 20 * time.Second
+
+// checkStarved fails the test on a contender that has waited in line for
+// longer than starveBound without being stopped, and sends it SIGQUIT so
+// that its goroutines' stacks show where it waits.
+func (c *chaos) checkStarved() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	now := time.Now().UnixNano()
+	for _, p := range c.procs {
+		if p.exitNs != 0 || p.byUs != 0 || p.leaving || p.leftOK || len(p.queued) == 0 {
+			continue
+		}
+		q := slices.Max(p.queued)
+		if now-q < int64(starveBound) || p.doneWith(q, now) || p.stoppedWithin(now-int64(starveBound), now) {
+			continue
+		}
+		var line []string
+		if ents, err := os.ReadDir(filepath.Join(c.dir, c.name+queueSuffix)); err == nil {
+			for _, e := range ents {
+				line = append(line, e.Name())
+			}
+		}
+		c.t.Errorf("contender %d has waited %v in line without leading, not stopped for the last %v (it last said %q); the queue: %v; its stacks follow (SIGQUIT)",
+			p.pid, time.Duration(now-q).Round(time.Millisecond), starveBound, p.said, line)
+		p.Signal(syscall.SIGQUIT)
+		return
 	}
 }
 

@@ -34,7 +34,11 @@
 //     line stopped after the ones behind them slept, and a holder that dies
 //     with no one to nudge (or the next one stopping right after a release
 //     while the one behind it is stopped) leave the lock free until one of
-//     them runs again or dies.
+//     them runs again or dies. So does a process stopped in the few
+//     microseconds it holds the name's state file locked (to join the
+//     line, or draw an epoch): every join and grant of the name waits for
+//     it to run again or die (the 8-minute soak of TestChaos meets this
+//     about once, as a 2 s stall).
 //   - Epochs only grow: every grant of a name draws an epoch strictly
 //     greater than all before it, across crashes, steals, and a state file
 //     removed or truncated (the lock file keeps the last epoch as a floor).
