@@ -300,13 +300,14 @@ func (s *Server) keepSocket() {
 		}
 		w.Stop()
 		s.mu.Lock()
+		if s.closed {
+			// stop closes s.dir once it has set closed (under s.mu).
+			s.mu.Unlock()
+			return
+		}
 		if id, _, err := s.dir.Lstat(name); err == nil && id == s.sockID {
 			s.mu.Unlock()
 			continue // a change that left the socket in place
-		}
-		if s.closed {
-			s.mu.Unlock()
-			return
 		}
 		old := s.ln
 		if err := s.listen(); err != nil {
@@ -321,10 +322,15 @@ func (s *Server) keepSocket() {
 }
 
 // ownsSocket reports whether the socket at name is still the one this
-// server listens on.
+// server listens on, or the server is closing (nothing to put back: the
+// wait then ends with its context). stop closes s.dir once it has set
+// closed, so s.dir is only looked at under s.mu before that.
 func (s *Server) ownsSocket(name string) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if s.closed {
+		return true
+	}
 	id, _, err := s.dir.Lstat(name)
 	return err == nil && id == s.sockID
 }
