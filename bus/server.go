@@ -287,28 +287,30 @@ func (s *Server) keepSocket() {
 		if err != nil && !errors.Is(err, fs.ErrNotExist) {
 			return
 		}
-		// A socket removed or replaced before the watch was armed (found
-		// by CI: the test removes it right after the first member's
-		// event) is put back at once; only one still ours is waited on.
-		if err == nil && s.ownsSocket(name) {
+		// The socket is looked at once the watch is armed, so that one
+		// removed or replaced before (found by CI: the test removes it
+		// right after the first member's event) is put back at once, and
+		// after each event, which may leave it in place. stop closes s.dir
+		// once it has set closed, so s.dir is looked at under s.mu only
+		// before that.
+		s.mu.Lock()
+		if s.closed {
+			s.mu.Unlock()
+			w.Stop()
+			return
+		}
+		if id, _, err := s.dir.Lstat(name); err == nil && id == s.sockID {
+			s.mu.Unlock()
 			select {
 			case <-s.ctx.Done():
 				w.Stop()
 				return
 			case <-w.C:
 			}
+			w.Stop()
+			continue
 		}
 		w.Stop()
-		s.mu.Lock()
-		if s.closed {
-			// stop closes s.dir once it has set closed (under s.mu).
-			s.mu.Unlock()
-			return
-		}
-		if id, _, err := s.dir.Lstat(name); err == nil && id == s.sockID {
-			s.mu.Unlock()
-			continue // a change that left the socket in place
-		}
 		old := s.ln
 		if err := s.listen(); err != nil {
 			s.mu.Unlock()
@@ -319,20 +321,6 @@ func (s *Server) keepSocket() {
 		s.mu.Unlock()
 		old.Close()
 	}
-}
-
-// ownsSocket reports whether the socket at name is still the one this
-// server listens on, or the server is closing (nothing to put back: the
-// wait then ends with its context). stop closes s.dir once it has set
-// closed, so s.dir is only looked at under s.mu before that.
-func (s *Server) ownsSocket(name string) bool {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.closed {
-		return true
-	}
-	id, _, err := s.dir.Lstat(name)
-	return err == nil && id == s.sockID
 }
 
 func (s *Server) acceptLoop(ln *sockListener) {

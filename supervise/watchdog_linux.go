@@ -346,6 +346,7 @@ type message struct {
 // the deadlines are the socket's read deadlines.
 type messages struct {
 	f   *os.File
+	rc  syscall.RawConn
 	buf []byte
 	oob []byte
 }
@@ -354,20 +355,21 @@ func openMessages() (*messages, error) {
 	if err := unix.SetNonblock(3, true); err != nil {
 		return nil, err
 	}
-	return &messages{f: os.NewFile(3, "watchdog"), buf: make([]byte, 1<<16), oob: make([]byte, unix.CmsgSpace(4))}, nil
+	f := os.NewFile(3, "watchdog")
+	rc, err := f.SyscallConn()
+	if err != nil {
+		return nil, err
+	}
+	return &messages{f: f, rc: rc, buf: make([]byte, 1<<16), oob: make([]byte, unix.CmsgSpace(4))}, nil
 }
 
 // next returns the next record, io.EOF at the socket's end, or
 // os.ErrDeadlineExceeded once until passes (none if zero).
 func (ms *messages) next(until time.Time) (message, error) {
 	ms.f.SetReadDeadline(until)
-	rc, err := ms.f.SyscallConn()
-	if err != nil {
-		return message{}, err
-	}
 	var n, oobn int
 	var rerr error
-	if err := rc.Read(func(fd uintptr) bool {
+	if err := ms.rc.Read(func(fd uintptr) bool {
 		for {
 			n, oobn, _, _, rerr = unix.Recvmsg(int(fd), ms.buf, ms.oob, unix.MSG_CMSG_CLOEXEC)
 			if rerr != unix.EINTR {
