@@ -301,11 +301,19 @@ func (s *Server) keepSocket() {
 		}
 		if id, _, err := s.dir.Lstat(name); err == nil && id == s.sockID {
 			s.mu.Unlock()
+			// Our socket is in place but its path could not be watched
+			// (ENOENT: the path no longer leads to this directory, moved
+			// or replaced, where no member can find the socket anyway):
+			// no watch, nil, waits for the end of the term only.
+			var changed chan struct{}
+			if w != nil {
+				changed = w.C
+			}
 			select {
 			case <-s.ctx.Done():
 				w.Stop()
 				return
-			case <-w.C:
+			case <-changed:
 			}
 			w.Stop()
 			continue
