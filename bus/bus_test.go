@@ -432,3 +432,41 @@ func TestRemovedSocketIsPutBack(t *testing.T) {
 		t.Fatalf("the early member lost its connection: %v", err)
 	}
 }
+
+// A lock directory moved away under a serving leader leaves its socket
+// where no member looks: the keeper, woken by the socket's change and
+// finding the old path gone, stops keeping it (it used to receive from a
+// nil watch and crash the leader, found by CI's clichaos), and the member
+// already connected carries on.
+func TestKeeperAfterDirectoryMoved(t *testing.T) {
+	parent := t.TempDir()
+	dir := filepath.Join(parent, "d")
+	if err := os.Mkdir(dir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	ctx := testCtx(t, 10*time.Second)
+	ended := make(chan struct{})
+	var once sync.Once
+	hook := func() { once.Do(func() { close(ended) }) }
+	keepHook.Store(&hook)
+	defer keepHook.Store(nil)
+	startServer(t, dir, 3)
+	c := dial(t, ctx, dir)
+	nextKind(t, ctx, c, EventLeader)
+	moved := filepath.Join(parent, "moved")
+	if err := os.Rename(dir, moved); err != nil {
+		t.Fatal(err)
+	}
+	// Wake the keeper for certain: a change of the socket itself.
+	if err := os.Chmod(filepath.Join(moved, testName+".sock"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-ended:
+	case <-ctx.Done():
+		t.Fatal("the keeper never looked again after the directory moved")
+	}
+	if err := c.Publish(ctx, []byte("still here")); err != nil {
+		t.Fatalf("the member lost its connection: %v", err)
+	}
+}

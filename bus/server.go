@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/leaderrun/leaderrun/elect"
@@ -277,10 +278,13 @@ func (s *Server) removeSocket() {
 // (a cleaner, a user's rm) while the leadership lasts, so that new members
 // can still find the leader; members already connected keep their
 // connections. It learns of the removal through the process's one inotify
-// instance; where none can be had, a removed socket stays removed until
-// the next term.
+// instance; where none can be had, or where the lock directory itself was
+// moved away, a removed socket stays removed until the next term.
 func (s *Server) keepSocket() {
 	defer s.wg.Done()
+	if hook := keepHook.Load(); hook != nil {
+		defer (*hook)()
+	}
 	name := sockName(s.lead.Name())
 	for {
 		w, err := oslock.WatchPath(filepath.Join(s.lead.Dir(), name))
@@ -301,19 +305,17 @@ func (s *Server) keepSocket() {
 		}
 		if id, _, err := s.dir.Lstat(name); err == nil && id == s.sockID {
 			s.mu.Unlock()
-			// Our socket is in place but its path could not be watched
-			// (ENOENT: the path no longer leads to this directory, moved
-			// or replaced, where no member can find the socket anyway):
-			// no watch, nil, waits for the end of the term only.
-			var changed chan struct{}
-			if w != nil {
-				changed = w.C
+			if w == nil {
+				// Our socket is in place but its path is gone (ENOENT):
+				// the directory was moved or replaced, where no member
+				// can look for it. The next term binds anew.
+				return
 			}
 			select {
 			case <-s.ctx.Done():
 				w.Stop()
 				return
-			case <-changed:
+			case <-w.C:
 			}
 			w.Stop()
 			continue
@@ -330,6 +332,9 @@ func (s *Server) keepSocket() {
 		old.Close()
 	}
 }
+
+// keepHook, when set by a test, runs when keepSocket returns.
+var keepHook atomic.Pointer[func()]
 
 func (s *Server) acceptLoop(ln *sockListener) {
 	defer s.wg.Done()
