@@ -75,17 +75,20 @@ func reapOrphans() (childless bool) {
 
 // descendants lists leaderrun's living descendants, from
 // /proc/PID/task/TID/children (Linux 3.5 and later, CONFIG_PROC_CHILDREN).
+// It reads them in plain system calls (os.ReadDir and os.ReadFile would
+// try each in the runtime's poller first): a term's watchdog is leaderrun's child, so the
+// end of every term makes this scan, on the path of the hand-off.
 func descendants() []int {
 	var out []int
+	buf := make([]byte, 4096)
 	queue := []int{os.Getpid()}
 	for len(queue) > 0 {
-		pid := queue[0]
+		task := "/proc/" + strconv.Itoa(queue[0]) + "/task/"
 		queue = queue[1:]
-		tasks, _ := os.ReadDir("/proc/" + strconv.Itoa(pid) + "/task")
-		for _, t := range tasks {
-			b, _ := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/task/" + t.Name() + "/children")
+		for _, tid := range dirNames(task, buf) {
+			b, _ := readSmall(task+tid+"/children", buf)
 			for _, f := range strings.Fields(string(b)) {
-				if k, err := strconv.Atoi(f); err == nil && !isZombie(k) && !isWatchdog(k) {
+				if k, err := strconv.Atoi(f); err == nil && !isWatchdog(k) && !isZombie(k) {
 					out = append(out, k)
 					queue = append(queue, k)
 				}
@@ -93,6 +96,23 @@ func descendants() []int {
 		}
 	}
 	return out
+}
+
+// dirNames lists the directory dir, with buf for the reads.
+func dirNames(dir string, buf []byte) []string {
+	fd, err := unix.Open(dir, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return nil
+	}
+	defer unix.Close(fd)
+	var names []string
+	for {
+		n, err := unix.Getdents(fd, buf)
+		if err != nil || n <= 0 {
+			return names
+		}
+		_, _, names = unix.ParseDirent(buf[:n], -1, names)
+	}
 }
 
 // isZombie reports whether pid is gone: reaped, or a zombie whose threads

@@ -106,7 +106,15 @@ func appendCommand(b []byte, r *termRecord) []byte {
 }
 
 func parseCommand(val string, r *termRecord) bool {
-	_, err := fmt.Sscanf(val, "%d %d %d", &r.cpid, &r.cstart, &r.pgid)
+	f := strings.Fields(val)
+	var err error
+	if len(f) != 3 {
+		err = errBadMarker
+	} else if r.cpid, err = strconv.Atoi(f[0]); err == nil {
+		if r.cstart, err = strconv.ParseUint(f[1], 10, 64); err == nil {
+			r.pgid, err = strconv.Atoi(f[2])
+		}
+	}
 	r.commandStarted = err == nil && r.cpid > 0 && r.pgid > 0
 	return r.commandStarted
 }

@@ -141,7 +141,9 @@ func spawnWatchdog(role string, t *Term) *watchdog {
 		return nil
 	}
 	defer null.Close()
-	env := []string{watchdogRole + "=" + role}
+	// One P: the watchdog runs one goroutine, and a process of fewer
+	// threads starts and exits sooner, beside the term's COMMAND.
+	env := []string{watchdogRole + "=" + role, "GOMAXPROCS=1"}
 	if testFence != "" {
 		env = append(env, "TEST_LEADERRUN_FENCE="+testFence)
 	}
@@ -341,46 +343,50 @@ type message struct {
 	fd   int
 }
 
-// messages reads the records of the watchdog's socket, descriptor 3,
-// through the runtime's poller, so that a record wakes one thread and
-// the deadlines are the socket's read deadlines.
+// messages reads the records of the watchdog's socket, descriptor 3, in
+// blocking system calls on the calling thread, not through the runtime's
+// poller: the watchdog has nothing else to do, and a record then wakes one
+// thread (through the poller it woke the poller's thread, which handed the
+// record to the main thread that init locks: three wake-ups, on the path
+// of every hand-off).
 type messages struct {
-	f   *os.File
-	rc  syscall.RawConn
 	buf []byte
 	oob []byte
 }
 
 func openMessages() (*messages, error) {
-	if err := unix.SetNonblock(3, true); err != nil {
+	if err := unix.SetNonblock(3, false); err != nil {
 		return nil, err
 	}
-	f := os.NewFile(3, "watchdog")
-	rc, err := f.SyscallConn()
-	if err != nil {
-		return nil, err
-	}
-	return &messages{f: f, rc: rc, buf: make([]byte, 1<<16), oob: make([]byte, unix.CmsgSpace(4))}, nil
+	return &messages{buf: make([]byte, 1<<16), oob: make([]byte, unix.CmsgSpace(4))}, nil
 }
 
 // next returns the next record, io.EOF at the socket's end, or
 // os.ErrDeadlineExceeded once until passes (none if zero).
 func (ms *messages) next(until time.Time) (message, error) {
-	ms.f.SetReadDeadline(until)
-	var n, oobn int
-	var rerr error
-	if err := ms.rc.Read(func(fd uintptr) bool {
-		for {
-			n, oobn, _, _, rerr = unix.Recvmsg(int(fd), ms.buf, ms.oob, unix.MSG_CMSG_CLOEXEC)
-			if rerr != unix.EINTR {
-				return rerr != unix.EAGAIN
-			}
+	for !until.IsZero() {
+		left := time.Until(until)
+		if left <= 0 {
+			return message{}, os.ErrDeadlineExceeded
 		}
-	}); err != nil {
-		return message{}, err
+		ts := unix.NsecToTimespec(int64(left))
+		n, err := unix.Ppoll([]unix.PollFd{{Fd: 3, Events: unix.POLLIN}}, &ts, nil)
+		if err == nil && n > 0 {
+			break
+		}
+		if err != nil && err != unix.EINTR {
+			return message{}, err
+		}
 	}
-	if rerr != nil {
-		return message{}, rerr
+	var n, oobn int
+	var err error
+	for {
+		if n, oobn, _, _, err = unix.Recvmsg(3, ms.buf, ms.oob, unix.MSG_CMSG_CLOEXEC); err != unix.EINTR {
+			break
+		}
+	}
+	if err != nil {
+		return message{}, err
 	}
 	if n == 0 && oobn == 0 {
 		return message{}, io.EOF
