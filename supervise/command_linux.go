@@ -29,11 +29,9 @@ func startAndWait(c *Command) error {
 	started := make(chan error, 1)
 	go func() {
 		runtime.LockOSThread()
-		// The thread is never unlocked: it exits with the goroutine, after
-		// the child is gone.
 		if err := c.cmd.Start(); err != nil {
 			started <- err
-			return
+			return // the thread exits with the goroutine
 		}
 		c.pgid = c.cmd.Process.Pid
 		c.started = time.Now()
@@ -45,6 +43,12 @@ func startAndWait(c *Command) error {
 		if c.tty {
 			restoreForeground(c.pgid)
 		}
+		// The child is gone, and its Pdeathsig with it: the thread may
+		// serve other goroutines again. Kept locked, it would exit with
+		// this goroutine, and the goroutine woken by done would wait for
+		// another thread to be woken, on the way from COMMAND's exit to
+		// the release.
+		runtime.UnlockOSThread()
 		close(c.done)
 	}()
 	return <-started
