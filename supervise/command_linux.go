@@ -80,8 +80,9 @@ func reapOrphans() (childless bool) {
 // descendants lists leaderrun's living descendants, from
 // /proc/PID/task/TID/children (Linux 3.5 and later, CONFIG_PROC_CHILDREN).
 // It reads them in plain system calls (os.ReadDir and os.ReadFile would
-// try each in the runtime's poller first): a term's watchdog is leaderrun's child, so the
-// end of every term makes this scan, on the path of the hand-off.
+// try each in the runtime's poller first): a term's watchdog is
+// leaderrun's child, so the end of every term makes this scan, on the
+// path of the hand-off.
 func descendants() []int {
 	var out []int
 	buf := make([]byte, 4096)
