@@ -106,16 +106,17 @@ func appendCommand(b []byte, r *termRecord) []byte {
 }
 
 func parseCommand(val string, r *termRecord) bool {
+	// "<pid> <start> <pgid>"; what follows is ignored, as Sscanf did.
 	f := strings.Fields(val)
-	var err error
-	if len(f) != 3 {
-		err = errBadMarker
-	} else if r.cpid, err = strconv.Atoi(f[0]); err == nil {
-		if r.cstart, err = strconv.ParseUint(f[1], 10, 64); err == nil {
-			r.pgid, err = strconv.Atoi(f[2])
-		}
+	ok := len(f) >= 3
+	if ok {
+		var e1, e2, e3 error
+		r.cpid, e1 = strconv.Atoi(f[0])
+		r.cstart, e2 = strconv.ParseUint(f[1], 10, 64)
+		r.pgid, e3 = strconv.Atoi(f[2])
+		ok = e1 == nil && e2 == nil && e3 == nil
 	}
-	r.commandStarted = err == nil && r.cpid > 0 && r.pgid > 0
+	r.commandStarted = ok && r.cpid > 0 && r.pgid > 0
 	return r.commandStarted
 }
 
