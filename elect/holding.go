@@ -218,6 +218,10 @@ func (h *holding) release() error {
 	h.mu.Unlock()
 	h.arm.Stop()
 	h.claim.Close() // first: a newcomer elsewhere waits on it, not on the lock
+	// Unlocked, not only closed: a process forked meanwhile by another
+	// goroutine holds a copy of the descriptor until its exec, and with it
+	// the lock, which belongs to the open file description.
+	oslock.Unlock(h.lockF)
 	errs := []error{h.lockF.Close()}
 	h.mu.Lock()
 	h.tk.unname()
