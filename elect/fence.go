@@ -54,7 +54,7 @@ func (f *Fence) Raise(ctx context.Context, epoch uint64) error {
 // it, and holds the file's lock while fn runs, so that no other epoch's
 // work interleaves. It returns ErrStaleEpoch (fn not run) for a lower
 // epoch, and otherwise fn's error. ctx bounds the wait for the lock (a
-// sleep in the kernel while another Do runs); it does not interrupt fn.
+// short back-off while another Do runs); it does not interrupt fn.
 func (f *Fence) Do(ctx context.Context, epoch uint64, fn func() error) error {
 	if epoch == 0 || epoch == math.MaxUint64 {
 		return fmt.Errorf("elect: fence: epoch %d is not a term's epoch", epoch)

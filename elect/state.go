@@ -8,6 +8,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strconv"
 	"time"
 
@@ -265,12 +266,31 @@ func raiseFloor(ctx context.Context, d *oslock.Dir, name string, lockF *os.File,
 	return err
 }
 
-// lockWait takes f's flock, sleeping in the kernel until it is free
-// (oslock.Wait): the state file's lock is held for the few microseconds of
-// a read and a write, and when its holder was stopped inside them, the
-// wait ends as soon as the holder runs again and lets go. ctx cancels it.
+// lockWait takes f's flock. The state file's lock is held for the few
+// microseconds of a read and a write, so the wait is a short back-off: a
+// few yields, then sleeps from 50µs doubling to 100ms. It only goes on for
+// longer when the holder was stopped or starved inside those microseconds;
+// ctx cancels it.
 func lockWait(ctx context.Context, f *os.File, exclusive bool) error {
-	return oslock.Wait(ctx, f, exclusive)
+	delay := 50 * time.Microsecond
+	for i := 0; ; i++ {
+		ok, err := oslock.TryLock(f, exclusive)
+		if ok || err != nil {
+			return err
+		}
+		if i < 20 {
+			runtime.Gosched()
+			continue
+		}
+		t := time.NewTimer(delay)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return context.Cause(ctx)
+		case <-t.C:
+		}
+		delay = min(2*delay, 100*time.Millisecond)
+	}
 }
 
 func truncate(b []byte) string {

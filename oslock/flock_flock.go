@@ -35,18 +35,3 @@ func tryLock(fd int, exclusive bool) (bool, error) {
 }
 
 func unlock(fd int) error { return flock(fd, unix.LOCK_UN) }
-
-// lockBlocking takes the lock on fd, sleeping in flock(2) until it is
-// free. EINTR is retried: Go's handlers are SA_RESTART, so a signal does
-// not cut the wait short anyway.
-func lockBlocking(fd int, exclusive bool) error {
-	how := unix.LOCK_SH
-	if exclusive {
-		how = unix.LOCK_EX
-	}
-	return flock(fd, how)
-}
-
-func dupFD(fd int) (int, error) { return unix.FcntlInt(uintptr(fd), unix.F_DUPFD_CLOEXEC, 0) }
-
-func closeFD(fd int) { unix.Close(fd) }

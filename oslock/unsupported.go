@@ -45,9 +45,6 @@ func hungUp(f *os.File) bool                                        { return tru
 
 func tryLock(fd int, exclusive bool) (bool, error) { return false, ErrUnsupported }
 func unlock(fd int) error                          { return ErrUnsupported }
-func lockBlocking(fd int, exclusive bool) error    { return ErrUnsupported }
-func dupFD(fd int) (int, error)                    { return -1, ErrUnsupported }
-func closeFD(fd int)                               {}
 
 func sysLockTable() (map[FileID][]LockHolder, error)         { return nil, ErrUnsupported }
 func sysFlockWaiters() (map[int]bool, error)                 { return nil, ErrUnsupported }
