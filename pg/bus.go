@@ -291,10 +291,16 @@ type BusClient struct {
 	mu      sync.Mutex
 	cur     *bus.Leader
 	gone    uint64 // the last term seen to end: nothing of it or before is taken up again
-	serving bool   // cur's server answered: publications are heard
-	last    uint64
-	changed chan struct{} // closed, and replaced, when cur or serving changes
-	pending map[string]chan error
+	serving bool   // cur's server sent a message: its last ones are waited for
+	// listening: cur's server announced itself ("leader", which Serve
+	// sends once it LISTENs), so a publication is heard. A "msg" alone
+	// does not say so: the leader's own Publish notifies before (or
+	// without) Serve, and a member's publication sent then was lost,
+	// its Publish waiting for an answer that never came.
+	listening bool
+	last      uint64
+	changed   chan struct{} // closed, and replaced, when cur, serving or listening changes
+	pending   map[string]chan error
 }
 
 // DialBus makes a member of name's bus. Its first event is EventLeader
@@ -385,7 +391,7 @@ func (c *BusClient) lead(l bus.Leader) {
 		return
 	}
 	old := c.cur
-	c.cur, c.serving, c.last = &l, false, 0
+	c.cur, c.serving, c.listening, c.last = &l, false, false, 0
 	if old != nil {
 		c.gone = max(c.gone, old.Epoch)
 	}
@@ -406,7 +412,7 @@ func (c *BusClient) lost(epoch uint64) {
 		c.mu.Unlock()
 		return
 	}
-	c.cur, c.serving, c.gone = nil, false, max(c.gone, old.Epoch)
+	c.cur, c.serving, c.listening, c.gone = nil, false, false, max(c.gone, old.Epoch)
 	c.bump()
 	c.mu.Unlock()
 	c.failPending(bus.ErrLeaderChanged)
@@ -485,8 +491,9 @@ func (c *BusClient) handle(m busMsg) {
 			c.mu.Unlock()
 			return // an ended term's
 		}
-		if !c.serving {
+		if !c.serving || m.K == "leader" && !c.listening {
 			c.serving = true
+			c.listening = c.listening || m.K == "leader"
 			c.bump()
 		}
 		if m.K == "leader" {
@@ -530,9 +537,9 @@ func (c *BusClient) Publish(ctx context.Context, data []byte) error {
 	defer wait.Stop()
 	for {
 		c.mu.Lock()
-		cur, serving, changed := c.cur, c.serving, c.changed
+		cur, listening, changed := c.cur, c.listening, c.changed
 		c.mu.Unlock()
-		if cur != nil && serving {
+		if cur != nil && listening {
 			break
 		}
 		select {

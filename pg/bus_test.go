@@ -136,6 +136,68 @@ func TestBus(t *testing.T) {
 
 // TestBusLeaderDies: a leading process is SIGKILLed; a member hears the
 // term end once the holder's lease has expired, with no word from it.
+// TestBusPublishBeforeServe: a member's publication waits for the
+// leader's announcement, which Serve sends once it LISTENs, not for its
+// first message: the leader's own Publish notifies without Serve, and a
+// member that took that for a serving leader sent its publication to
+// nobody and waited for ever for its answer (CI hung 10 minutes in TestBus
+// so).
+func TestBusPublishBeforeServe(t *testing.T) {
+	srv := sharedServer(t)
+	schema := testSchema(t)
+	a, p := open(t, srv, schema, Config{}), open(t, srv, schema, Config{})
+	ctx, cancel := context.WithTimeout(t.Context(), 20*time.Second)
+	defer cancel()
+	la, err := a.Acquire(ctx, "bp", elect.Request{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer la.Release()
+	sa, err := a.ListenBus(la)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pc, err := p.DialBus(ctx, "bp", BusDial{PublishOnly: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pc.Close()
+	// The leader's message, before anything serves its bus, reaches the
+	// member: it knows the term but must not publish into it yet.
+	if _, err := sa.Publish([]byte("own")); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		pc.mu.Lock()
+		heard := pc.serving
+		pc.mu.Unlock()
+		if heard {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the member did not hear the leader's message within 10s")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	published := make(chan error, 1)
+	go func() { published <- pc.Publish(ctx, []byte("from p")) }()
+	select {
+	case err := <-published:
+		t.Fatalf("Publish returned %v before the leader served its bus", err)
+	case <-time.After(200 * time.Millisecond):
+	}
+	go sa.Serve(ctx)
+	select {
+	case err := <-published:
+		if err != nil {
+			t.Fatalf("the member's publication: %v", err)
+		}
+	case <-ctx.Done():
+		t.Fatal("the member's publication was not answered within 20s")
+	}
+}
+
 func TestBusLeaderDies(t *testing.T) {
 	srv := sharedServer(t)
 	schema := testSchema(t)
