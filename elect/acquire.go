@@ -78,7 +78,7 @@ type acquirer struct {
 func (a *acquirer) cleanup() {
 	a.closeBeacons()
 	if a.lockF != nil {
-		a.lockF.Close()
+		oslock.Drop(a.lockF)
 	}
 	if a.tk != nil {
 		a.tk.drop()
@@ -197,7 +197,7 @@ func (a *acquirer) rejoin(ctx context.Context, d *oslock.Dir) error {
 	}
 	a.closeBeacons()
 	if a.lockF != nil {
-		a.lockF.Close()
+		oslock.Drop(a.lockF)
 		a.lockF = nil
 	}
 	a.known, a.drain = nil, nil
@@ -286,7 +286,7 @@ func (a *acquirer) openLock() error {
 		if a.lockCurrent() {
 			return nil
 		}
-		a.lockF.Close()
+		oslock.Drop(a.lockF)
 		a.lockF = nil
 	}
 	f, err := a.dir.OpenFile(a.name+lockSuffix, os.O_RDWR|os.O_CREATE, 0o600)
@@ -362,7 +362,7 @@ func (a *acquirer) exclusive(e entry) bool {
 // the line as this request saw it (see head.go).
 func (a *acquirer) grant(ctx context.Context, head uint64) (*Leadership, error) {
 	if !a.lockCurrent() {
-		a.lockF.Close()
+		oslock.Drop(a.lockF)
 		a.lockF = nil
 		return nil, nil // removed or replaced under us: take the one at the path
 	}
@@ -443,7 +443,7 @@ func (a *acquirer) stepBack() error {
 	if a.tk.present() {
 		a.tk.write()
 	}
-	a.lockF.Close()
+	oslock.Drop(a.lockF)
 	a.lockF = nil
 	// Waiters that saw our mark sleep on our beacon as a holder's: wake
 	// them, or they would wait for a release that never comes.

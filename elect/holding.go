@@ -218,11 +218,7 @@ func (h *holding) release() error {
 	h.mu.Unlock()
 	h.arm.Stop()
 	h.claim.Close() // first: a newcomer elsewhere waits on it, not on the lock
-	// Unlocked, not only closed: a process forked meanwhile by another
-	// goroutine holds a copy of the descriptor until its exec, and with it
-	// the lock, which belongs to the open file description.
-	oslock.Unlock(h.lockF)
-	errs := []error{h.lockF.Close()}
+	errs := []error{oslock.Drop(h.lockF)}
 	h.mu.Lock()
 	h.tk.unname()
 	h.mu.Unlock()
@@ -232,7 +228,7 @@ func (h *holding) release() error {
 	// the filesystem a while, and its name is gone already; a listing
 	// skips the FIFOs, and their names are never used again.
 	h.mu.Lock()
-	h.tk.f.Close()
+	oslock.Drop(h.tk.f)
 	h.mu.Unlock()
 	h.tk.unlinkFIFOs()
 	nudgeAfter(h.q, h.tk.e.seq)

@@ -122,7 +122,7 @@ func (a *acquirer) keepTicket() error {
 	if err != nil {
 		return err
 	}
-	a.tk.f.Close()
+	oslock.Drop(a.tk.f)
 	a.tk.beacon.Close()
 	a.tk.inbox.Close()
 	a.tk = t

@@ -328,7 +328,7 @@ func (t *ticket) unpublish() {
 // ticket file, leaving the beacon and inbox.
 func (t *ticket) unlink() {
 	t.unname()
-	t.f.Close()
+	oslock.Drop(t.f)
 }
 
 // unname removes the ticket's name if it is still ours, leaving the file

@@ -49,11 +49,7 @@ func withState(ctx context.Context, d *oslock.Dir, name string, fn func(*state) 
 	if err := lockWait(ctx, f, true); err != nil {
 		return state{}, err
 	}
-	// Unlocked before it is closed: a process this one forks meanwhile
-	// (COMMAND, a watchdog, os/exec's probe) holds a copy of the
-	// descriptor until its exec, and the lock, which belongs to the open
-	// file description, would last until then.
-	defer oslock.Unlock(f)
+	defer oslock.Unlock(f) // before the Close above: see oslock.Drop
 	buf := make([]byte, 128)
 	n, err := f.ReadAt(buf, 0)
 	if err != nil && err != io.EOF {

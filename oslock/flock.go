@@ -24,3 +24,13 @@ func Unlock(f *os.File) error {
 	}
 	return nil
 }
+
+// Drop gives up f's lock and closes f. Closing alone is not enough: the
+// lock belongs to f's open file description, and a process that another
+// goroutine forks meanwhile (COMMAND, a watchdog, os/exec's probe) holds a
+// copy of every descriptor until its exec, so the lock would last until
+// then. Drop returns Close's error.
+func Drop(f *os.File) error {
+	unlock(int(f.Fd())) // a file never locked, or closed already: no matter
+	return f.Close()
+}

@@ -491,12 +491,15 @@ func (c *BusClient) handle(m busMsg) {
 			c.mu.Unlock()
 			return // an ended term's
 		}
-		if !c.serving || m.K == "leader" && !c.listening {
+		if !c.serving {
 			c.serving = true
-			c.listening = c.listening || m.K == "leader"
 			c.bump()
 		}
 		if m.K == "leader" {
+			if !c.listening {
+				c.listening = true
+				c.bump()
+			}
 			c.mu.Unlock()
 			return
 		}

@@ -167,18 +167,15 @@ func TestBusPublishBeforeServe(t *testing.T) {
 	if _, err := sa.Publish([]byte("own")); err != nil {
 		t.Fatal(err)
 	}
-	deadline := time.Now().Add(10 * time.Second)
-	for {
+	heard := func() bool {
 		pc.mu.Lock()
-		heard := pc.serving
-		pc.mu.Unlock()
-		if heard {
-			break
-		}
+		defer pc.mu.Unlock()
+		return pc.serving
+	}
+	for deadline := time.Now().Add(10 * time.Second); !heard(); time.Sleep(5 * time.Millisecond) {
 		if time.Now().After(deadline) {
 			t.Fatal("the member did not hear the leader's message within 10s")
 		}
-		time.Sleep(5 * time.Millisecond)
 	}
 	published := make(chan error, 1)
 	go func() { published <- pc.Publish(ctx, []byte("from p")) }()
