@@ -14,8 +14,6 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"github.com/fsnotify/fsnotify"
-
 	"github.com/leaderrun/leaderrun/elect"
 	"github.com/urfave/cli/v3"
 )
@@ -168,19 +166,19 @@ func commandLine(argv []string) string {
 }
 
 // watchStatus prints a snapshot, then another whenever the lock directory
-// changes (fsnotify) and the snapshot differs. flock(2) itself makes no
-// filesystem event, so a slow tick catches holders that are not leaderrun,
-// such as flock(1).
+// changes (watchTree: on Linux the process's one inotify instance,
+// elsewhere fsnotify) and the snapshot differs. flock(2) itself makes no
+// filesystem event, so a slow tick catches holders that are not
+// leaderrun, such as flock(1).
 func watchStatus(ctx context.Context, lk *opened, query func(context.Context) (elect.Snapshot, error), asJSON bool) error {
-	w, err := fsnotify.NewWatcher()
+	w, err := watchTree(lk.Dir())
 	if err != nil {
 		if e := resourceError(err); e != nil {
 			return e
 		}
 		return exitf(ExitSoftware, "leaderrun status --watch: %v", err)
 	}
-	defer w.Close()
-	watchTree(w, lk.Dir())
+	defer w.close()
 	v := &statusView{tty: isTerminal(os.Stdout), asJSON: asJSON, where: lk.where()}
 	tick := time.NewTicker(time.Second)
 	defer tick.Stop()
@@ -195,7 +193,7 @@ func watchStatus(ctx context.Context, lk *opened, query func(context.Context) (e
 		if !v.show(normalize(snap)) {
 			return nil // stdout closed: the reader went away
 		}
-		if !waitChange(ctx, w, tick.C) {
+		if !w.wait(ctx, tick.C) {
 			return nil
 		}
 	}
@@ -233,65 +231,12 @@ func (v *statusView) show(snap elect.Snapshot) bool {
 	return true
 }
 
-// waitChange waits for a change in the watched tree, or the tick; false
-// when ctx ends.
-func waitChange(ctx context.Context, w *fsnotify.Watcher, tick <-chan time.Time) bool {
-	select {
-	case <-ctx.Done():
-		return false
-	case ev := <-w.Events:
-		coalesce(ctx, w, ev)
-	case <-w.Errors:
-	case <-tick:
-	}
-	return true
-}
-
 // coalesceQuiet and coalesceMax bound a burst of events: it ends once no
 // event came for coalesceQuiet, or coalesceMax after its first.
 const (
 	coalesceQuiet = 10 * time.Millisecond
 	coalesceMax   = 100 * time.Millisecond
 )
-
-// coalesce takes in the burst of events that one change makes (a grant
-// writes, renames and removes several entries), from its first event ev,
-// so that one snapshot follows it; every directory created meanwhile is
-// watched too (a name's queue directory, made with its first ticket).
-func coalesce(ctx context.Context, w *fsnotify.Watcher, ev fsnotify.Event) {
-	quiet := time.NewTimer(coalesceQuiet)
-	defer quiet.Stop()
-	limit := time.NewTimer(coalesceMax)
-	defer limit.Stop()
-	for {
-		if ev.Op&fsnotify.Create != 0 {
-			watchTree(w, ev.Name)
-		}
-		select {
-		case <-ctx.Done():
-			return
-		case <-quiet.C:
-			return
-		case <-limit.C:
-			return
-		case ev = <-w.Events:
-			quiet.Reset(coalesceQuiet)
-		}
-	}
-}
-
-func watchTree(w *fsnotify.Watcher, path string) {
-	if fi, err := os.Stat(path); err != nil || !fi.IsDir() {
-		return
-	}
-	_ = w.Add(path)
-	entries, _ := os.ReadDir(path)
-	for _, e := range entries {
-		if e.IsDir() {
-			_ = w.Add(path + "/" + e.Name())
-		}
-	}
-}
 
 func isTerminal(f *os.File) bool {
 	fi, err := f.Stat()

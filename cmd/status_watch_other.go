@@ -1,0 +1,84 @@
+//go:build !linux
+
+package cmd
+
+import (
+	"context"
+	"os"
+	"time"
+
+	"github.com/fsnotify/fsnotify"
+)
+
+// treeWatch watches a lock directory and the directories in it (each
+// name's queue) for status --watch, with fsnotify (kqueue on the BSDs and
+// macOS; Linux has status_watch_linux.go).
+type treeWatch struct {
+	w *fsnotify.Watcher
+}
+
+func watchTree(root string) (*treeWatch, error) {
+	w, err := fsnotify.NewWatcher()
+	if err != nil {
+		return nil, err
+	}
+	t := &treeWatch{w: w}
+	t.add(root)
+	return t, nil
+}
+
+// wait waits for a change in the watched tree, or the tick; false when
+// ctx ends.
+func (t *treeWatch) wait(ctx context.Context, tick <-chan time.Time) bool {
+	select {
+	case <-ctx.Done():
+		return false
+	case ev := <-t.w.Events:
+		t.coalesce(ctx, ev)
+	case <-t.w.Errors:
+	case <-tick:
+	}
+	return true
+}
+
+// coalesce takes in the burst of events that one change makes (a grant
+// writes, renames and removes several entries), from its first event ev,
+// so that one snapshot follows it; every directory created meanwhile is
+// watched too (a name's queue directory, made with its first ticket).
+func (t *treeWatch) coalesce(ctx context.Context, ev fsnotify.Event) {
+	quiet := time.NewTimer(coalesceQuiet)
+	defer quiet.Stop()
+	limit := time.NewTimer(coalesceMax)
+	defer limit.Stop()
+	for {
+		if ev.Op&fsnotify.Create != 0 {
+			t.add(ev.Name)
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-quiet.C:
+			return
+		case <-limit.C:
+			return
+		case ev = <-t.w.Events:
+			quiet.Reset(coalesceQuiet)
+		}
+	}
+}
+
+// add watches path and the directories in it, if it is a directory.
+func (t *treeWatch) add(path string) {
+	if fi, err := os.Stat(path); err != nil || !fi.IsDir() {
+		return
+	}
+	_ = t.w.Add(path)
+	entries, _ := os.ReadDir(path)
+	for _, e := range entries {
+		if e.IsDir() {
+			_ = t.w.Add(path + "/" + e.Name())
+		}
+	}
+}
+
+func (t *treeWatch) close() { t.w.Close() }
