@@ -210,6 +210,10 @@ func (s *BusServer) send(m busMsg) error {
 	return nil
 }
 
+// testDropPub, set by tests, makes Serve drop a member's publication as a
+// lost notification or a failed statement would, when it returns true.
+var testDropPub func(id string) bool
+
 // Serve sequences members' publications and answers their hellos until
 // ctx ends or the term does; it then tells the members the term is over.
 func (s *BusServer) Serve(ctx context.Context) error {
@@ -233,7 +237,7 @@ func (s *BusServer) Serve(ctx context.Context) error {
 			s.send(s.leaderMsg("leader"))
 			s.mu.Unlock()
 		case "pub":
-			if m.Epoch == s.lead.Epoch() {
+			if m.Epoch == s.lead.Epoch() && (testDropPub == nil || !testDropPub(m.ID)) {
 				s.publish(m.Data, m.PID, m.ID)
 			}
 		}
@@ -529,7 +533,10 @@ func (c *BusClient) Events() <-chan bus.Event { return c.out }
 // Publish sends data to the leader, which sequences it for every member,
 // and returns once it has. It fails with bus.ErrNoLeader when nobody
 // serves the bus, with bus.ErrLeaderChanged when the leader changed before
-// answering, and with bus.ErrTooLarge above MaxBusMessage.
+// answering, and with bus.ErrTooLarge above MaxBusMessage. A publication
+// the leader has not answered within a second is sent again (the leader
+// sequences it once), so a lost one costs a delay, not a wait until ctx
+// ends.
 func (c *BusClient) Publish(ctx context.Context, data []byte) error {
 	if len(data) > MaxBusMessage {
 		return fmt.Errorf("%w: %d bytes, the bus over PostgreSQL carries at most %d (a NOTIFY payload is 8000 bytes)", bus.ErrTooLarge, len(data), MaxBusMessage)
@@ -572,22 +579,47 @@ func (c *BusClient) Publish(ctx context.Context, data []byte) error {
 	if len(p) > 7999 {
 		return fmt.Errorf("%w: %d bytes encoded", bus.ErrTooLarge, len(p))
 	}
-	err := c.l.withAdmin(ctx, func(conn *pgx.Conn) error {
-		_, err := conn.Exec(ctx, "SELECT pg_notify($1, $2)", c.ch, string(p))
-		return err
-	})
-	if err != nil {
+	send := func() error {
+		return c.l.withAdmin(ctx, func(conn *pgx.Conn) error {
+			_, err := conn.Exec(ctx, "SELECT pg_notify($1, $2)", c.ch, string(p))
+			return err
+		})
+	}
+	if err := send(); err != nil {
 		return err
 	}
-	select {
-	case err := <-ack:
-		return err
-	case <-ctx.Done():
-		return context.Cause(ctx)
-	case <-c.ctx.Done():
-		return bus.ErrClosed
+	// A publication the leader did not sequence (its statement failed,
+	// its listening connection was being made anew) is answered by
+	// nobody: it is sent again, the same id, until it is. The leader
+	// sequences an id once and answers every copy with that one message;
+	// a new leader fails the wait (ErrLeaderChanged).
+	again := time.NewTimer(publishResend)
+	defer again.Stop()
+	for wait := publishResend; ; {
+		select {
+		case err := <-ack:
+			return err
+		case <-again.C:
+			if err := send(); err != nil {
+				return err
+			}
+			wait = min(2*wait, publishResendMax)
+			again.Reset(wait)
+		case <-ctx.Done():
+			return context.Cause(ctx)
+		case <-c.ctx.Done():
+			return bus.ErrClosed
+		}
 	}
 }
+
+// publishResend is how long a member's Publish waits for the leader's
+// answer before it sends its publication again; the wait doubles up to
+// publishResendMax.
+const (
+	publishResend    = time.Second
+	publishResendMax = 8 * time.Second
+)
 
 // Close leaves the bus; Events is closed.
 func (c *BusClient) Close() error {

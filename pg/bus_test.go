@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -268,5 +269,82 @@ func TestBusEndOnPublishingConn(t *testing.T) {
 	a.admin.mu.Unlock()
 	if after != publishing || after.IsClosed() {
 		t.Fatal("the leader opened a connection to say the term is over")
+	}
+}
+
+// TestBusPublishResent: a publication the leader does not sequence (a
+// lost notification, a failed statement: testDropPub drops the first copy
+// of each) is sent again until it is, not waited for until ctx ends; the
+// leader sequences it once, and a member gets it once.
+func TestBusPublishResent(t *testing.T) {
+	srv := sharedServer(t)
+	schema := testSchema(t)
+	a, p := open(t, srv, schema, Config{}), open(t, srv, schema, Config{})
+	var mu sync.Mutex
+	dropped := map[string]bool{}
+	testDropPub = func(id string) bool {
+		mu.Lock()
+		defer mu.Unlock()
+		if dropped[id] {
+			return false
+		}
+		dropped[id] = true
+		return true
+	}
+	t.Cleanup(func() { testDropPub = nil })
+	ctx, cancel := context.WithTimeout(t.Context(), 20*time.Second)
+	defer cancel()
+	la, err := a.Acquire(ctx, "br", elect.Request{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer la.Release()
+	sa, err := a.ListenBus(la)
+	if err != nil {
+		t.Fatal(err)
+	}
+	go sa.Serve(ctx)
+	member, err := a.DialBus(ctx, "br", BusDial{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer member.Close()
+	pc, err := p.DialBus(ctx, "br", BusDial{PublishOnly: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pc.Close()
+	if err := pc.Publish(ctx, []byte("again")); err != nil {
+		t.Fatalf("a publication whose first copy was lost: %v", err)
+	}
+	mu.Lock()
+	n := len(dropped)
+	mu.Unlock()
+	if n != 1 {
+		t.Fatalf("%d publications dropped, want 1", n)
+	}
+	// The marker message after it: the member has seen all before it.
+	if _, err := sa.Publish([]byte("end")); err != nil {
+		t.Fatal(err)
+	}
+	got := 0
+	for {
+		select {
+		case ev := <-member.Events():
+			if ev.Kind != bus.EventMessage {
+				continue
+			}
+			switch string(ev.Message.Data) {
+			case "again":
+				got++
+			case "end":
+				if got != 1 {
+					t.Fatalf("the member got the publication %d times, want once", got)
+				}
+				return
+			}
+		case <-ctx.Done():
+			t.Fatal("the member did not get the messages within 20s")
+		}
 	}
 }
