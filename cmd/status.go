@@ -238,6 +238,30 @@ const (
 	coalesceMax   = 100 * time.Millisecond
 )
 
+// coalesce takes in the rest of the burst of events that one change makes
+// (a grant writes, renames and removes several entries) from c, each
+// passed to seen, so that one snapshot follows it; it returns once the
+// burst is over or ctx ends.
+func coalesce[T any](ctx context.Context, c <-chan T, seen func(T)) {
+	quiet := time.NewTimer(coalesceQuiet)
+	defer quiet.Stop()
+	limit := time.NewTimer(coalesceMax)
+	defer limit.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-quiet.C:
+			return
+		case <-limit.C:
+			return
+		case ev := <-c:
+			seen(ev)
+			quiet.Reset(coalesceQuiet)
+		}
+	}
+}
+
 func isTerminal(f *os.File) bool {
 	fi, err := f.Stat()
 	return err == nil && fi.Mode()&os.ModeCharDevice != 0

@@ -105,31 +105,12 @@ func (w *treeWatch) wait(ctx context.Context, tick <-chan time.Time) bool {
 	case <-ctx.Done():
 		return false
 	case <-w.changed:
-		w.coalesce(ctx)
+		coalesce(ctx, w.changed, func(struct{}) {})
 	case <-tick:
 	case <-fallback:
 	}
 	w.rescan()
 	return true
-}
-
-func (w *treeWatch) coalesce(ctx context.Context) {
-	quiet := time.NewTimer(coalesceQuiet)
-	defer quiet.Stop()
-	limit := time.NewTimer(coalesceMax)
-	defer limit.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-quiet.C:
-			return
-		case <-limit.C:
-			return
-		case <-w.changed:
-			quiet.Reset(coalesceQuiet)
-		}
-	}
 }
 
 func (w *treeWatch) close() {

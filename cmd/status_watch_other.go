@@ -34,36 +34,19 @@ func (t *treeWatch) wait(ctx context.Context, tick <-chan time.Time) bool {
 	case <-ctx.Done():
 		return false
 	case ev := <-t.w.Events:
-		t.coalesce(ctx, ev)
+		// Every directory created in the burst is watched too (a
+		// name's queue directory, made with its first ticket).
+		t.created(ev)
+		coalesce(ctx, t.w.Events, t.created)
 	case <-t.w.Errors:
 	case <-tick:
 	}
 	return true
 }
 
-// coalesce takes in the burst of events that one change makes (a grant
-// writes, renames and removes several entries), from its first event ev,
-// so that one snapshot follows it; every directory created meanwhile is
-// watched too (a name's queue directory, made with its first ticket).
-func (t *treeWatch) coalesce(ctx context.Context, ev fsnotify.Event) {
-	quiet := time.NewTimer(coalesceQuiet)
-	defer quiet.Stop()
-	limit := time.NewTimer(coalesceMax)
-	defer limit.Stop()
-	for {
-		if ev.Op&fsnotify.Create != 0 {
-			t.add(ev.Name)
-		}
-		select {
-		case <-ctx.Done():
-			return
-		case <-quiet.C:
-			return
-		case <-limit.C:
-			return
-		case ev = <-t.w.Events:
-			quiet.Reset(coalesceQuiet)
-		}
+func (t *treeWatch) created(ev fsnotify.Event) {
+	if ev.Op&fsnotify.Create != 0 {
+		t.add(ev.Name)
 	}
 }
 
