@@ -125,7 +125,14 @@ type BusServer struct {
 	closed bool
 	seq    uint64
 	seen   map[string]uint64 // members' publications, by id: a repeat is not sequenced twice
+	ids    []string          // seen's ids, oldest first, at most seenMax
 }
+
+// seenMax is how many of its members' latest publications a leader
+// remembers, so that a copy sent again (BusClient.Publish) is answered
+// with the message it was, not sequenced twice: a term's memory of them is
+// bounded, and a copy comes at most seconds after its first.
+const seenMax = 1 << 16
 
 // ListenBus serves the bus of lead's name for as long as the term lasts;
 // only an exclusive term of this Locker serves one. Serve must run for
@@ -171,9 +178,20 @@ func (s *BusServer) publish(data []byte, pid int, id string) (uint64, error) {
 	}
 	s.seq++
 	if id != "" {
-		s.seen[id] = s.seq
+		s.remember(id, s.seq)
 	}
 	return s.seq, nil
+}
+
+// remember notes that the member's publication id was sequenced as seq,
+// forgetting the oldest beyond seenMax; s.mu is held.
+func (s *BusServer) remember(id string, seq uint64) {
+	if len(s.ids) == seenMax {
+		delete(s.seen, s.ids[0])
+		s.ids = s.ids[1:]
+	}
+	s.seen[id] = seq
+	s.ids = append(s.ids, id)
 }
 
 // send notifies m while the term's row exists; s.mu is held.

@@ -3,6 +3,7 @@ package pg
 import (
 	"context"
 	"errors"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -346,5 +347,23 @@ func TestBusPublishResent(t *testing.T) {
 		case <-ctx.Done():
 			t.Fatal("the member did not get the messages within 20s")
 		}
+	}
+}
+
+// TestBusSeenBounded: a leader remembers its members' latest seenMax
+// publications, not every one of a term.
+func TestBusSeenBounded(t *testing.T) {
+	s := &BusServer{seen: map[string]uint64{}}
+	for i := range seenMax + 10 {
+		s.remember(strconv.Itoa(i), uint64(i+1))
+	}
+	if len(s.seen) != seenMax || len(s.ids) != seenMax {
+		t.Fatalf("remembers %d publications (%d ids), want %d", len(s.seen), len(s.ids), seenMax)
+	}
+	if _, ok := s.seen["9"]; ok {
+		t.Error("the 10th publication is remembered after seenMax+10")
+	}
+	if seq, ok := s.seen[strconv.Itoa(seenMax+9)]; !ok || seq != seenMax+10 {
+		t.Errorf("the latest publication: seq %d, remembered %v; want %d", seq, ok, seenMax+10)
 	}
 }
