@@ -20,33 +20,43 @@ type treeWatch struct {
 	changed chan struct{} // a value when a watched directory changed
 	done    chan struct{}
 	mu      sync.Mutex
-	dirs    map[string]*oslock.Watch
+	dirs    map[string]dirWatch
 	blind   bool // no watch could be had: wait relies on the tick
+}
+
+// A dirWatch is the watch of one directory and the end of its forward.
+type dirWatch struct {
+	w    *oslock.Watch
+	stop chan struct{}
+}
+
+func (d dirWatch) end() {
+	d.w.Stop()
+	close(d.stop)
 }
 
 // fallbackTick is how often status --watch looks where it cannot watch.
 const fallbackTick = 250 * time.Millisecond
 
 func watchTree(root string) (*treeWatch, error) {
-	w := &treeWatch{root: root, changed: make(chan struct{}, 1), done: make(chan struct{}), dirs: map[string]*oslock.Watch{}}
+	w := &treeWatch{root: root, changed: make(chan struct{}, 1), done: make(chan struct{}), dirs: map[string]dirWatch{}}
 	w.rescan()
 	return w, nil
 }
 
-// rescan watches every directory of the tree that is not watched yet
-// (a queue directory is made with a name's first ticket, and one that
-// could not be watched before is tried again) and forgets those that are
-// gone.
+// rescan watches every directory of the tree anew (a queue directory is
+// made with a name's first ticket, and may have been made anew at the
+// same path since the last look, where the old watch sees nothing; one
+// that could not be watched before is tried again) and forgets those that
+// are gone. A directory's new watch is made before its old one ends, so
+// that no event falls between them (the kernel's watch of an inode is
+// shared by both).
 func (w *treeWatch) rescan() {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	w.blind = false // until a directory cannot be watched (again)
-	seen := map[string]bool{}
+	dirs := map[string]dirWatch{}
 	add := func(dir string) {
-		seen[dir] = true
-		if w.dirs[dir] != nil {
-			return
-		}
 		ow, err := oslock.WatchEntries(dir, true)
 		if err != nil {
 			if _, serr := os.Stat(dir); serr == nil {
@@ -54,8 +64,9 @@ func (w *treeWatch) rescan() {
 			}
 			return
 		}
-		w.dirs[dir] = ow
-		go w.forward(ow)
+		dw := dirWatch{ow, make(chan struct{})}
+		dirs[dir] = dw
+		go w.forward(dw)
 	}
 	add(w.root)
 	entries, _ := os.ReadDir(w.root)
@@ -64,23 +75,24 @@ func (w *treeWatch) rescan() {
 			add(filepath.Join(w.root, e.Name()))
 		}
 	}
-	for dir, ow := range w.dirs {
-		if !seen[dir] {
-			ow.Stop()
-			delete(w.dirs, dir)
-		}
+	for _, dw := range w.dirs {
+		dw.end()
 	}
+	w.dirs = dirs
 }
 
-// forward passes a directory's events on to w.changed, until close.
-func (w *treeWatch) forward(ow *oslock.Watch) {
+// forward passes a directory's events on to w.changed, until its watch
+// or w ends.
+func (w *treeWatch) forward(dw dirWatch) {
 	for {
 		select {
-		case <-ow.C:
+		case <-dw.w.C:
 			select {
 			case w.changed <- struct{}{}:
 			default:
 			}
+		case <-dw.stop:
+			return
 		case <-w.done:
 			return
 		}
@@ -117,8 +129,8 @@ func (w *treeWatch) close() {
 	close(w.done)
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	for dir, ow := range w.dirs {
-		ow.Stop()
+	for dir, dw := range w.dirs {
+		dw.end()
 		delete(w.dirs, dir)
 	}
 }

@@ -6,14 +6,13 @@ import (
 	"path/filepath"
 	"testing"
 	"time"
-
-	"github.com/leaderrun/leaderrun/oslock"
 )
 
 // The status --watch tree watch wakes for a change in the lock directory
 // and in a directory made in it since (a name's queue, made with its
-// first ticket), with no tick to fall back on; where no watch can be had
-// it looks again by itself (fallbackTick).
+// first ticket), also one made anew at the path of one it watched, with no
+// tick to fall back on; where no watch can be had it looks again by itself
+// (fallbackTick).
 func TestTreeWatch(t *testing.T) {
 	root := t.TempDir()
 	w, err := watchTree(root)
@@ -45,8 +44,21 @@ func TestTreeWatch(t *testing.T) {
 			t.Fatal(err)
 		}
 	})
+	waitFor("that directory removed and made anew at its path", func() {
+		if err := os.Remove(filepath.Join(root, "job.queue")); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Mkdir(filepath.Join(root, "job.queue"), 0o700); err != nil {
+			t.Fatal(err)
+		}
+	})
+	waitFor("a file made in the new directory", func() {
+		if err := os.WriteFile(filepath.Join(root, "job.queue", "t2"), nil, 0o600); err != nil {
+			t.Fatal(err)
+		}
+	})
 
-	blind := &treeWatch{root: root, changed: make(chan struct{}, 1), done: make(chan struct{}), dirs: map[string]*oslock.Watch{}, blind: true}
+	blind := &treeWatch{root: root, changed: make(chan struct{}, 1), done: make(chan struct{}), dirs: map[string]dirWatch{}, blind: true}
 	defer blind.close()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
