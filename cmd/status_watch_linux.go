@@ -4,7 +4,6 @@ import (
 	"context"
 	"os"
 	"path/filepath"
-	"sync"
 	"time"
 
 	"github.com/leaderrun/leaderrun/oslock"
@@ -14,14 +13,13 @@ import (
 // name's queue) for status --watch, on the process's one inotify instance
 // (oslock.WatchEntries): it costs the user no instance of its own, and
 // links no fsnotify on Linux. Where no watch can be had (the user's
-// instances are all taken), it looks every fallbackTick instead.
+// instances are all taken), it looks every fallbackTick instead. It is
+// used by one goroutine; only forward runs beside it.
 type treeWatch struct {
 	root    string
 	changed chan struct{} // a value when a watched directory changed
-	done    chan struct{}
-	mu      sync.Mutex
 	dirs    map[string]dirWatch
-	blind   bool // no watch could be had: wait relies on the tick
+	blind   bool // a directory could not be watched: wait looks every fallbackTick
 }
 
 // A dirWatch is the watch of one directory and the end of its forward.
@@ -39,7 +37,7 @@ func (d dirWatch) end() {
 const fallbackTick = 250 * time.Millisecond
 
 func watchTree(root string) (*treeWatch, error) {
-	w := &treeWatch{root: root, changed: make(chan struct{}, 1), done: make(chan struct{}), dirs: map[string]dirWatch{}}
+	w := &treeWatch{root: root, changed: make(chan struct{}, 1), dirs: map[string]dirWatch{}}
 	w.rescan()
 	return w, nil
 }
@@ -52,8 +50,6 @@ func watchTree(root string) (*treeWatch, error) {
 // that no event falls between them (the kernel's watch of an inode is
 // shared by both).
 func (w *treeWatch) rescan() {
-	w.mu.Lock()
-	defer w.mu.Unlock()
 	w.blind = false // until a directory cannot be watched (again)
 	dirs := map[string]dirWatch{}
 	add := func(dir string) {
@@ -82,7 +78,7 @@ func (w *treeWatch) rescan() {
 }
 
 // forward passes a directory's events on to w.changed, until its watch
-// or w ends.
+// ends.
 func (w *treeWatch) forward(dw dirWatch) {
 	for {
 		select {
@@ -93,8 +89,6 @@ func (w *treeWatch) forward(dw dirWatch) {
 			}
 		case <-dw.stop:
 			return
-		case <-w.done:
-			return
 		}
 	}
 }
@@ -102,13 +96,13 @@ func (w *treeWatch) forward(dw dirWatch) {
 // wait waits for a change in the tree, or tick (or, blind, the fallback
 // tick); false when ctx ends. A change is a burst of events (a grant
 // writes, renames and removes several entries): it returns once the burst
-// is over, so that one snapshot follows it.
+// is over, so that one snapshot follows it. The tree is watched anew
+// after a change, which is how a directory made in it, or made anew,
+// comes to be watched (its making is an event of the root), and after
+// the fallback tick, which tries the unwatched ones again.
 func (w *treeWatch) wait(ctx context.Context, tick <-chan time.Time) bool {
 	var fallback <-chan time.Time
-	w.mu.Lock()
-	blind := w.blind
-	w.mu.Unlock()
-	if blind {
+	if w.blind {
 		t := time.NewTimer(fallbackTick)
 		defer t.Stop()
 		fallback = t.C
@@ -118,19 +112,17 @@ func (w *treeWatch) wait(ctx context.Context, tick <-chan time.Time) bool {
 		return false
 	case <-w.changed:
 		coalesce(ctx, w.changed, func(struct{}) {})
+		w.rescan()
 	case <-tick:
 	case <-fallback:
+		w.rescan()
 	}
-	w.rescan()
 	return true
 }
 
 func (w *treeWatch) close() {
-	close(w.done)
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	for dir, dw := range w.dirs {
+	for _, dw := range w.dirs {
 		dw.end()
-		delete(w.dirs, dir)
 	}
+	w.dirs = nil
 }

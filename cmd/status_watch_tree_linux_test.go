@@ -58,7 +58,7 @@ func TestTreeWatch(t *testing.T) {
 		}
 	})
 
-	blind := &treeWatch{root: root, changed: make(chan struct{}, 1), done: make(chan struct{}), dirs: map[string]dirWatch{}, blind: true}
+	blind := &treeWatch{root: root, changed: make(chan struct{}, 1), dirs: map[string]dirWatch{}, blind: true}
 	defer blind.close()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()

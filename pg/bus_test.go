@@ -145,20 +145,7 @@ func TestBus(t *testing.T) {
 // nobody and waited for ever for its answer (CI hung 10 minutes in TestBus
 // so).
 func TestBusPublishBeforeServe(t *testing.T) {
-	srv := sharedServer(t)
-	schema := testSchema(t)
-	a, p := open(t, srv, schema, Config{}), open(t, srv, schema, Config{})
-	ctx, cancel := context.WithTimeout(t.Context(), 20*time.Second)
-	defer cancel()
-	la, err := a.Acquire(ctx, "bp", elect.Request{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer la.Release()
-	sa, err := a.ListenBus(la)
-	if err != nil {
-		t.Fatal(err)
-	}
+	ctx, _, p, sa := busLeader(t, "bp")
 	pc, err := p.DialBus(ctx, "bp", BusDial{PublishOnly: true})
 	if err != nil {
 		t.Fatal(err)
@@ -273,14 +260,32 @@ func TestBusEndOnPublishingConn(t *testing.T) {
 	}
 }
 
+// busLeader opens two Lockers on one schema, a and p, and has a lead name
+// with its bus (not served yet); ctx bounds the test at 20s.
+func busLeader(t *testing.T, name string) (ctx context.Context, a, p *Locker, sa *BusServer) {
+	t.Helper()
+	srv := sharedServer(t)
+	schema := testSchema(t)
+	a, p = open(t, srv, schema, Config{}), open(t, srv, schema, Config{})
+	ctx, cancel := context.WithTimeout(t.Context(), 20*time.Second)
+	t.Cleanup(cancel)
+	la, err := a.Acquire(ctx, name, elect.Request{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { la.Release() })
+	sa, err = a.ListenBus(la)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ctx, a, p, sa
+}
+
 // TestBusPublishResent: a publication the leader does not sequence (a
 // lost notification, a failed statement: testDropPub drops the first copy
 // of each) is sent again until it is, not waited for until ctx ends; the
 // leader sequences it once, and a member gets it once.
 func TestBusPublishResent(t *testing.T) {
-	srv := sharedServer(t)
-	schema := testSchema(t)
-	a, p := open(t, srv, schema, Config{}), open(t, srv, schema, Config{})
 	var mu sync.Mutex
 	dropped := map[string]bool{}
 	testDropPub = func(id string) bool {
@@ -293,17 +298,7 @@ func TestBusPublishResent(t *testing.T) {
 		return true
 	}
 	t.Cleanup(func() { testDropPub = nil })
-	ctx, cancel := context.WithTimeout(t.Context(), 20*time.Second)
-	defer cancel()
-	la, err := a.Acquire(ctx, "br", elect.Request{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer la.Release()
-	sa, err := a.ListenBus(la)
-	if err != nil {
-		t.Fatal(err)
-	}
+	ctx, a, p, sa := busLeader(t, "br")
 	go sa.Serve(ctx)
 	member, err := a.DialBus(ctx, "br", BusDial{})
 	if err != nil {
