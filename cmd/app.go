@@ -6,7 +6,6 @@ import (
 	"io"
 	"os"
 	"os/signal"
-	"runtime"
 	"syscall"
 
 	"github.com/urfave/cli/v3"
@@ -181,7 +180,6 @@ const backendKey = "leaderrun.app"
 // (tests/clichaos) call it. It is also where a term's watchdog that needs
 // the app's TermEnder runs (see supervise.RunWatchdog).
 func Main(opts ...Option) int {
-	oneProcessor()
 	a := New(opts...)
 	a.exits = true
 	if code, ok := a.runLateRole(); ok {
@@ -196,21 +194,6 @@ func Main(opts ...Option) int {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	return ExitCode(a.Run(ctx, os.Args))
-}
-
-// oneProcessor runs this process's Go code on one processor (P) unless
-// GOMAXPROCS says otherwise. leaderrun's work is one path of system calls
-// (the grant, the fence, the fork of COMMAND, the release), and its other
-// goroutines mostly sleep; a second P only wakes a second thread, which
-// spins looking for work, each time a goroutine becomes runnable, and on a
-// host whose processors are busy that thread takes a processor from the
-// path (or from COMMAND). Blocking system calls still run on threads of
-// their own, the P passed on. Measured (docs/performance.md): a chain of
-// 60 instances on 2 processors, 2.9 to 2.3 ms a hand-off.
-func oneProcessor() {
-	if os.Getenv("GOMAXPROCS") == "" {
-		runtime.GOMAXPROCS(1)
-	}
 }
 
 // runLateRole runs this process as a term's watchdog that ends its term

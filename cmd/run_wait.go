@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"runtime"
 	"strings"
 	"sync"
 	"time"
@@ -108,10 +109,33 @@ func (o *runOptions) whileWaiting(ctx context.Context, lk *opened, wg *sync.Wait
 		// The term's id, cgroup and, over a lock directory, its
 		// watchdog (unless --lazy-watchdog), made while waiting rather
 		// than after the grant (supervise.Prepare).
-		wg.Go(func() { o.prepared = supervise.Prepare(lk.local == nil && !o.lazyWD) }) // read after acquire's wg.Wait
+		wg.Go(func() {
+			o.prepared = supervise.Prepare(lk.local == nil && !o.lazyWD) // read after acquire's wg.Wait
+			select {
+			case <-done: // granted already: the start-up is the whole run
+			default:
+				oneProcessor()
+			}
+		})
 	}
 	// Returns at once unless lk can end a dead holder's term (etcd).
 	wg.Go(func() { watchLocalHolder(fctx, lk, o.name) }) // localholder_linux.go
+}
+
+// oneProcessor runs the rest of this process's Go code on one processor
+// (P), unless GOMAXPROCS says otherwise. It is called once an instance is
+// waiting in line with its term prepared: from then on its work is one
+// path of system calls (the grant, the fence, the fork of COMMAND, the
+// release), and a second P only wakes a second thread, which spins,
+// whenever a goroutine becomes runnable; on a host whose processors are
+// busy (a chain of instances, each hand-off waking two processes and
+// ending two) that thread takes a processor from the path. The start-up
+// keeps both: there the term's preparation runs beside the request.
+// Measured in docs/performance.md.
+func oneProcessor() {
+	if os.Getenv("GOMAXPROCS") == "" {
+		runtime.GOMAXPROCS(1)
+	}
 }
 
 // lostPlace reports whether a request failed without a place in line that
