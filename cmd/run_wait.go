@@ -112,7 +112,7 @@ func (o *runOptions) whileWaiting(ctx context.Context, lk *opened, wg *sync.Wait
 		wg.Go(func() {
 			o.prepared = supervise.Prepare(lk.local == nil && !o.lazyWD) // read after acquire's wg.Wait
 			select {
-			case <-done: // granted already: the start-up is the whole run
+			case <-done: // the request ended first (granted at once): it never waited
 			default:
 				oneProcessor()
 			}
