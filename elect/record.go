@@ -187,32 +187,93 @@ func (s *recordScanner) peek(c byte) bool {
 	return !s.bad && s.i < len(s.b) && s.b[s.i] == c
 }
 
-// str reads a string without escapes or control characters, in valid
-// UTF-8 (anything else is left to encoding/json).
+// str reads a string in valid UTF-8 without control characters, with the
+// escapes appendString writes: \" \\ \/ \b \f \n \r \t and \u00XX for
+// an ASCII XX (commands often hold '<', '>' and '&', which it writes so).
+// Anything else (\u for a rune beyond ASCII, invalid UTF-8) is left to
+// encoding/json.
 func (s *recordScanner) str() string {
 	if !s.byte('"') {
 		return ""
 	}
 	start := s.i
+	var esc []byte // the string so far, once it has an escape
 	for s.i < len(s.b) {
 		c := s.b[s.i]
 		switch {
 		case c == '"':
 			v := s.b[start:s.i]
 			s.i++
+			if esc != nil {
+				v = append(esc, v...)
+			}
 			if !utf8.Valid(v) {
 				s.bad = true
 				return ""
 			}
 			return string(v)
-		case c == '\\' || c < 0x20:
+		case c < 0x20:
 			s.bad = true
 			return ""
+		case c == '\\':
+			r, n := unescapeASCII(s.b[s.i:])
+			if n == 0 {
+				s.bad = true
+				return ""
+			}
+			esc = append(append(esc, s.b[start:s.i]...), r)
+			s.i += n
+			start = s.i
+			continue
 		}
 		s.i++
 	}
 	s.bad = true
 	return ""
+}
+
+// unescapeASCII decodes the escape at the start of b to an ASCII byte and
+// its length, or n 0 for one that str leaves to encoding/json.
+func unescapeASCII(b []byte) (c byte, n int) {
+	if len(b) < 2 {
+		return 0, 0
+	}
+	switch b[1] {
+	case '"', '\\', '/':
+		return b[1], 2
+	case 'b':
+		return '\b', 2
+	case 'f':
+		return '\f', 2
+	case 'n':
+		return '\n', 2
+	case 'r':
+		return '\r', 2
+	case 't':
+		return '\t', 2
+	case 'u':
+		if len(b) < 6 || b[2] != '0' || b[3] != '0' {
+			return 0, 0
+		}
+		hi, lo := unhex(b[4]), unhex(b[5])
+		if hi < 0 || hi > 7 || lo < 0 {
+			return 0, 0
+		}
+		return byte(hi<<4 | lo), 6
+	}
+	return 0, 0
+}
+
+func unhex(c byte) int {
+	switch {
+	case '0' <= c && c <= '9':
+		return int(c - '0')
+	case 'a' <= c && c <= 'f':
+		return int(c-'a') + 10
+	case 'A' <= c && c <= 'F':
+		return int(c-'A') + 10
+	}
+	return -1
 }
 
 // digits reads a JSON integer: an optional minus sign (when neg is
