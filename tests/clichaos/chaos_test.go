@@ -121,8 +121,9 @@ var cliChaosStallBound = flag.Duration("clichaos.stallbound", 2*time.Second, "Te
 // (started, or continued) to the next term's start, for the wrapper that
 // waited longest so. A gap in which the last holder's wrapper was stopped
 // is left out (a stopped holder keeps the lock, as documented); so is,
-// counted in limit, one in which two or more other wrappers were.
-func (c *cliChaos) stalls() (out []time.Duration, limit, starved int, worst string) {
+// counted in limit (their lengths too, to report), one in which two or more
+// other wrappers were.
+func (c *cliChaos) stalls() (out, limit []time.Duration, starved int, worst string) {
 	var longest time.Duration
 	terms := c.termsSeen
 	for i := 1; i < len(terms); i++ {
@@ -147,10 +148,6 @@ func (c *cliChaos) stalls() (out []time.Duration, limit, starved int, worst stri
 				stopped++
 			}
 		}
-		if stopped >= 2 {
-			limit++
-			continue
-		}
 		var gap time.Duration
 		var who *wrapper
 		for _, w := range c.procs {
@@ -163,6 +160,10 @@ func (c *cliChaos) stalls() (out []time.Duration, limit, starved int, worst stri
 			}
 		}
 		if who == nil {
+			continue
+		}
+		if stopped >= 2 {
+			limit = append(limit, gap)
 			continue
 		}
 		out = append(out, gap)
@@ -691,8 +692,8 @@ func (c *cliChaos) report() {
 	fig += fmt.Sprintf("; longest gap between terms %v", maxGap.Round(time.Microsecond))
 	fig += fmt.Sprintf("; combined faults: %d SIGSTOPs of waiters, %d leader kills with 1-3 waiters stopped, %d stealers killed mid-steal, %d lock directories removed or moved under a leader", c.n.stops, c.n.combined, c.n.deadStealers, c.n.dirFaults)
 	if st, limit, starved, worst := c.stalls(); len(st) > 0 {
-		fig += fmt.Sprintf("; stalls (free or dead-held name while a waiter could run, gaps): %s (bound %v); %d gaps with two or more waiters stopped left out as the documented limit, %d while the test itself was starved (its sleep overran by over 100ms)",
-			chaos.Quantiles(st), *cliChaosStallBound, limit, starved)
+		fig += fmt.Sprintf("; stalls (free or dead-held name while a waiter could run, gaps): %s (bound %v); %d gaps with two or more waiters stopped left out as the documented limit (%s), %d while the test itself was starved (its sleep overran by over 100ms)",
+			chaos.Quantiles(st), *cliChaosStallBound, len(limit), chaos.Quantiles(limit), starved)
 		if st[len(st)-1] > *cliChaosStallBound {
 			t.Errorf("a runnable waiter waited %v with the name free or held by a dead term (the bound is %v): %s", st[len(st)-1], *cliChaosStallBound, worst)
 		}
