@@ -110,7 +110,7 @@ func (o *runOptions) whileWaiting(ctx context.Context, lk *opened, wg *sync.Wait
 		// watchdog (unless --lazy-watchdog), made while waiting rather
 		// than after the grant (supervise.Prepare).
 		wg.Go(func() {
-			o.prepared = supervise.Prepare(lk.local == nil && !o.lazyWD) // read after acquire's wg.Wait
+			o.prepared = supervise.Prepare(lk.dir, lk.local == nil && !o.lazyWD) // read after acquire's wg.Wait
 			t := time.NewTimer(waitingLong)
 			defer t.Stop()
 			select {

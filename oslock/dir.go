@@ -89,6 +89,20 @@ func (d *Dir) RemoveDir(name string) error { return d.sysRemoveDir(name) }
 // fails with fs.ErrExist if newname exists: it never replaces a file.
 func (d *Dir) Link(oldname, newname string) error { return d.sysLink(oldname, newname) }
 
+// CreateUnnamed makes a regular file without a name (mode perm) on the
+// directory's filesystem, for [Dir.LinkUnnamed] to name later: its inode
+// is allocated now, off the path that names it, and goes with its last
+// descriptor if it is never named. It answers [ErrUnsupported] where the
+// system or filesystem has no such files (Linux's O_TMPFILE), and in a
+// group-shared directory.
+func (d *Dir) CreateUnnamed(perm os.FileMode) (*os.File, error) { return d.sysCreateUnnamed(perm) }
+
+// LinkUnnamed gives f, made by CreateUnnamed in any directory of the same
+// filesystem, the name name in d. It fails with fs.ErrExist if name
+// exists, as O_CREATE|O_EXCL would, and with [ErrUnsupported] where it
+// cannot be done (another filesystem, no /proc): make the file anew then.
+func (d *Dir) LinkUnnamed(f *os.File, name string) error { return d.sysLinkUnnamed(f, name) }
+
 // Rename renames oldname to newname inside the directory, replacing newname.
 func (d *Dir) Rename(oldname, newname string) error { return d.sysRename(oldname, newname) }
 

@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -15,11 +16,22 @@ import (
 	"github.com/leaderrun/leaderrun/internal/proctest"
 )
 
-// A term begun with what was prepared while waiting has its id and its
-// cgroup, and COMMAND runs in that cgroup.
+// A term begun with what was prepared while waiting has its id, its
+// cgroup and its marker's inode (made unnamed in the lock directory), and
+// COMMAND runs in that cgroup.
 func TestPreparedTerm(t *testing.T) {
 	dir := t.TempDir()
-	p := Prepare(false)
+	p := Prepare(dir, false)
+	if p.marker == nil {
+		t.Fatal("Prepare made no unnamed marker in a lock directory on " + dir)
+	}
+	if names, _ := os.ReadDir(dir); len(names) != 0 {
+		t.Fatalf("Prepare left names in the lock directory: %v", names)
+	}
+	var unnamed syscall.Stat_t
+	if err := syscall.Fstat(int(p.marker.Fd()), &unnamed); err != nil {
+		t.Fatal(err)
+	}
 	lk, err := elect.Open(elect.Config{Dir: dir})
 	if err != nil {
 		t.Fatal(err)
@@ -33,6 +45,15 @@ func TestPreparedTerm(t *testing.T) {
 	tm := Begin(t.Context(), lead, dir, p)
 	if tm.rec.id != p.id || tm.cg != p.cg {
 		t.Fatalf("term %s cgroup %v, prepared %s %v", tm.rec.id, tm.cg, p.id, p.cg)
+	}
+	var named syscall.Stat_t
+	if err := syscall.Stat(filepath.Join(dir, tm.file), &named); err != nil || named.Ino != unnamed.Ino {
+		t.Fatalf("the marker %s is inode %d (%v), not the one prepared, %d", tm.file, named.Ino, err, unnamed.Ino)
+	}
+	if b, err := os.ReadFile(filepath.Join(dir, tm.file)); err != nil || !strings.Contains(string(b), "id "+p.id+"\n") {
+		t.Fatalf("the marker holds %q, %v", b, err)
+	} else if rec, err := parseTermRecord(b); err != nil || rec.id != p.id {
+		t.Fatalf("the marker holds %+v, %v", rec, err)
 	}
 	out := filepath.Join(dir, "cgroup")
 	ch, err := tm.Start([]string{"sh", "-c", "grep ^0:: /proc/self/cgroup > " + out}, os.Environ(), os.Stdout)
@@ -57,7 +78,15 @@ func TestPreparedTerm(t *testing.T) {
 // What a waiter prepared goes when it closes it, and what a killed one
 // left (empty, unlocked) goes at the next process's first Prepare.
 func TestPreparedLeftBehind(t *testing.T) {
-	p := Prepare(false)
+	dir := t.TempDir()
+	p := Prepare(dir, false)
+	if p.marker == nil {
+		t.Fatal("no unnamed marker made")
+	}
+	p.Close()
+	if names, _ := os.ReadDir(dir); len(names) != 0 {
+		t.Fatalf("a closed Prepared left %v in the lock directory", names)
+	}
 	if p.cg == nil {
 		t.Skip("no cgroup of our own here: nothing to leave behind")
 	}
@@ -66,7 +95,7 @@ func TestPreparedLeftBehind(t *testing.T) {
 		t.Fatalf("closed, its cgroup is still there: %v", err)
 	}
 	// A killed waiter's: its lock went with it. A live one's stays.
-	dead, live := Prepare(false), Prepare(false)
+	dead, live := Prepare("", false), Prepare("", false)
 	defer live.Close()
 	dead.cg.dir.Close()
 	old := time.Now().Add(-time.Minute)

@@ -122,14 +122,14 @@ func beginTermIn(ctx context.Context, d *oslock.Dir, name string, exclusive bool
 	var err error
 	fenceDir(ctx, d, name, exclusive)
 	t := &Term{d: d, name: name}
-	id, cg, pre, ok := p.take()
+	id, cg, pre, marker, ok := p.take()
 	if !ok {
-		id, cg, pre = newTermID(), nil, nil
+		id, cg, pre, marker = newTermID(), nil, nil, nil
 	}
 	t.pre = pre
 	t.rec = termRecord{id: id, wpid: os.Getpid(), wstart: selfStart(), pidns: selfPidNS}
 	t.file = layout.TermMarkerPrefix(name) + t.rec.id
-	if t.f, err = d.OpenFile(t.file, os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o600); err != nil {
+	if t.f, err = nameMarker(d, t.file, marker); err != nil {
 		d.Close()
 		pre.close()
 		if cg != nil {
@@ -145,6 +145,23 @@ func beginTermIn(ctx context.Context, d *oslock.Dir, name string, exclusive bool
 	}
 	t.write()
 	return t
+}
+
+// nameMarker makes the marker file in d: the unnamed inode made while
+// waiting (Prepare), if there is one and it can be named there, else a new
+// file. Like O_EXCL, it fails if file exists.
+func nameMarker(d *oslock.Dir, file string, unnamed *os.File) (*os.File, error) {
+	if unnamed != nil {
+		err := d.LinkUnnamed(unnamed, file)
+		if err == nil {
+			return unnamed, nil
+		}
+		unnamed.Close()
+		if !errors.Is(err, oslock.ErrUnsupported) {
+			return nil, err
+		}
+	}
+	return d.OpenFile(file, os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o600)
 }
 
 // newTermID is a term's random id, 32 hex digits.

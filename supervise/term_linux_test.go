@@ -46,7 +46,7 @@ func init() {
 		time.Sleep(time.Minute)
 		os.Exit(0)
 	case "sweep": // a new process's first Prepare sweeps (TestPreparedLeftBehind)
-		Prepare(false).Close()
+		Prepare("", false).Close()
 		os.Exit(0)
 	case "forker":
 		for end := time.Now().Add(time.Minute); time.Now().Before(end); {
@@ -83,7 +83,7 @@ func helperSupervisor(args []string) int {
 		case "--shared":
 			mode = elect.Shared
 		case "--prepared":
-			prepared = Prepare(true)
+			prepared = Prepare("", true)
 		}
 		args = args[1:]
 	}
@@ -776,7 +776,7 @@ func TestWatchdogClaimGoesBeforeExit(t *testing.T) {
 // supervisor dies waiting, and touches nothing: the holder's term and
 // marker stay.
 func TestPreparedWatchdogGivenUp(t *testing.T) {
-	p := Prepare(true)
+	p := Prepare("", true)
 	wd := p.wd
 	if wd == nil {
 		t.Fatal("Prepare(true) started no watchdog")
