@@ -18,6 +18,7 @@ type Command struct {
 	done    chan struct{} // closed once Wait has returned
 	tty     bool          // COMMAND's group was given the terminal (tty_linux.go)
 	stopped chan struct{} // COMMAND's main process was stopped; only with tty
+	forkTid int           // the thread that forked it (Linux; 0: not known)
 }
 
 // The exit statuses Status reports besides COMMAND's own: sysexits.h's

@@ -22,8 +22,8 @@ func startAndWait(c *Command) error {
 	return nil
 }
 
-func reapOrphans() bool  { return false }
-func descendants() []int { return nil }
+func reapOrphans() bool     { return false }
+func descendants(int) []int { return nil }
 
 // isAncestor cannot walk the parent chain without /proc: it trusts the
 // environment and checks only that pid is alive.

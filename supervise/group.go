@@ -70,7 +70,7 @@ func (c *Command) signalGroup(sig os.Signal) {
 // left it but is still a descendant of leaderrun.
 func (c *Command) signal(sig syscall.Signal) {
 	_ = syscall.Kill(-c.pgid, sig)
-	for _, pid := range descendants() {
+	for _, pid := range descendants(c.forkTid) {
 		_ = syscall.Kill(pid, sig)
 	}
 }
@@ -85,7 +85,7 @@ func (c *Command) alive() bool {
 	if syscall.Kill(-c.pgid, 0) != syscall.ESRCH {
 		return true
 	}
-	return !childless && len(descendants()) > 0
+	return !childless && len(descendants(c.forkTid)) > 0
 }
 
 // kill sends SIGKILL to every process of COMMAND.
