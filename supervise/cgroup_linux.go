@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -265,4 +266,57 @@ func cgroupRemove(ctx context.Context, path string) bool {
 		}
 		time.Sleep(time.Millisecond)
 	}
+}
+
+// cgroupPopulated reports whether the cgroup whose directory is dir has a
+// process left (cgroup.events); ok is false without a cgroup, or when it
+// cannot be read.
+func cgroupPopulated(dir *os.File) (populated, ok bool) {
+	if dir == nil {
+		return false, false
+	}
+	var buf [256]byte
+	b, err := readAt(dir, "cgroup.events", buf[:])
+	if err != nil {
+		return false, false
+	}
+	switch {
+	case bytes.Contains(b, []byte("populated 0")):
+		return false, true
+	case bytes.Contains(b, []byte("populated 1")):
+		return true, true
+	}
+	return false, false
+}
+
+// cgroupProcs lists the processes in the cgroup whose directory is dir
+// (cgroup.procs); ok is false without a cgroup, or when it cannot be read.
+func cgroupProcs(dir *os.File) (pids []int, ok bool) {
+	if dir == nil {
+		return nil, false
+	}
+	b, err := readAt(dir, "cgroup.procs", make([]byte, 64<<10))
+	if err != nil {
+		return nil, false
+	}
+	for _, f := range strings.Fields(string(b)) {
+		if pid, err := strconv.Atoi(f); err == nil {
+			pids = append(pids, pid)
+		}
+	}
+	return pids, true
+}
+
+// readAt reads the start of the file name in the directory dir into buf.
+func readAt(dir *os.File, name string, buf []byte) ([]byte, error) {
+	fd, err := unix.Openat(int(dir.Fd()), name, unix.O_RDONLY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return nil, err
+	}
+	defer unix.Close(fd)
+	n, err := unix.Read(fd, buf)
+	if err != nil {
+		return nil, err
+	}
+	return buf[:n], nil
 }

@@ -10,7 +10,9 @@
 // On Linux, for a supervisor that keeps to that order:
 //
 //   - COMMAND never outlives the term. Stop ends COMMAND's process group
-//     and every process that left it but is still the supervisor's
+//     and every other process of COMMAND's: where COMMAND runs in a cgroup
+//     of its own (below), every process in that cgroup; elsewhere every
+//     process that left the group but is still the supervisor's
 //     descendant (the supervisor is a child subreaper, so orphans of
 //     COMMAND stay its descendants): SIGTERM, SIGKILL after the grace, at
 //     once on a second terminating signal; it returns once all are gone
@@ -75,10 +77,12 @@
 //
 //   - A process that leaves COMMAND's process group and clears its
 //     environment (env -i) is still stopped by Stop (it stays a
-//     descendant), but after its supervisor is killed with SIGKILL it
-//     escapes the fence unless COMMAND runs in a cgroup of its own; so
-//     does, in any case, one that both moved itself to another cgroup
-//     (systemd-run --scope) and left the group. It never holds the lock,
+//     descendant, and in COMMAND's cgroup), but after its supervisor is
+//     killed with SIGKILL it escapes the fence unless COMMAND runs in a
+//     cgroup of its own; so does, in any case, one that both moved itself
+//     to another cgroup (systemd-run --scope) and left the group, and
+//     where COMMAND has a cgroup such a process is not stopped by Stop
+//     either: it is not COMMAND's any more. It never holds the lock,
 //     so it cannot keep the next leader out. Without a writable cgroup
 //     the fence scans /proc after every crash, in time linear in the
 //     number of processes.

@@ -66,17 +66,36 @@ func (c *Command) signalGroup(sig os.Signal) {
 	}
 }
 
-// signal sends sig to COMMAND's process group and to every process that
-// left it but is still a descendant of leaderrun.
+// signal sends sig to COMMAND's process group and to every other
+// process of COMMAND's (members).
 func (c *Command) signal(sig syscall.Signal) {
 	_ = syscall.Kill(-c.pgid, sig)
-	for _, pid := range descendants(c.forkTid) {
+	for _, pid := range c.members() {
 		_ = syscall.Kill(pid, sig)
 	}
 }
 
+// members lists the processes of COMMAND's besides its process group:
+// where COMMAND was started in the term's cgroup, every process in it
+// (cgroup.procs), for all of COMMAND's tree is there but what moved itself
+// to another cgroup, which is not COMMAND's then, as for the fence (see
+// the package doc); elsewhere leaderrun's living descendants (its orphans
+// are handed to it as their subreaper) but the watchdog.
+func (c *Command) members() []int {
+	if pids, ok := cgroupProcs(c.cgroup); ok {
+		return pids
+	}
+	return descendants(c.forkTid)
+}
+
 // alive reports whether any process of COMMAND is left, after reaping the
-// orphans that were handed to leaderrun as their subreaper.
+// orphans that were handed to leaderrun as their subreaper. In a cgroup
+// it asks the cgroup (cgroup.events: one read), not /proc: the scan of
+// /proc/PID/task/TID/children of leaderrun's threads cost 0.2 ms at the end
+// of every term, and the entries it made in /proc cost the parent's reap
+// of leaderrun ten times as much again (those entries are flushed as the
+// threads exit, and the reap waits for that: 1.5 ms a reap against 34 µs
+// in a chain's profile).
 func (c *Command) alive() bool {
 	if !c.Exited() {
 		return true
@@ -85,7 +104,13 @@ func (c *Command) alive() bool {
 	if syscall.Kill(-c.pgid, 0) != syscall.ESRCH {
 		return true
 	}
-	return !childless && len(descendants(c.forkTid)) > 0
+	if childless {
+		return false
+	}
+	if populated, ok := cgroupPopulated(c.cgroup); ok {
+		return populated
+	}
+	return len(descendants(c.forkTid)) > 0
 }
 
 // kill sends SIGKILL to every process of COMMAND.

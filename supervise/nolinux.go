@@ -4,6 +4,7 @@ package supervise
 
 import (
 	"context"
+	"os"
 	"os/exec"
 	"time"
 
@@ -26,7 +27,10 @@ const selfPidNS = 0
 
 func lockHolders(*oslock.Dir, string) map[int]bool { return nil }
 
-type termCgroup struct{ path string }
+type termCgroup struct {
+	path string
+	dir  *os.File
+}
 
 func newTermCgroup(string) *termCgroup                { return nil }
 func newTermCgroupIn(string, string) *termCgroup      { return nil }

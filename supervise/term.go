@@ -270,6 +270,8 @@ func (t *Term) Start(argv, env []string, stdout io.Writer) (*Command, error) {
 			// cgroup we may create but not populate, or no clone3):
 			// without it, for the rest of the term.
 			t.dropCgroup()
+		} else {
+			ch.cgroup = t.cg.dir // what is left of COMMAND is asked of its cgroup
 		}
 	}
 	if ch == nil {
