@@ -199,7 +199,26 @@ func startLeaseRun(t *testing.T) *leaseRun {
 		t.Fatalf("no COMMAND pid in %q", r.read())
 	}
 	proctest.EndPID(t, r.command)
+	// COMMAND can say ready before leaderrun has recorded it (its marker's
+	// command line, then the watchdog told): a leaderrun stopped in
+	// between leaves the watchdog nobody to send SIGTERM to.
+	for end := time.Now().Add(10 * time.Second); !r.recorded(); time.Sleep(5 * time.Millisecond) {
+		if time.Now().After(end) {
+			t.Fatal("leaderrun did not record COMMAND in its term's marker within 10s")
+		}
+	}
 	return r
+}
+
+// recorded reports whether the term's marker names COMMAND.
+func (r *leaseRun) recorded() bool {
+	markers, _ := filepath.Glob(filepath.Join(r.dir, "job.cmd.*"))
+	for _, m := range markers {
+		if b, _ := os.ReadFile(m); strings.Contains(string(b), "\ncommand "+strconv.Itoa(r.command)+" ") {
+			return true
+		}
+	}
+	return false
 }
 
 func (r *leaseRun) read() string {
