@@ -34,6 +34,9 @@ type App struct {
 	// exits: the process exits once Run returns (Main), so that what the
 	// kernel undoes anyway is left to it (signal.Stop: about 250 µs).
 	exits bool
+	// early: the forwarded signals Main caught from its start, for a
+	// line that runs COMMAND (catchEarly), or nil.
+	early *caught
 }
 
 // Option changes how New builds the app.
@@ -185,14 +188,22 @@ func Main(opts ...Option) int {
 	if code, ok := a.runLateRole(); ok {
 		return code
 	}
+	a.handOver(os.Args) // returns only if there is nothing to hand over to
+	// After the hand-over, whose program must find the signals that
+	// leaderrun was started with ignored still ignored.
+	var ctx context.Context
+	var stop context.CancelFunc
+	if _, runs := a.lineOf(os.Args); runs {
+		ctx, stop, a.early = catchEarly() // signals.go
+	} else {
+		ctx, stop = signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	}
+	defer stop()
 	if err := supervise.PidsLimit(); err != nil {
 		err = exitf(ExitOSErr, "leaderrun: %v", err)
 		printErr(err)
 		return ExitCode(err)
 	}
-	a.handOver(os.Args) // returns only if there is nothing to hand over to
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
 	return ExitCode(a.Run(ctx, os.Args))
 }
 
@@ -229,8 +240,8 @@ func (a *App) Run(ctx context.Context, args []string) error {
 // run parses args and runs the command they name: Run without the
 // completion of flag values, the poller and the printing of the error.
 func (a *App) run(ctx context.Context, args []string) error {
-	args = passThrough(protectDashDash(completionArgs(args), a.arity), a.root, a.arity)
-	if runsCommand(args, a.root, a.arity) {
+	args, runs := a.lineOf(args)
+	if runs {
 		// urfave/cli sets up every subcommand before it parses (their
 		// help, their flags): not for a line that runs COMMAND. Nor its
 		// help flag (whose set-up checks every flag's names for a clash),
@@ -248,6 +259,13 @@ func (a *App) run(ctx context.Context, args []string) error {
 		return a.helpErr
 	}
 	return err
+}
+
+// lineOf is args as the parse takes them, and whether they run COMMAND
+// (runsCommand), not a subcommand, help or completion.
+func (a *App) lineOf(args []string) ([]string, bool) {
+	args = passThrough(protectDashDash(completionArgs(args), a.arity), a.root, a.arity)
+	return args, runsCommand(args, a.root, a.arity)
 }
 
 // subcommandNames lists the names of cmds.

@@ -30,14 +30,18 @@ func runAction(ctx context.Context, c *cli.Command) error {
 }
 
 func (o *runOptions) run(ctx context.Context) error {
-	// Registered before anything else, so that a signal is never lost and
-	// never kills leaderrun while COMMAND runs.
+	// Registered before the request (by Main from its start, see
+	// catchEarly, or here), so that a signal is never lost and never
+	// kills leaderrun while it waits or COMMAND runs.
 	// A signal ignored when leaderrun started (nohup's SIGHUP) stays
 	// ignored, for leaderrun and so for COMMAND.
-	sigs := make(chan os.Signal, 8)
-	for _, s := range supervise.Forwarded() {
-		if !signal.Ignored(s) {
-			signal.Notify(sigs, s)
+	sigs := o.early.channel() // caught before the request (acquire)
+	if sigs == nil {
+		sigs = make(chan os.Signal, 8)
+		for _, s := range supervise.Forwarded() {
+			if !signal.Ignored(s) {
+				signal.Notify(sigs, s)
+			}
 		}
 	}
 	if !o.exits {

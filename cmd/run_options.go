@@ -44,6 +44,7 @@ type runOptions struct {
 	verbose        bool
 	prepared       *supervise.Prepared // the next term, prepared while waiting
 	exits          bool                // the process exits once the action returns (App.exits)
+	early          *caught             // the forwarded signals Main caught early (App.early), or nil
 	// exclusive: -x/-e was given; the mode is exclusive anyway unless
 	// -s, which contradicts it.
 	exclusive bool
@@ -92,6 +93,15 @@ func exitsAfter(c *cli.Command) bool {
 	return ok && a.exits
 }
 
+// caughtEarly is what Main caught for c's line from its start (catchEarly),
+// or nil.
+func caughtEarly(c *cli.Command) *caught {
+	if a, ok := c.Root().Metadata[backendKey].(*App); ok {
+		return a.early
+	}
+	return nil
+}
+
 // readRunFlags copies the default action's flags into runOptions.
 func readRunFlags(c *cli.Command, argv []string) *runOptions {
 	o := &runOptions{
@@ -100,6 +110,7 @@ func readRunFlags(c *cli.Command, argv []string) *runOptions {
 		dir:      lockDir(c),
 		open:     func() (*opened, error) { return openLocker(c) },
 		exits:    exitsAfter(c),
+		early:    caughtEarly(c),
 		conflict: c.Int("conflict-exit-code"),
 		restart:  c.String("restart"),
 		fanout:   c.Bool("fanout"),

@@ -47,6 +47,7 @@ func (o *runOptions) acquire(ctx context.Context, lk *opened, sigs <-chan os.Sig
 		}
 	})
 	o.whileWaiting(actx, lk, &wg, done, granted)
+	o.early.wait() // the forwarded signals caught before the line is joined (catchEarly)
 	lead, err, stuck := o.acquireOrSignal(actx, lk, gotSig)
 	for pause := backoffStart; lostPlace(err) && !o.req.IfAvailable && actx.Err() == nil; pause = min(2*pause, time.Second) {
 		// A backend whose session can be lost, or that cannot be reached
