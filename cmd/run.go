@@ -31,19 +31,9 @@ func runAction(ctx context.Context, c *cli.Command) error {
 
 func (o *runOptions) run(ctx context.Context) error {
 	// Registered before the request (by Main from its start, see
-	// catchEarly, or here), so that a signal is never lost and never
-	// kills leaderrun while it waits or COMMAND runs.
-	// A signal ignored when leaderrun started (nohup's SIGHUP) stays
-	// ignored, for leaderrun and so for COMMAND.
-	sigs := o.early.channel() // caught before the request (acquire)
-	if sigs == nil {
-		sigs = make(chan os.Signal, 8)
-		for _, s := range supervise.Forwarded() {
-			if !signal.Ignored(s) {
-				signal.Notify(sigs, s)
-			}
-		}
-	}
+	// catchEarly, or here; acquire waits for it), so that a signal is never
+	// lost and never kills leaderrun while it waits or COMMAND runs.
+	sigs := o.early.channel()
 	if !o.exits {
 		defer signal.Stop(sigs) // a process that exits next is spared it
 	}

@@ -66,11 +66,7 @@ func catchEarly() (context.Context, context.CancelFunc, *caught) {
 		// In NotifyContext's order: ignored only after SIGINT and
 		// SIGTERM are caught, as a run has always seen it.
 		signal.Notify(stop, os.Interrupt, syscall.SIGTERM)
-		for _, s := range supervise.Forwarded() {
-			if !signal.Ignored(s) {
-				signal.Notify(c.sigs, s)
-			}
-		}
+		notifyForwarded(c.sigs)
 		close(c.ready)
 		select {
 		case <-stop:
@@ -81,12 +77,25 @@ func catchEarly() (context.Context, context.CancelFunc, *caught) {
 	return ctx, cancel, c
 }
 
-// channel returns the channel of the forwarded signals caught early, or
-// nil where none are (the App was not run by Main): the caller then
-// registers its own. They are caught once wait returns.
+// notifyForwarded relays to ch the forwarded signals but those ignored
+// when leaderrun started (nohup's SIGHUP), which stay ignored, for
+// leaderrun and so for COMMAND.
+func notifyForwarded(ch chan os.Signal) {
+	for _, s := range supervise.Forwarded() {
+		if !signal.Ignored(s) {
+			signal.Notify(ch, s)
+		}
+	}
+}
+
+// channel returns the channel of the forwarded signals caught early, which
+// they reach once wait returns; where nothing was caught early (a nil c:
+// the App was not run by Main) a channel they reach at once.
 func (c *caught) channel() chan os.Signal {
 	if c == nil {
-		return nil
+		ch := make(chan os.Signal, 8)
+		notifyForwarded(ch)
+		return ch
 	}
 	return c.sigs
 }

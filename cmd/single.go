@@ -159,14 +159,6 @@ func singleOptions(c *cli.Command) (*runOptions, time.Duration, error) {
 // go to COMMAND as in a plain run (s.sigs). Call cancel when done.
 func (s *singleRun) signals(ctx context.Context) (context.Context, context.CancelCauseFunc) {
 	sigs := s.o.early.take()
-	if sigs == nil {
-		sigs = make(chan os.Signal, 8)
-		for _, sig := range supervise.Forwarded() {
-			if !signal.Ignored(sig) {
-				signal.Notify(sigs, sig)
-			}
-		}
-	}
 	// Until this instance is the primary, a terminating signal ends the
 	// forward (the exit status says which); once it is, signals go to
 	// COMMAND as in a plain run.

@@ -268,19 +268,18 @@ func cgroupRemove(ctx context.Context, path string) bool {
 	}
 }
 
-// cgroupPopulated reports whether the cgroup whose directory is dir has a
-// process left (cgroup.events); ok is false without a cgroup, or when it
+// cgroupPopulated reports whether the cgroup at path has a process left
+// (cgroup.events); ok is false without a cgroup (path ""), or when it
 // cannot be read.
-func cgroupPopulated(dir *os.File) (populated, ok bool) {
-	if dir == nil {
+func cgroupPopulated(path string) (populated, ok bool) {
+	if path == "" {
 		return false, false
 	}
 	var buf [256]byte
-	b, err := readAt(dir, "cgroup.events", buf[:])
-	if err != nil {
-		return false, false
-	}
+	b, err := readSmall(filepath.Join(path, "cgroup.events"), buf[:])
 	switch {
+	case err != nil:
+		return false, false
 	case bytes.Contains(b, []byte("populated 0")):
 		return false, true
 	case bytes.Contains(b, []byte("populated 1")):
@@ -289,13 +288,13 @@ func cgroupPopulated(dir *os.File) (populated, ok bool) {
 	return false, false
 }
 
-// cgroupProcs lists the processes in the cgroup whose directory is dir
-// (cgroup.procs); ok is false without a cgroup, or when it cannot be read.
-func cgroupProcs(dir *os.File) (pids []int, ok bool) {
-	if dir == nil {
+// cgroupProcs lists the processes in the cgroup at path (cgroup.procs);
+// ok is false without a cgroup (path ""), or when it cannot be read.
+func cgroupProcs(path string) (pids []int, ok bool) {
+	if path == "" {
 		return nil, false
 	}
-	b, err := readAt(dir, "cgroup.procs", make([]byte, 64<<10))
+	b, err := readSmall(filepath.Join(path, "cgroup.procs"), make([]byte, 64<<10))
 	if err != nil {
 		return nil, false
 	}
@@ -305,18 +304,4 @@ func cgroupProcs(dir *os.File) (pids []int, ok bool) {
 		}
 	}
 	return pids, true
-}
-
-// readAt reads the start of the file name in the directory dir into buf.
-func readAt(dir *os.File, name string, buf []byte) ([]byte, error) {
-	fd, err := unix.Openat(int(dir.Fd()), name, unix.O_RDONLY|unix.O_CLOEXEC, 0)
-	if err != nil {
-		return nil, err
-	}
-	defer unix.Close(fd)
-	n, err := unix.Read(fd, buf)
-	if err != nil {
-		return nil, err
-	}
-	return buf[:n], nil
 }

@@ -19,7 +19,7 @@ type Command struct {
 	tty     bool          // COMMAND's group was given the terminal (tty_linux.go)
 	stopped chan struct{} // COMMAND's main process was stopped; only with tty
 	forkTid int           // the thread that forked it (Linux; 0: not known)
-	cgroup  *os.File      // the term's cgroup COMMAND was started in (Linux), or nil
+	cgroup  string        // the term's cgroup COMMAND was started in (Linux), or ""
 }
 
 // The exit statuses Status reports besides COMMAND's own: sysexits.h's

@@ -3,7 +3,6 @@
 package supervise
 
 import (
-	"os"
 	"syscall"
 	"time"
 )
@@ -29,6 +28,3 @@ func descendants(int) []int { return nil }
 // isAncestor cannot walk the parent chain without /proc: it trusts the
 // environment and checks only that pid is alive.
 func isAncestor(pid int) bool { return syscall.Kill(pid, 0) == nil }
-
-func cgroupPopulated(*os.File) (populated, ok bool) { return false, false }
-func cgroupProcs(*os.File) (pids []int, ok bool)    { return nil, false }

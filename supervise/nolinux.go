@@ -4,7 +4,6 @@ package supervise
 
 import (
 	"context"
-	"os"
 	"os/exec"
 	"time"
 
@@ -27,14 +26,13 @@ const selfPidNS = 0
 
 func lockHolders(*oslock.Dir, string) map[int]bool { return nil }
 
-type termCgroup struct {
-	path string
-	dir  *os.File
-}
+type termCgroup struct{ path string }
 
 func newTermCgroup(string) *termCgroup                { return nil }
 func newTermCgroupIn(string, string) *termCgroup      { return nil }
 func ownCgroup() string                               { return "" }
+func cgroupPopulated(string) (populated, ok bool)     { return false, false }
+func cgroupProcs(string) (pids []int, ok bool)        { return nil, false }
 func sweepCgroups(string)                             {}
 func warmSpawn()                                      {}
 func (c *termCgroup) prepare(*exec.Cmd)               {}

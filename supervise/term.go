@@ -271,7 +271,7 @@ func (t *Term) Start(argv, env []string, stdout io.Writer) (*Command, error) {
 			// without it, for the rest of the term.
 			t.dropCgroup()
 		} else {
-			ch.cgroup = t.cg.dir // what is left of COMMAND is asked of its cgroup
+			ch.cgroup = t.cg.path // what is left of COMMAND is asked of its cgroup
 		}
 	}
 	if ch == nil {

@@ -34,34 +34,42 @@ func (r *report) cliChain(ctx context.Context) error {
 	if _, err := exec.LookPath("flock"); err != nil {
 		return errors.New("flock(1) not installed (Debian: util-linux)")
 	}
-	t := newTable("N", "Tool", "total (median round)", "per handoff", "out of order (all rounds)", "leaderrun ÷ flock(1)", "per round", "load")
+	// Another build beside leaderrun (-base), and the processor time of each
+	// chain's window where a cgroup v1 cpuacct hierarchy can be written.
+	tools := []string{"leaderrun", "flock1"}
+	bins := map[string]string{"leaderrun": bin, "flock1": "", "base": r.cfg.base}
+	if r.cfg.base != "" {
+		tools = append(tools, "base")
+	}
+	cpu := enterCPUAccounting()
+	defer cpu.leave()
+	names := map[string]string{"leaderrun": toolNames["leaderrun"], "flock1": toolNames["flock1"], "base": "leaderrun, the -base build"}
+	t := newTable("N", "Tool", "total (median round)", "per handoff", "CPU per handoff", "out of order (all rounds)", "leaderrun ÷ tool", "per round", "load")
 	var worst60, worst500 float64
 	ok60, ok500 := false, false
 	inversions := 0.0
 	rounds := max(r.cfg.rounds, 1)
 	for _, n := range []int{60, 500} {
-		totals := map[string][]float64{}
+		totals, cpus := map[string][]float64{}, map[string][]float64{}
 		var ratios []string
 		invN := map[string]int{}
 		failed := false
 		for round := range rounds {
-			// Alternated: the first tool of one round is the second of the
-			// next, so that neither always runs on a machine that the
-			// other has just loaded.
-			tools := []string{"leaderrun", "flock1"}
-			if round%2 == 1 {
-				slices.Reverse(tools)
-			}
+			// Rotated: the first tool of one round is the last of the
+			// next, so that none always runs on a machine that another
+			// has just loaded.
+			order := slices.Concat(tools[round%len(tools):], tools[:round%len(tools)])
 			res := map[string]float64{}
-			for _, tool := range tools {
-				total, inv, err := cliChainRun(ctx, tool, bin, r.tmp, n)
+			for _, tool := range order {
+				total, used, inv, err := cliChainRun(ctx, tool, bins[tool], r.tmp, n, cpu)
 				if err != nil {
-					t.row(strconv.Itoa(n), toolNames[tool], "failed: "+err.Error(), "", "", "", "", "")
+					t.row(strconv.Itoa(n), names[tool], "failed: "+err.Error(), "", "", "", "", "", "")
 					failed = true
 					break
 				}
 				res[tool] = total
 				totals[tool] = append(totals[tool], total)
+				cpus[tool] = append(cpus[tool], used/float64(n))
 				invN[tool] += inv
 			}
 			if failed {
@@ -73,16 +81,20 @@ func (r *report) cliChain(ctx context.Context) error {
 		q := math.NaN()
 		if !failed {
 			med := map[string]float64{}
-			for _, tool := range []string{"leaderrun", "flock1"} {
+			for _, tool := range tools {
 				med[tool] = median(totals[tool])
 			}
 			q = med["leaderrun"] / med["flock1"]
-			for _, tool := range []string{"leaderrun", "flock1"} {
+			for _, tool := range tools {
 				perRound := ""
 				if tool == "leaderrun" {
 					perRound = strings.Join(ratios, ", ")
 				}
-				t.row(strconv.Itoa(n), toolNames[tool], dur(med[tool]), dur(med[tool]/float64(n)), strconv.Itoa(invN[tool]), ratio(med["leaderrun"], med[tool]), perRound, loadNow())
+				cpuCell := "—"
+				if cpu.ok() {
+					cpuCell = dur(median(cpus[tool]))
+				}
+				t.row(strconv.Itoa(n), names[tool], dur(med[tool]), dur(med[tool]/float64(n)), cpuCell, strconv.Itoa(invN[tool]), ratio(med["leaderrun"], med[tool]), perRound, loadNow())
 			}
 		}
 		switch n {
@@ -92,7 +104,7 @@ func (r *report) cliChain(ctx context.Context) error {
 			worst500, ok500 = q, !math.IsNaN(q)
 		}
 	}
-	t.notef("N instances join one at a time behind a holder (each queued before the next starts), which then releases; total: the release → the last instance's exit, the median of %d rounds per tool, the tools alternated (the other first in every second round); the ratio is of the medians, with each round's own beside it. leaderrun: `leaderrun --name chain -- sh -c 'echo I >> order'`; flock(1): `flock F sh -c 'echo I >> order'`.", rounds)
+	t.notef("N instances join one at a time behind a holder (each queued before the next starts), which then releases; total: the release → the last instance's exit, the median of %d rounds per tool, the tools' order rotated round by round; the ratio is of the medians, with each round's own (÷ flock(1)) beside it. CPU: the processor time of that window, every process in it and this report's own (a cgroup v1 cpuacct group; — where none can be made), per handoff, median round. leaderrun: `leaderrun --name chain -- sh -c 'echo I >> order'`; flock(1): `flock F sh -c 'echo I >> order'`; -base runs another leaderrun binary so too.", rounds)
 	r.add("Planned handoff chain (CLI)", t)
 	r.check("Chain N=60, CLI", "≤ 1.8× flock(1) (goal 1.5×)", fmt.Sprintf("%.2f×", worst60), worst60 <= 1.8, ok60)
 	r.check("Chain N=500, CLI", "≤ 1.8× flock(1) (goal 1.5×)", fmt.Sprintf("%.2f×", worst500), worst500 <= 1.8, ok500)
@@ -107,34 +119,36 @@ func median(s []float64) float64 {
 	return pct(c, 50)
 }
 
-func cliChainRun(ctx context.Context, tool, bin, tmp string, n int) (total float64, inversions int, err error) {
+// cliChainRun runs one chain of tool, and returns its total, the processor
+// time of the same window (cpu's), and its COMMANDs out of order.
+func cliChainRun(ctx context.Context, tool, bin, tmp string, n int, cpu *cpuAcct) (total, used float64, inversions int, err error) {
 	dir, err := os.MkdirTemp(tmp, "clichain-")
 	if err != nil {
-		return 0, 0, err
+		return 0, 0, 0, err
 	}
 	order := filepath.Join(dir, "order")
 	file := filepath.Join(dir, "flock1.lock")
 	// The holder: the lock taken here, released below.
 	var release func()
 	var l *elect.Locker
-	if tool == "leaderrun" {
+	if tool != "flock1" {
 		if l, err = elect.Open(elect.Config{Dir: dir}); err != nil {
-			return 0, 0, err
+			return 0, 0, 0, err
 		}
 		defer l.Close()
 		lead, err := l.Acquire(ctx, "chain", elect.Request{})
 		if err != nil {
-			return 0, 0, err
+			return 0, 0, 0, err
 		}
 		release = func() { lead.Release() }
 	} else {
 		f, err := os.OpenFile(file, os.O_RDWR|os.O_CREATE, 0o600)
 		if err != nil {
-			return 0, 0, err
+			return 0, 0, 0, err
 		}
 		defer f.Close()
 		if err := unix.Flock(int(f.Fd()), unix.LOCK_EX); err != nil {
-			return 0, 0, err
+			return 0, 0, 0, err
 		}
 		release = func() { f.Close() }
 	}
@@ -150,14 +164,14 @@ func cliChainRun(ctx context.Context, tool, bin, tmp string, n int) (total float
 	for i := range n {
 		script := fmt.Sprintf("echo %d >> %s", i, order)
 		argv := []string{"flock", file, "sh", "-c", script}
-		if tool == "leaderrun" {
+		if tool != "flock1" {
 			argv = []string{bin, "--dir", dir, "--name", "chain", "--", "sh", "-c", script}
 		}
 		c := exec.CommandContext(ctx, argv[0], argv[1:]...)
 		c.SysProcAttr = &unix.SysProcAttr{Setpgid: true}
 		c.Stderr = os.Stderr
 		if err := c.Start(); err != nil {
-			return 0, 0, err
+			return 0, 0, 0, err
 		}
 		procs = append(procs, c)
 		queued := func() bool { return blockedInFlock(c.Process.Pid) }
@@ -168,20 +182,20 @@ func cliChainRun(ctx context.Context, tool, bin, tmp string, n int) (total float
 			}
 		}
 		if err := until(queued, 30*time.Second); err != nil {
-			return 0, 0, fmt.Errorf("instance %d of %d not queued: %v", i+1, n, err)
+			return 0, 0, 0, fmt.Errorf("instance %d of %d not queued: %v", i+1, n, err)
 		}
 	}
-	t0 := time.Now()
+	c0, t0 := cpu.now(), time.Now()
 	release()
 	for _, c := range procs {
 		if err := c.Wait(); err != nil {
-			return 0, 0, fmt.Errorf("%s: %v", strings.Join(c.Args, " "), err)
+			return 0, 0, 0, fmt.Errorf("%s: %v", strings.Join(c.Args, " "), err)
 		}
 	}
-	total = float64(time.Since(t0))
+	total, used = float64(time.Since(t0)), cpu.now()-c0
 	b, err := os.ReadFile(order)
 	if err != nil {
-		return 0, 0, err
+		return 0, 0, 0, err
 	}
 	prev := -1
 	for _, f := range strings.Fields(string(b)) {
@@ -191,5 +205,5 @@ func cliChainRun(ctx context.Context, tool, bin, tmp string, n int) (total float
 		}
 		prev = i
 	}
-	return total, inversions, nil
+	return total, used, inversions, nil
 }

@@ -225,9 +225,9 @@ func (r *report) startup(ctx context.Context) error {
 		"true":      {"/bin/true"},
 	}
 	order := []string{"leaderrun", "flock1", "gofloor", "true"}
-	// Another build beside it (-startup-base: say, one of main before a
-	// change), interleaved with the rest.
-	if base := r.cfg.startupBase; base != "" {
+	// Another build beside it (-base: say, one of main before a change),
+	// interleaved with the rest.
+	if base := r.cfg.base; base != "" {
 		cmds["base"] = []string{base, "--dir", dir, "--name", "x", "--", "true"}
 		order = slices.Insert(order, 1, "base")
 	}
@@ -235,7 +235,7 @@ func (r *report) startup(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	names := map[string]string{"leaderrun": "leaderrun --name x -- true", "base": "leaderrun --name x -- true, the -startup-base build", "flock1": "flock F true", "gofloor": "gofloor F true", "true": "/bin/true"}
+	names := map[string]string{"leaderrun": "leaderrun --name x -- true", "base": "leaderrun --name x -- true, the -base build", "flock1": "flock F true", "gofloor": "gofloor F true", "true": "/bin/true"}
 	t := newTable("Command", "p50", "mean", "p99", "leaderrun ÷ command (p50)")
 	for _, tool := range order {
 		slices.Sort(res[tool])
