@@ -127,7 +127,7 @@ func cliFailover(ctx context.Context, tool, bin, dir string, n int) ([]float64, 
 	script := []string{"sh", "-c", "echo started; exec sleep 1000"}
 	argv := append([]string{"flock", file}, script...)
 	var l *elect.Locker
-	if tool == "leaderrun" {
+	if tool != "flock1" { // leaderrun, or the -base build
 		argv = append([]string{bin, "--dir", dir, "--name", name, "--"}, script...)
 		var err error
 		if l, err = elect.Open(elect.Config{Dir: dir}); err != nil {
@@ -177,7 +177,7 @@ func cliFailover(ctx context.Context, tool, bin, dir string, n int) ([]float64, 
 		}
 		time.Sleep(time.Millisecond + rand.N(10*time.Millisecond))
 		t0 := time.Now()
-		if tool == "leaderrun" {
+		if tool != "flock1" {
 			leader.cmd.Process.Kill()
 		} else {
 			syscall.Kill(-leader.cmd.Process.Pid, syscall.SIGKILL)

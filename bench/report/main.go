@@ -47,7 +47,7 @@ func main() {
 	flag.IntVar(&c.cliN, "cli", 50, "crash failovers per tool (CLI)")
 	flag.IntVar(&c.startupN, "startup", 200, "start-ups per tool")
 	flag.IntVar(&c.rounds, "rounds", 3, "rounds of each CLI chain, and blocks of the CLI failovers, alternated between leaderrun and flock(1) so that a machine's drift falls on both; each chain's figure is the tool's median round")
-	flag.StringVar(&c.base, "base", "", "another leaderrun binary to time beside leaderrun in the start-up and CLI chain parts, interleaved (say, main's before a change)")
+	flag.StringVar(&c.base, "base", "", "another leaderrun binary to time beside leaderrun in the start-up, CLI failover and CLI chain parts, interleaved (say, main's before a change)")
 	flag.StringVar(&c.chain, "chain", "10,100,500", "handoff chain sizes")
 	flag.DurationVar(&c.chainLimit, "chain-limit", 2*time.Minute, "give up on one chain after this long")
 	flag.DurationVar(&c.idle, "idle", 10*time.Second, "idle waiter window")

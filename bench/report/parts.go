@@ -171,7 +171,11 @@ func (r *report) cliFailover(ctx context.Context) error {
 		if b < r.cfg.cliN%blocks {
 			n++
 		}
+		// Another build beside it (-base), in the same blocks.
 		tools := []string{"leaderrun", "flock1"}
+		if r.cfg.base != "" {
+			tools = append(tools, "base")
+		}
 		if b%2 == 1 {
 			slices.Reverse(tools)
 		}
@@ -180,23 +184,30 @@ func (r *report) cliFailover(ctx context.Context) error {
 			if err != nil {
 				return err
 			}
-			lat, err := cliFailover(ctx, tool, bin, dir, n)
+			use := bin
+			if tool == "base" {
+				use = r.cfg.base
+			}
+			lat, err := cliFailover(ctx, tool, use, dir, n)
 			if err != nil {
 				r.skip("cli failover "+tool, err.Error())
 			}
 			res[tool] = append(res[tool], lat...)
 		}
 	}
+	names := map[string]string{"leaderrun": toolNames["leaderrun"], "flock1": toolNames["flock1"], "base": "leaderrun, the -base build"}
 	for _, tool := range []string{"leaderrun", "flock1"} {
 		slices.Sort(res[tool])
 		r.series = append(r.series, series{"Crash failover (CLI): kill → next command started", toolNames[tool], res[tool], tool == "leaderrun"})
 	}
+	slices.Sort(res["base"])
 	ours := pct(res["leaderrun"], 50)
-	for _, tool := range []string{"leaderrun", "flock1"} {
-		s := res[tool]
-		t.row(toolNames[tool], dur(pct(s, 50)), dur(pct(s, 99)), ratio(ours, pct(s, 50)))
+	for _, tool := range []string{"leaderrun", "base", "flock1"} {
+		if s := res[tool]; len(s) > 0 {
+			t.row(names[tool], dur(pct(s, 50)), dur(pct(s, 99)), ratio(ours, pct(s, 50)))
+		}
 	}
-	t.notef("`leaderrun --name x -- sh -c 'echo started; exec sleep 1000'`, leaderrun alone SIGKILLed (its command must not outlive it) → the queued next instance's command prints \"started\"; flock(1) runs the same command and is SIGKILLed with its process group (its command holds the lock too). %d failovers per tool, in %d blocks with the tools alternated.", r.cfg.cliN, blocks)
+	t.notef("`leaderrun --name x -- sh -c 'echo started; exec sleep 1000'`, leaderrun alone SIGKILLed (its command must not outlive it) → the queued next instance's command prints \"started\"; flock(1) runs the same command and is SIGKILLed with its process group (its command holds the lock too); -base runs another leaderrun binary so too. %d failovers per tool, in %d blocks with the tools alternated.", r.cfg.cliN, blocks)
 	r.add("Crash failover (CLI)", t)
 	peer := pct(res["flock1"], 50)
 	r.check("Crash failover, CLI", "p50 ≤ 1.8× flock(1) (goal 1.5×)", ratio(ours, peer), ours <= 1.8*peer, !math.IsNaN(ours+peer))
