@@ -43,7 +43,6 @@ func (r *report) cliChain(ctx context.Context) error {
 	}
 	cpu := enterCPUAccounting()
 	defer cpu.leave()
-	names := map[string]string{"leaderrun": toolNames["leaderrun"], "flock1": toolNames["flock1"], "base": "leaderrun, the -base build"}
 	t := newTable("N", "Tool", "total (median round)", "per handoff", "CPU per handoff", "out of order (all rounds)", "leaderrun ÷ tool", "per round", "load")
 	var worst60, worst500 float64
 	ok60, ok500 := false, false
@@ -63,7 +62,7 @@ func (r *report) cliChain(ctx context.Context) error {
 			for _, tool := range order {
 				total, used, inv, err := cliChainRun(ctx, tool, bins[tool], r.tmp, n, cpu)
 				if err != nil {
-					t.row(strconv.Itoa(n), names[tool], "failed: "+err.Error(), "", "", "", "", "", "")
+					t.row(strconv.Itoa(n), toolNames[tool], "failed: "+err.Error(), "", "", "", "", "", "")
 					failed = true
 					break
 				}
@@ -94,7 +93,7 @@ func (r *report) cliChain(ctx context.Context) error {
 				if cpu.ok() {
 					cpuCell = dur(median(cpus[tool]))
 				}
-				t.row(strconv.Itoa(n), names[tool], dur(med[tool]), dur(med[tool]/float64(n)), cpuCell, strconv.Itoa(invN[tool]), ratio(med["leaderrun"], med[tool]), perRound, loadNow())
+				t.row(strconv.Itoa(n), toolNames[tool], dur(med[tool]), dur(med[tool]/float64(n)), cpuCell, strconv.Itoa(invN[tool]), ratio(med["leaderrun"], med[tool]), perRound, loadNow())
 			}
 		}
 		switch n {

@@ -21,6 +21,7 @@ var toolNames = map[string]string{
 	"leaderrun1000": "leaderrun, one process holding 1000 names",
 	"flock2":        "raw flock(2) blocked waiter",
 	"flock1":        "flock(1)",
+	"base":          "leaderrun, the -base build",
 	"gofrs10":       "gofrs/flock TryLockContext 10ms",
 	"gofrs100":      "gofrs/flock TryLockContext 100ms",
 }
@@ -195,7 +196,6 @@ func (r *report) cliFailover(ctx context.Context) error {
 			res[tool] = append(res[tool], lat...)
 		}
 	}
-	names := map[string]string{"leaderrun": toolNames["leaderrun"], "flock1": toolNames["flock1"], "base": "leaderrun, the -base build"}
 	for _, tool := range []string{"leaderrun", "flock1"} {
 		slices.Sort(res[tool])
 		r.series = append(r.series, series{"Crash failover (CLI): kill → next command started", toolNames[tool], res[tool], tool == "leaderrun"})
@@ -204,7 +204,7 @@ func (r *report) cliFailover(ctx context.Context) error {
 	ours := pct(res["leaderrun"], 50)
 	for _, tool := range []string{"leaderrun", "base", "flock1"} {
 		if s := res[tool]; len(s) > 0 {
-			t.row(names[tool], dur(pct(s, 50)), dur(pct(s, 99)), ratio(ours, pct(s, 50)))
+			t.row(toolNames[tool], dur(pct(s, 50)), dur(pct(s, 99)), ratio(ours, pct(s, 50)))
 		}
 	}
 	t.notef("`leaderrun --name x -- sh -c 'echo started; exec sleep 1000'`, leaderrun alone SIGKILLed (its command must not outlive it) → the queued next instance's command prints \"started\"; flock(1) runs the same command and is SIGKILLed with its process group (its command holds the lock too); -base runs another leaderrun binary so too. %d failovers per tool, in %d blocks with the tools alternated.", r.cfg.cliN, blocks)
