@@ -164,48 +164,46 @@ func (r *report) cliFailover(ctx context.Context) error {
 	}
 	t := newTable("Tool", "p50", "p99", "leaderrun ÷ tool (p50)")
 	res := map[string][]float64{}
-	// In blocks, the tools alternated (the other first in every second
-	// block), so that a machine's drift over the part falls on both.
+	// Another build beside leaderrun (-base), in the same blocks.
+	tools := []string{"leaderrun", "flock1"}
+	bins := map[string]string{"leaderrun": bin, "base": r.cfg.base}
+	if r.cfg.base != "" {
+		tools = append(tools, "base")
+	}
+	// In blocks, the tools alternated (the order reversed in every second
+	// block), so that a machine's drift over the part falls on all.
 	blocks := min(max(r.cfg.rounds, 1), max(r.cfg.cliN, 1))
 	for b := range blocks {
 		n := r.cfg.cliN / blocks
 		if b < r.cfg.cliN%blocks {
 			n++
 		}
-		// Another build beside it (-base), in the same blocks.
-		tools := []string{"leaderrun", "flock1"}
-		if r.cfg.base != "" {
-			tools = append(tools, "base")
-		}
+		order := slices.Clone(tools)
 		if b%2 == 1 {
-			slices.Reverse(tools)
+			slices.Reverse(order)
 		}
-		for _, tool := range tools {
+		for _, tool := range order {
 			dir, err := os.MkdirTemp(r.tmp, "cli-")
 			if err != nil {
 				return err
 			}
-			use := bin
-			if tool == "base" {
-				use = r.cfg.base
-			}
-			lat, err := cliFailover(ctx, tool, use, dir, n)
+			lat, err := cliFailover(ctx, tool, bins[tool], dir, n)
 			if err != nil {
 				r.skip("cli failover "+tool, err.Error())
 			}
 			res[tool] = append(res[tool], lat...)
 		}
 	}
-	for _, tool := range []string{"leaderrun", "flock1"} {
+	for _, tool := range tools {
 		slices.Sort(res[tool])
-		r.series = append(r.series, series{"Crash failover (CLI): kill → next command started", toolNames[tool], res[tool], tool == "leaderrun"})
 	}
-	slices.Sort(res["base"])
 	ours := pct(res["leaderrun"], 50)
-	for _, tool := range []string{"leaderrun", "base", "flock1"} {
-		if s := res[tool]; len(s) > 0 {
-			t.row(toolNames[tool], dur(pct(s, 50)), dur(pct(s, 99)), ratio(ours, pct(s, 50)))
+	for _, tool := range tools {
+		s := res[tool]
+		if tool != "base" {
+			r.series = append(r.series, series{"Crash failover (CLI): kill → next command started", toolNames[tool], s, tool == "leaderrun"})
 		}
+		t.row(toolNames[tool], dur(pct(s, 50)), dur(pct(s, 99)), ratio(ours, pct(s, 50)))
 	}
 	t.notef("`leaderrun --name x -- sh -c 'echo started; exec sleep 1000'`, leaderrun alone SIGKILLed (its command must not outlive it) → the queued next instance's command prints \"started\"; flock(1) runs the same command and is SIGKILLed with its process group (its command holds the lock too); -base runs another leaderrun binary so too. %d failovers per tool, in %d blocks with the tools alternated.", r.cfg.cliN, blocks)
 	r.add("Crash failover (CLI)", t)
