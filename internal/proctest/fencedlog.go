@@ -27,7 +27,7 @@ func OpenFencedLog(dir string) (*FencedLog, error) {
 	if err != nil {
 		return nil, err
 	}
-	l, err := os.OpenFile(filepath.Join(dir, "log"), os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o600)
+	l, err := os.OpenFile(filepath.Join(dir, "log"), os.O_RDWR|os.O_APPEND|os.O_CREATE, 0o600)
 	if err != nil {
 		g.Close()
 		return nil, err
@@ -43,7 +43,9 @@ func (f *FencedLog) Close() { f.guard.Close(); f.log.Close() }
 // "R EPOCH PID UNIXNANO FIELDS... KIND-refused-after-HIGHEST". A V
 // (violation) line is written whatever its epoch. The guard's new epoch is
 // written before the line: a writer killed in between loses its line,
-// never the fence.
+// never the fence. A writer killed inside its write may leave part of a
+// line (the kernel can cut a write at a page boundary for SIGKILL): the
+// next Append ends it with tornSuffix and a newline (see Torn).
 func (f *FencedLog) Append(kind string, epoch uint64, fields ...string) (bool, error) {
 	// Bounded: a guard holder that is killed drops the lock.
 	deadline := time.Now().Add(Wait)
@@ -61,6 +63,9 @@ func (f *FencedLog) Append(kind string, epoch uint64, fields ...string) (bool, e
 		time.Sleep(200 * time.Microsecond)
 	}
 	defer unix.Flock(int(f.guard.Fd()), unix.LOCK_UN)
+	if err := f.mend(); err != nil {
+		return false, err
+	}
 	buf := make([]byte, 32)
 	n, _ := f.guard.ReadAt(buf, 0)
 	highest, _ := strconv.ParseUint(strings.TrimSpace(string(buf[:n])), 10, 64)
@@ -85,6 +90,33 @@ func (f *FencedLog) Append(kind string, epoch uint64, fields ...string) (bool, e
 	return ok, nil
 }
 
+// tornSuffix ends a line whose writer was killed inside its write.
+const tornSuffix = "~"
+
+// mend ends a line left unfinished by a killed writer.
+func (f *FencedLog) mend() error {
+	st, err := f.log.Stat()
+	if err != nil || st.Size() == 0 {
+		return err
+	}
+	var last [1]byte
+	if _, err := f.log.ReadAt(last[:], st.Size()-1); err != nil {
+		return err
+	}
+	if last[0] != '\n' {
+		_, err = f.log.WriteString(tornSuffix + "\n")
+	}
+	return err
+}
+
+// Torn reports whether line is what a writer killed inside its write left
+// of its line: no record, to be skipped (its writer's term is told by its
+// other lines, as when it is killed before its write).
+func Torn(line string) bool { return strings.HasSuffix(line, tornSuffix) }
+
+// ErrTorn is ParseLogLine's error for a Torn line.
+var ErrTorn = errors.New("a line cut short by its writer's death (SIGKILL inside the write)")
+
 // LogLine is one parsed line of a FencedLog.
 type LogLine struct {
 	Kind   string
@@ -96,6 +128,9 @@ type LogLine struct {
 
 // ParseLogLine parses a line written by Append.
 func ParseLogLine(s string) (LogLine, error) {
+	if Torn(s) {
+		return LogLine{}, ErrTorn
+	}
 	f := strings.Fields(s)
 	if len(f) < 4 {
 		return LogLine{}, errors.New("fewer than 4 fields")

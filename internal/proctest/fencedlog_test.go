@@ -3,6 +3,7 @@
 package proctest
 
 import (
+	"errors"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -52,5 +53,42 @@ func TestFencedLog(t *testing.T) {
 	}
 	if _, err := ParseLogLine("S 1 2"); err == nil {
 		t.Error("ParseLogLine accepted 3 fields")
+	}
+}
+
+// A writer killed inside its write can leave part of its line (SIGKILL
+// cuts a write at a page boundary): the next Append ends that part with
+// the torn mark, so its own line stays whole, and the part reads as Torn.
+func TestFencedLogTorn(t *testing.T) {
+	dir := t.TempDir()
+	f, err := OpenFencedLog(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	if _, err := f.Append("S", 5, "f1"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.log.WriteString("T 5 4242 1796"); err != nil { // the killed writer's part
+		t.Fatal(err)
+	}
+	if ok, err := f.Append("T", 5, "f1"); err != nil || !ok {
+		t.Fatalf("Append after a torn line: %v, %v", ok, err)
+	}
+	b, err := os.ReadFile(filepath.Join(dir, "log"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.Split(strings.TrimSuffix(string(b), "\n"), "\n")
+	if len(lines) != 3 || lines[1] != "T 5 4242 1796"+tornSuffix {
+		t.Fatalf("log %q", lines)
+	}
+	if _, err := ParseLogLine(lines[1]); !errors.Is(err, ErrTorn) || !Torn(lines[1]) {
+		t.Errorf("torn line %q: %v", lines[1], err)
+	}
+	for _, l := range []string{lines[0], lines[2]} {
+		if _, err := ParseLogLine(l); err != nil || Torn(l) {
+			t.Errorf("whole line %q: %v", l, err)
+		}
 	}
 }
