@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"time"
 
@@ -128,11 +129,18 @@ func (a *acquirer) run(ctx context.Context) (*Leadership, error) {
 	}
 }
 
-// join draws a ticket number and publishes the ticket with rec.
+// join draws a ticket number and publishes the ticket with rec. The
+// ticket's files are made first; under the state file's lock it only
+// draws the number and links them (see draft).
 func (a *acquirer) join(ctx context.Context, rec record) error {
+	p, err := prepare(a.q, rec)
+	if err != nil {
+		return err
+	}
+	defer p.discard()
 	// The number is written back before the ticket is published, so a
 	// joiner killed half-way never leaves a name that the next would take.
-	_, err := withState(ctx, a.dir, a.name, func(s *state) error {
+	_, err = withState(ctx, a.dir, a.name, func(s *state) error {
 		if s.seq == 0 {
 			// Recounted: numbers below the head of the line may be
 			// handed out again, so its hint goes (see head.go).
@@ -142,19 +150,33 @@ func (a *acquirer) join(ctx context.Context, rec record) error {
 		s.seq++
 		return nil
 	}, func(s state) error {
-		if a.req.Steal {
-			if err := markSteal(a.q); err != nil {
-				return err
+		e := entry{name: ticketName(s.seq, a.req.Steal), seq: s.seq, steal: a.req.Steal}
+		mark := func() error {
+			if a.req.Steal {
+				return markSteal(a.q)
+			}
+			return nil
+		}
+		err := mark()
+		if err == nil {
+			a.tk, err = p.link(e)
+		}
+		if errors.Is(err, fs.ErrNotExist) {
+			// The queue directory was removed since the files were
+			// made in it: make it again, and the ticket in it.
+			if err = a.openQueue(); err == nil {
+				if err = mark(); err == nil {
+					a.tk, err = publish(a.q, e, rec)
+				}
 			}
 		}
-		var err error
-		if a.tk, err = publish(a.q, entry{name: ticketName(s.seq, a.req.Steal), seq: s.seq, steal: a.req.Steal}, rec); err != nil {
-			return err
-		}
-		a.takePlace()
-		return nil
+		return err
 	})
-	return err
+	if err != nil {
+		return err
+	}
+	a.takePlace()
+	return nil
 }
 
 // followAhead waits until the waiters we know to be ahead of us in a

@@ -166,29 +166,85 @@ type ticket struct {
 // under a temporary name, locked, and then linked under its final name,
 // so that neither is ever visible unlocked.
 func publish(q *oslock.Dir, e entry, rec record) (*ticket, error) {
-	t := &ticket{q: q, e: e, rec: rec}
-	var err error
-	if t.inbox, err = retry(func() (*os.File, bool, error) { return publishBeacon(q, e.name+inboxSuffix) }); err != nil {
+	p, err := prepare(q, rec)
+	if err != nil {
 		return nil, err
 	}
-	if t.beacon, err = retry(func() (*os.File, bool, error) { return publishBeacon(q, e.name+beaconSuffix) }); err == nil {
-		t.f, err = retry(func() (*os.File, bool, error) { return publishTicket(t) })
+	defer p.discard()
+	return p.link(e)
+}
+
+// draft is a ticket made but not yet named: its inbox, beacon and
+// record file, each locked under a temporary name. A joiner makes it
+// before it takes the state file's lock, so that under the lock it only
+// draws its number and links three names (see acquirer.join): a process
+// stopped while it holds that lock stalls every join and grant of the name.
+type draft struct {
+	q                   *oslock.Dir
+	t                   *ticket
+	inbox, beacon, file string // the temporary names
+}
+
+// prepare makes the files of a ticket for rec in q.
+func prepare(q *oslock.Dir, rec record) (*draft, error) {
+	p := &draft{q: q, t: &ticket{q: q, rec: rec}}
+	var err error
+	if p.t.inbox, p.inbox, err = makeBeacon(q); err == nil {
+		if p.t.beacon, p.beacon, err = makeBeacon(q); err == nil {
+			p.t.f, p.file, err = makeTicket(p.t)
+		}
 	}
 	if err != nil {
-		t.q.Remove(e.name + beaconSuffix)
-		t.q.Remove(e.name + inboxSuffix)
-		t.beacon.Close()
-		t.inbox.Close()
+		p.discard()
 		return nil, err
 	}
+	return p, nil
+}
+
+// link gives p's files the names of ticket e, the ticket's last, so that a
+// listed ticket always has its beacon and inbox, and returns the ticket,
+// which p no longer owns.
+func (p *draft) link(e entry) (*ticket, error) {
+	t, q := p.t, p.t.q
+	err := linkFinal(q, p.inbox, e.name+inboxSuffix)
+	if err == nil {
+		if err = linkFinal(q, p.beacon, e.name+beaconSuffix); err == nil {
+			err = linkFinal(q, p.file, e.name)
+		}
+		if err != nil {
+			q.Remove(e.name + beaconSuffix)
+			q.Remove(e.name + inboxSuffix)
+		}
+	}
+	if err != nil {
+		return nil, err
+	}
+	t.e, p.t = e, nil
 	return t, nil
 }
 
-func retry(once func() (*os.File, bool, error)) (*os.File, error) {
+// discard removes p's temporary names, and closes its files unless link
+// handed them on.
+func (p *draft) discard() {
+	for _, n := range []string{p.inbox, p.beacon, p.file} {
+		if n != "" {
+			p.q.Remove(n)
+		}
+	}
+	if p.t != nil {
+		for _, f := range []*os.File{p.t.inbox, p.t.beacon, p.t.f} {
+			if f != nil {
+				f.Close()
+			}
+		}
+	}
+}
+
+func retry(once func() (*os.File, string, bool, error)) (*os.File, string, error) {
 	for attempt := 0; ; attempt++ {
-		f, again, err := once()
+		f, tmp, again, err := once()
 		if err == nil || !again || attempt == 10 {
-			return f, err
+			return f, tmp, err
 		}
 	}
 }
@@ -225,62 +281,70 @@ func (t *ticket) renewBeacon() error {
 	return nil
 }
 
-// publishBeacon makes one attempt at the beacon; again is set when a
-// cleaner raced with it over the temporary name.
-func publishBeacon(q *oslock.Dir, name string) (f *os.File, again bool, err error) {
-	tmp := tmpName()
-	if err := q.MakeBeacon(tmp, 0o600); err != nil {
-		return nil, false, err
-	}
-	defer func() {
-		q.Remove(tmp)
-		if err != nil && f != nil {
-			f.Close()
-			f = nil
+// makeBeacon makes a FIFO, a beacon or an inbox, under a temporary name,
+// open read-write and locked.
+func makeBeacon(q *oslock.Dir) (*os.File, string, error) {
+	return retry(func() (*os.File, string, bool, error) {
+		tmp := tmpName()
+		if err := q.MakeBeacon(tmp, 0o600); err != nil {
+			return nil, "", false, err
 		}
-	}()
-	if f, err = q.OpenBeacon(tmp, true); err != nil {
-		return nil, errors.Is(err, fs.ErrNotExist), err
-	}
-	ok, err := oslock.TryLock(f, true)
-	if err != nil {
-		return f, false, err
-	}
-	if !ok {
-		return f, true, fs.ErrExist // a cleaner is probing the fresh file
-	}
-	return f, false, linkFinal(q, tmp, name)
+		f, err := q.OpenBeacon(tmp, true)
+		if err != nil {
+			q.Remove(tmp)
+			return nil, "", errors.Is(err, fs.ErrNotExist), err
+		}
+		if again, err := lockFresh(q, f, tmp); err != nil {
+			return nil, "", again, err
+		}
+		return f, tmp, false, nil
+	})
 }
 
-// publishTicket makes one attempt at t's ticket file.
-func publishTicket(t *ticket) (f *os.File, again bool, err error) {
-	q, tmp := t.q, tmpName()
-	f, err = q.OpenFile(tmp, os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o600)
-	if err != nil {
-		return nil, false, err
-	}
-	defer func() {
-		q.Remove(tmp)
+// makeTicket makes t's record file under a temporary name, locked, with
+// t's record in it.
+func makeTicket(t *ticket) (*os.File, string, error) {
+	return retry(func() (*os.File, string, bool, error) {
+		tmp := tmpName()
+		f, err := t.q.OpenFile(tmp, os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o600)
+		if err != nil {
+			return nil, "", false, err
+		}
+		if again, err := lockFresh(t.q, f, tmp); err != nil {
+			return nil, "", again, err
+		}
+		t.f = f
+		if err = t.write(); err == nil {
+			t.id, err = oslock.IDOf(f)
+		}
 		if err != nil {
 			f.Close()
-			f = nil
+			t.q.Remove(tmp)
+			return nil, "", false, err
 		}
-	}()
+		return f, tmp, false, nil
+	})
+}
+
+// lockFresh locks f, just made under the temporary name tmp. A cleaner
+// (prune) that probed it first may have taken it for a dead process's
+// and removed it: then it is given up, with again set, and the caller
+// makes another.
+func lockFresh(q *oslock.Dir, f *os.File, tmp string) (again bool, err error) {
 	ok, err := oslock.TryLock(f, true)
+	if err == nil && ok {
+		id, err1 := oslock.IDOf(f)
+		cur, _, err2 := q.Lstat(tmp)
+		if err1 == nil && err2 == nil && cur == id {
+			return false, nil
+		}
+	}
+	f.Close()
+	q.Remove(tmp)
 	if err != nil {
-		return f, false, err
+		return false, err
 	}
-	if !ok {
-		return f, true, fs.ErrExist
-	}
-	t.f = f
-	if err := t.write(); err != nil {
-		return f, false, err
-	}
-	if t.id, err = oslock.IDOf(f); err != nil {
-		return f, false, err
-	}
-	return f, false, linkFinal(q, tmp, t.e.name)
+	return true, fs.ErrExist
 }
 
 // linkFinal gives the temporary file tmp its final name.
