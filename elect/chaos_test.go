@@ -56,7 +56,7 @@ func TestChaos(t *testing.T) {
 		dir:   t.TempDir(),
 		res:   t.TempDir(),
 		name:  "chaos",
-		procs: map[int]*chaosProc{},
+		byPid: map[int][]*chaosProc{},
 	}
 	l, err := Open(Config{Dir: c.dir})
 	if err != nil {
@@ -139,21 +139,24 @@ type chaos struct {
 	res  string // the fenced resource
 	name string
 
-	mu     sync.Mutex
-	procs  map[int]*chaosProc // every process started, by pid
-	kills  []killEvent        // SIGKILLs and SIGTERMs of leaders
-	queued map[uint64]int64   // ticket -> when its owner saw it in the queue (unix ns)
-	since  map[uint64]int64   // ticket -> when it was granted (Leadership.Since, unix ns)
+	mu sync.Mutex
+	// procs is every process started, in order; byPid the same by pid,
+	// which the kernel reuses (pid_max may be 32768, fewer than a soak's
+	// processes): procAt tells which one a pid was at a time.
+	procs  []*chaosProc
+	byPid  map[int][]*chaosProc
+	kills  []killEvent      // SIGKILLs and SIGTERMs of leaders
+	queued map[uint64]int64 // ticket -> when its owner saw it in the queue (unix ns)
+	since  map[uint64]int64 // ticket -> when it was granted (Leadership.Since, unix ns)
 	terms  []term
 	fifo   []string // ticket order violations
 	n      struct {
 		joins, leaves, kills, terms, stops, steals, abdications, stealKills int
 		abandoned, rmLocks, combined, doomed                                int
 	}
-	stopped  map[int]*time.Timer // suspended pids and their SIGCONT timers
-	pauses   [][2]int64          // [SIGSTOP, SIGCONT or exit] in unix ns
-	stops    map[int][]int64     // pid -> when each of its SIGSTOPs was sent (unix ns)
-	owner    map[uint64]int      // ticket -> its owner's pid
+	stopped  map[int]*time.Timer   // suspended pids and their SIGCONT timers
+	pauses   [][2]int64            // [SIGSTOP, SIGCONT or exit] in unix ns
+	owner    map[uint64]*chaosProc // ticket -> its owner
 	wg       sync.WaitGroup
 	events   []chaosEvent // what the test did and saw, for a stall's report
 	warm     int64        // stalls are counted from then on (unix ns)
@@ -327,6 +330,21 @@ func (p *chaosProc) runnableSince(ns int64) (since int64, ok bool) {
 	return since, true
 }
 
+// procAt returns the process that had pid at ns: the last started with
+// it by then (a pid is reused only once its process is gone).
+func (c *chaos) procAt(pid int, ns int64) *chaosProc {
+	ps := c.byPid[pid]
+	for i := len(ps) - 1; i >= 0; i-- {
+		if ps[i].startNs <= ns {
+			return ps[i]
+		}
+	}
+	if len(ps) > 0 {
+		return ps[0]
+	}
+	return nil
+}
+
 // describePauses lists p's stops relative to from, for a stall's report.
 func (p *chaosProc) describePauses(from int64) string {
 	if p == nil {
@@ -373,7 +391,8 @@ func (c *chaos) spawn(steal bool) *chaosProc {
 	})
 	p.pid = p.PID()
 	p.startNs = time.Now().UnixNano()
-	c.procs[p.pid] = p
+	c.procs = append(c.procs, p)
+	c.byPid[p.pid] = append(c.byPid[p.pid], p)
 	c.event("spawn %d steal %v %v", p.pid, steal, env[3:])
 	c.n.joins++
 	if steal {
@@ -428,9 +447,9 @@ func (c *chaos) line(p *chaosProc, line string) {
 		c.queued[seq] = ns
 		p.queued = append(p.queued, ns)
 		if c.owner == nil {
-			c.owner = map[uint64]int{}
+			c.owner = map[uint64]*chaosProc{}
 		}
-		c.owner[seq] = p.pid
+		c.owner[seq] = p
 	case "done":
 		p.done = true
 	case "left", "term":
@@ -574,10 +593,6 @@ func (c *chaos) suspend(p *chaosProc, d time.Duration) {
 	c.event("SIGSTOP %d for %v", p.pid, d)
 	pid := p.pid
 	from := time.Now().UnixNano()
-	if c.stops == nil {
-		c.stops = map[int][]int64{}
-	}
-	c.stops[pid] = append(c.stops[pid], from)
 	p.pauses = append(p.pauses, [2]int64{from, 0})
 	c.stopped[pid] = time.AfterFunc(d, func() {
 		c.mu.Lock()
@@ -668,7 +683,7 @@ func (c *chaos) stalls() (all []time.Duration, limit, starved int, worst string)
 			starved++
 			continue
 		}
-		if h := c.procs[prev.pid]; h != nil && h.stoppedWithin(from, to) {
+		if h := c.procAt(prev.pid, from); h != nil && h.stoppedWithin(from, to) {
 			continue
 		}
 		if c.stoppedHolder(prev.pid, from, to) {
@@ -695,7 +710,7 @@ func (c *chaos) stalls() (all []time.Duration, limit, starved int, worst string)
 		all = append(all, gap)
 		if gap > longest {
 			longest = gap
-			worst = fmt.Sprintf("from epoch %d (pid %d, its stops %s) to epoch %d (pid %d), pid %d runnable for all of it; first in line then: %s; around it: %s", prev.epoch, prev.pid, c.procs[prev.pid].describePauses(from), next.epoch, next.pid, who.pid, c.describeLine(from, to), c.eventsAround(from, to))
+			worst = fmt.Sprintf("from epoch %d (pid %d, its stops %s) to epoch %d (pid %d), pid %d runnable for all of it; first in line then: %s; around it: %s", prev.epoch, prev.pid, c.procAt(prev.pid, from).describePauses(from), next.epoch, next.pid, who.pid, c.describeLine(from, to), c.eventsAround(from, to))
 		}
 	}
 	return all, limit, starved, worst
@@ -710,7 +725,7 @@ func (c *chaos) headStopped(from, to int64) bool {
 	line := c.lineAt(from)
 	n := 0
 	for _, seq := range line[:min(3, len(line))] {
-		if c.procs[c.owner[seq]].stoppedWithin(from, to) {
+		if c.owner[seq].stoppedWithin(from, to) {
 			n++
 		}
 	}
@@ -722,7 +737,7 @@ func (c *chaos) describeLine(from, to int64) string {
 	var s []string
 	line := c.lineAt(from)
 	for _, seq := range line[:min(6, len(line))] {
-		p := c.procs[c.owner[seq]]
+		p := c.owner[seq]
 		s = append(s, fmt.Sprintf("%s pid %d (queued %+.3fs, stopped %v, led %d times after, exit %+.3fs, granted %+.3fs)", ticketLabel(seq), p.pid, float64(c.queued[seq]-from)/1e9, p.stoppedWithin(from, to),
 			countAfter(p.led, c.queued[seq]), float64(p.exitNs-from)/1e9, float64(c.since[seq]-from)/1e9))
 	}
@@ -752,7 +767,7 @@ func (c *chaos) lineAt(from int64) []uint64 {
 		slices.SortFunc(c.byQueued, func(a, b uint64) int { return cmp.Compare(c.queued[a], c.queued[b]) })
 	}
 	end, _ := slices.BinarySearchFunc(c.byQueued, from, func(seq uint64, ns int64) int { return cmp.Compare(c.queued[seq], ns) })
-	last := map[int]uint64{}
+	last := map[*chaosProc]uint64{}
 	for i := end - 1; i >= 0 && c.queued[c.byQueued[i]] > from-int64(time.Minute); i-- {
 		seq := c.byQueued[i]
 		if _, ok := last[c.owner[seq]]; !ok {
@@ -760,11 +775,11 @@ func (c *chaos) lineAt(from int64) []uint64 {
 		}
 	}
 	var line []uint64
-	for pid, seq := range last {
+	for p, seq := range last {
 		if g, ok := c.since[seq]; ok && g < from {
 			continue // granted already
 		}
-		if p := c.procs[pid]; p == nil || p.exitNs != 0 && p.exitNs < from || p.doneWith(c.queued[seq], from) {
+		if p.exitNs != 0 && p.exitNs < from || p.doneWith(c.queued[seq], from) {
 			continue
 		}
 		line = append(line, seq)
@@ -790,7 +805,7 @@ func (c *chaos) lineAt(from int64) []uint64 {
 // runs again or dies). Which waiters were next in line is not known here,
 // so any two stopped count: the figure errs on the side of leaving out.
 func (c *chaos) stoppedPair(holder int, from, to int64) bool {
-	h := c.procs[holder]
+	h := c.procAt(holder, from)
 	if h == nil || h.byUs == 0 || h.exitNs == 0 || h.exitNs > to+int64(10*time.Millisecond) {
 		return false
 	}
@@ -830,7 +845,7 @@ func (c *chaos) drain() {
 	c.mu.Lock()
 	for pid, tm := range c.stopped {
 		tm.Stop()
-		c.procs[pid].Signal(syscall.SIGCONT)
+		c.procAt(pid, time.Now().UnixNano()).Signal(syscall.SIGCONT)
 	}
 	c.stopped = nil
 	var all []*chaosProc
@@ -1046,8 +1061,8 @@ func (c *chaos) passedWhileStopped(m uint64, at int64) bool {
 	if !ok {
 		return false
 	}
-	for _, from := range c.stops[c.owner[m]] {
-		if from < at && from > q-int64(time.Second) {
+	for _, pz := range c.owner[m].pauses {
+		if from := pz[0]; from < at && from > q-int64(time.Second) {
 			return true
 		}
 	}
