@@ -216,3 +216,43 @@ func stripState(tree string) string {
 	}
 	return strings.Join(keep, "\n")
 }
+
+// A file planted under the name that the next ticket's beacon takes: the
+// join is refused with ErrCorrupt naming it, and the file stays as it was
+// (a refused join removes only the names it linked itself).
+func TestPlantedBeaconKept(t *testing.T) {
+	l, dir := testLocker(t)
+	ctx := testCtx(t)
+	lead, err := l.Acquire(ctx, "job", Request{}) // makes the files
+	if err != nil {
+		t.Fatal(err)
+	}
+	lead.Release()
+	b, err := os.ReadFile(filepath.Join(dir, "job"+stateSuffix))
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, ok := parseState(b)
+	if !ok {
+		t.Fatalf("state %q", b)
+	}
+	q := filepath.Join(dir, "job"+queueSuffix)
+	next := ticketName(s.seq+1, false)
+	planted := filepath.Join(q, next+beaconSuffix)
+	if err := os.WriteFile(planted, []byte("planted\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	if _, err := l.Acquire(cctx, "job", Request{}); !errors.Is(err, ErrCorrupt) || !strings.Contains(err.Error(), planted) {
+		t.Errorf("a file planted as the next beacon: %v; want ErrCorrupt naming %s", err, planted)
+	}
+	if b, err := os.ReadFile(planted); err != nil || string(b) != "planted\n" {
+		t.Errorf("the planted file was removed or changed: %q, %v", b, err)
+	}
+	for _, n := range []string{next, next + inboxSuffix} {
+		if _, err := os.Lstat(filepath.Join(q, n)); !os.IsNotExist(err) {
+			t.Errorf("the refused join left %s: %v", n, err)
+		}
+	}
+}

@@ -205,20 +205,18 @@ func prepare(q *oslock.Dir, rec record) (*draft, error) {
 // listed ticket always has its beacon and inbox, and returns the ticket,
 // which p no longer owns.
 func (p *draft) link(e entry) (*ticket, error) {
-	t, q := p.t, p.t.q
-	err := linkFinal(q, p.inbox, e.name+inboxSuffix)
-	if err == nil {
-		if err = linkFinal(q, p.beacon, e.name+beaconSuffix); err == nil {
-			err = linkFinal(q, p.file, e.name)
-		}
-		if err != nil {
-			q.Remove(e.name + beaconSuffix)
-			q.Remove(e.name + inboxSuffix)
+	names := [...]struct{ tmp, final string }{
+		{p.inbox, e.name + inboxSuffix}, {p.beacon, e.name + beaconSuffix}, {p.file, e.name},
+	}
+	for i, n := range names {
+		if err := linkFinal(p.q, n.tmp, n.final); err != nil {
+			for _, linked := range names[:i] {
+				p.q.Remove(linked.final)
+			}
+			return nil, err
 		}
 	}
-	if err != nil {
-		return nil, err
-	}
+	t := p.t
 	t.e, p.t = e, nil
 	return t, nil
 }
