@@ -664,7 +664,8 @@ func stallBound() time.Duration {
 // name stayed free (or held by a dead term) while some process other than
 // the last holder could have taken it: from the later of the gap's start
 // and the moment that process last became runnable to the next term's
-// start, for the one that waited longest so. Gaps in the first seconds,
+// start (its grant, when its holder was stopped in between), for the one
+// that waited longest so. Gaps in the first seconds,
 // while the first contenders start at once, or while the test's own
 // sleep overran (the machine was starved: nothing ran on time), are left
 // out; so are gaps whose last holder was stopped (a stopped holder keeps the lock); so are, as the
@@ -688,6 +689,15 @@ func (c *chaos) stalls() (all []time.Duration, limit, starved int, worst string)
 		}
 		if c.stoppedHolder(prev.pid, from, to) {
 			continue
+		}
+		// The next holder, stopped after its grant and before its term's
+		// first write, held the lock from its grant on (as a stopped
+		// holder does): the name was free only until then. Its grant is
+		// the time it reported, not when the test read the report.
+		if g, ok := c.since[next.seq]; ok && g > from && g < to {
+			if p := c.procAt(next.pid, g); p != nil && p.stoppedWithin(g, to) {
+				to = g
+			}
 		}
 		var gap time.Duration
 		var who *chaosProc
