@@ -34,11 +34,12 @@
 //     line stopped after the ones behind them slept, and a holder that dies
 //     with no one to nudge (or the next one stopping right after a release
 //     while the one behind it is stopped) leave the lock free until one of
-//     them runs again or dies. So does a process stopped in the few
+//     them runs again or dies. So does a process stopped in the tens of
 //     microseconds it holds the name's state file locked (to join the
-//     line, or draw an epoch): every join and grant of the name waits for
-//     it to run again or die (the 8-minute soak of TestChaos meets this
-//     about once, as a 2 s stall).
+//     line, or draw an epoch; a joiner makes its ticket's files before it
+//     takes the lock): every join and grant of the name waits for it to
+//     run again or die (see docs/guarantees.md for how often a soak
+//     meets it).
 //   - Epochs only grow: every grant of a name draws an epoch strictly
 //     greater than all before it, across crashes, steals, and a state file
 //     removed or truncated (the lock file keeps the last epoch as a floor).
