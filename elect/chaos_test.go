@@ -858,10 +858,7 @@ func (c *chaos) drain() {
 		c.procAt(pid, time.Now().UnixNano()).Signal(syscall.SIGCONT)
 	}
 	c.stopped = nil
-	var all []*chaosProc
-	for _, p := range c.procs {
-		all = append(all, p)
-	}
+	all := slices.Clone(c.procs)
 	c.mu.Unlock()
 	for _, p := range all {
 		p.Send("finish")
