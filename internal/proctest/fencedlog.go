@@ -111,10 +111,15 @@ func (f *FencedLog) mend() error {
 
 // Torn reports whether line is what a writer killed inside its write left
 // of its line: no record, to be skipped (its writer's term is told by its
-// other lines, as when it is killed before its write).
-func Torn(line string) bool { return strings.HasSuffix(line, tornSuffix) }
+// other lines, as when it is killed before its write). A cut V or R line
+// is not Torn: what it reports (two COMMANDs at once, a refused write) is
+// a failure however little of it was written.
+func Torn(line string) bool {
+	return strings.HasSuffix(line, tornSuffix) && !strings.HasPrefix(line, "V ") && !strings.HasPrefix(line, "R ")
+}
 
-// ErrTorn is ParseLogLine's error for a Torn line.
+// ErrTorn is ParseLogLine's error for a Torn line; a cut V or R line
+// fails to parse with another error.
 var ErrTorn = errors.New("a line cut short by its writer's death (SIGKILL inside the write)")
 
 // LogLine is one parsed line of a FencedLog.
@@ -130,6 +135,9 @@ type LogLine struct {
 func ParseLogLine(s string) (LogLine, error) {
 	if Torn(s) {
 		return LogLine{}, ErrTorn
+	}
+	if strings.HasSuffix(s, tornSuffix) {
+		return LogLine{}, errors.New("a V or R line cut short by its writer's death")
 	}
 	f := strings.Fields(s)
 	if len(f) < 4 {

@@ -58,7 +58,8 @@ func TestFencedLog(t *testing.T) {
 
 // A writer killed inside its write can leave part of its line (SIGKILL
 // cuts a write at a page boundary): the next Append ends that part with
-// the torn mark, so its own line stays whole, and the part reads as Torn.
+// the torn mark, so its own line stays whole, and the part reads as Torn,
+// unless it is a V or R line, which fails however little was written.
 func TestFencedLogTorn(t *testing.T) {
 	dir := t.TempDir()
 	f, err := OpenFencedLog(dir)
@@ -85,6 +86,11 @@ func TestFencedLogTorn(t *testing.T) {
 	}
 	if _, err := ParseLogLine(lines[1]); !errors.Is(err, ErrTorn) || !Torn(lines[1]) {
 		t.Errorf("torn line %q: %v", lines[1], err)
+	}
+	for _, cut := range []string{"V 5 4242 17", "R 3 4242 1796"} {
+		if _, err := ParseLogLine(cut + tornSuffix); err == nil || errors.Is(err, ErrTorn) || Torn(cut+tornSuffix) {
+			t.Errorf("a cut %q line passed as torn (%v): what it reports would be lost", cut[:1], err)
+		}
 	}
 	for _, l := range []string{lines[0], lines[2]} {
 		if _, err := ParseLogLine(l); err != nil || Torn(l) {
